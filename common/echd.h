@@ -1,0 +1,56 @@
+/* echd.h - cross-cutting helpers: error codes, allocation, logging.
+ *
+ * Every module may include this header; it depends on nothing but libc.
+ */
+#ifndef ECHD_COMMON_ECHD_H
+#define ECHD_COMMON_ECHD_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#define ECHD_VERSION       "0.1.0"
+/* What INFO's redis_version reports, so client libraries enable 7.x features. */
+#define ECHD_REDIS_VERSION "7.4.0"
+
+/* Domain errors, at or below -1000 so they never collide with -errno. */
+#define ECHD_ENOTFOUND -1000 /* key, record or entry does not exist */
+#define ECHD_EPROTO    -1001 /* malformed protocol input */
+#define ECHD_ECORRUPT  -1002 /* stored data fails validation */
+#define ECHD_EEXIST    -1003 /* record already exists */
+#define ECHD_EMAPFULL  -1004 /* storage map full; may be grown and retried */
+#define ECHD_ELIMIT    -1005 /* a configured limit was reached */
+#define ECHD_EINVAL    -1006 /* argument out of domain */
+
+/* Returns borrowed static text for -errno values and ECHD_E* codes. */
+const char *echd_strerror(int err);
+
+/* All heap memory goes through these so tests can inject failures. */
+void *echd_malloc(size_t n);
+void *echd_calloc(size_t nmemb, size_t n);
+void *echd_realloc(void *p, size_t n);
+char *echd_strndup(const char *s, size_t n);
+void echd_free(void *p);
+#define ECHD_FREE(p)                                                                               \
+	do {                                                                                       \
+		echd_free(p);                                                                      \
+		(p) = NULL;                                                                        \
+	} while (0)
+
+/* Test hook: the Nth allocation from now on (1-based) fails; 0 disables. */
+void echd_alloc_fail_at(unsigned long n);
+
+enum echd_log_level {
+	ECHD_LOG_DEBUG,
+	ECHD_LOG_VERBOSE,
+	ECHD_LOG_NOTICE,
+	ECHD_LOG_WARNING,
+};
+
+/* Sink for log lines; default writes to stderr. The line has no newline. */
+typedef void (*echd_log_fn)(enum echd_log_level level, const char *line, void *ud);
+void echd_log_set(enum echd_log_level min, echd_log_fn fn, void *ud);
+void echd_log_set_level(enum echd_log_level min);
+void echd_log(enum echd_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif
