@@ -1,0 +1,914 @@
+/* st_lmdb.c - the LMDB storage backend.
+ *
+ * One environment per data directory, one named sub-database per table.
+ * This is the only file that includes <lmdb.h>: LMDB return codes are
+ * translated here and never cross the vtable.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "echd.h"
+#include "storage_impl.h"
+
+/* storage_grow() adds at least this much. */
+#define GROW_MIN_STEP ((uint64_t)64 << 20)
+/* Transaction wrappers kept for reuse: one nested txn per write command. */
+#define TXN_CACHE_MAX 8
+/* data.mdb and lock.mdb: echo-admin may run as another user of the group. */
+#define ENV_FILE_MODE 0640
+
+/* A switch rather than an array: -Wswitch (-Werror) then refuses to build
+ * until a table added to storage.h gets its sub-database name here. */
+static const char *
+table_name(enum storage_table tb)
+{
+	switch (tb) {
+	case STORAGE_T_META:
+		return "meta";
+	case STORAGE_T_KEYS:
+		return "keys";
+	case STORAGE_T_ENTRIES:
+		return "entries";
+	case STORAGE_T_NODES:
+		return "nodes";
+	case STORAGE_T_GROUPS:
+		return "groups";
+	case STORAGE_T_CONSUMERS:
+		return "consumers";
+	case STORAGE_T_CONSREC:
+		return "consrec";
+	case STORAGE_T_PEL:
+		return "pel";
+	case STORAGE_T_CPEL:
+		return "cpel";
+	case STORAGE_T_BYID:
+		return "byid";
+	case STORAGE_T_TRASH:
+		return "trash";
+	case STORAGE_T__COUNT:
+		break;
+	}
+	return NULL;
+}
+
+/* Where a cursor stands. LMDB's own notion differs at the edges (after a
+ * MDB_NEXT past the end, MDB_PREV returns the second-to-last row), so the
+ * edges are tracked here and LMDB is asked only to move from a real row. */
+enum cursor_pos {
+	POS_UNSET,   /* never positioned: next() is first, prev() is last */
+	POS_ON,      /* on a row */
+	POS_BEFORE,  /* before the first row: next() is first */
+	POS_AFTER,   /* after the last row: prev() is last */
+	POS_DELETED, /* row deleted; LMDB already stands on its successor */
+};
+
+struct lmdb_cursor {
+	struct storage_cursor base;
+	MDB_cursor *mc;
+	enum cursor_pos pos;
+	struct lmdb_cursor *prev, *next; /* the txn's open cursors */
+};
+
+struct lmdb_txn {
+	struct storage_txn base;
+	MDB_txn *mt;
+	struct lmdb_txn *parent;
+	struct lmdb_txn *child;      /* open nested txn, if any */
+	struct lmdb_cursor *cursors; /* closed when the txn ends */
+	int err;                     /* first error that made LMDB fail the txn */
+	bool rdonly;
+	struct lmdb_txn *next_free; /* link in st_lmdb.free_txns */
+};
+
+struct st_lmdb {
+	struct storage base;
+	MDB_env *env;
+	MDB_dbi dbi[STORAGE_T__COUNT];
+	bool read_only;
+	uint64_t max_disk;
+	unsigned ntxn;              /* open txns, nested and read ones included */
+	struct lmdb_txn *writer;    /* the open top-level write txn */
+	MDB_txn *idle_rd;           /* a reset read txn, renewed by the next reader */
+	struct lmdb_txn *free_txns; /* wrapper cache */
+	unsigned nfree;
+	uint64_t commits;
+	uint64_t syncs;
+};
+
+static struct st_lmdb *
+lmdb_from(struct storage *st)
+{
+	assert(st->ops == &st_lmdb_ops);
+	return (struct st_lmdb *)st;
+}
+
+static struct lmdb_txn *
+txn_from(struct storage_txn *t)
+{
+	assert(t->st->ops == &st_lmdb_ops);
+	return (struct lmdb_txn *)t;
+}
+
+static struct lmdb_cursor *
+cursor_from(struct storage_cursor *c)
+{
+	assert(c->txn->st->ops == &st_lmdb_ops);
+	return (struct lmdb_cursor *)c;
+}
+
+/* LMDB codes stop here. */
+static int
+xlate(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_NOTFOUND:
+		return ECHD_ENOTFOUND;
+	case MDB_KEYEXIST:
+		return ECHD_EEXIST;
+	case MDB_MAP_FULL:
+		return ECHD_EMAPFULL;
+	case MDB_PAGE_NOTFOUND:
+	case MDB_CORRUPTED:
+	case MDB_VERSION_MISMATCH:
+	case MDB_INVALID:
+	case MDB_INCOMPATIBLE:
+		return ECHD_ECORRUPT;
+	case MDB_DBS_FULL:
+	case MDB_READERS_FULL:
+	case MDB_TLS_FULL:
+	case MDB_TXN_FULL:
+	case MDB_CURSOR_FULL:
+	case MDB_PAGE_FULL:
+	case MDB_MAP_RESIZED:
+		return ECHD_ELIMIT;
+	case MDB_BAD_RSLOT:
+	case MDB_BAD_TXN:
+	case MDB_BAD_VALSIZE:
+	case MDB_BAD_DBI:
+		return ECHD_EINVAL;
+	case MDB_PANIC:
+		return -EIO;
+	}
+	if (rc > 0) {
+		return -rc;
+	}
+	/* A code from a newer LMDB than this file knows. */
+	return -EIO;
+}
+
+static MDB_val
+to_val(const struct st_buf *b)
+{
+	/* LMDB never writes through mv_data of an input. */
+	MDB_val v = {.mv_size = b->len, .mv_data = (void *)b->data};
+	return v;
+}
+
+static void
+to_buf(const MDB_val *v, struct st_buf *out)
+{
+	if (out != NULL) {
+		out->data = v->mv_data;
+		out->len = v->mv_size;
+	}
+}
+
+/* Translates rc, remembering errors after which LMDB has marked the txn
+ * failed: committing such a child would also fail its parent (LMDB sets
+ * MDB_TXN_ERROR on the parent), so lmdb_txn_commit() aborts it instead. */
+static int
+txn_err(struct lmdb_txn *t, int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+	case MDB_NOTFOUND:
+	case MDB_KEYEXIST:
+	case MDB_BAD_VALSIZE: /* checked before anything changes */
+	case EINVAL:
+	case EACCES:          /* a write in a read txn */
+		break;
+	default:
+		if (t->err == 0) {
+			t->err = xlate(rc);
+		}
+		break;
+	}
+	return xlate(rc);
+}
+
+/* ---- environment ------------------------------------------------------- */
+
+static void
+lmdb_close(struct storage *st)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	struct lmdb_txn *t;
+
+	assert(s->ntxn == 0);
+	if (s->idle_rd != NULL) {
+		mdb_txn_abort(s->idle_rd);
+	}
+	while ((t = s->free_txns) != NULL) {
+		s->free_txns = t->next_free;
+		echd_free(t);
+	}
+	if (s->env != NULL) {
+		mdb_env_close(s->env);
+	}
+	echd_free(s);
+}
+
+/* The map is the larger of what the options ask and what the environment
+ * already records: a map grown in an earlier run is never shrunk. */
+static int
+settle_map_size(struct st_lmdb *s, uint64_t want)
+{
+	MDB_envinfo info;
+	int rc;
+
+	/* Size 0 adopts the size recorded in the meta page. */
+	rc = mdb_env_set_mapsize(s->env, 0);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = mdb_env_info(s->env, &info);
+	if (rc != 0) {
+		return rc;
+	}
+	if (info.me_mapsize < want) {
+		rc = mdb_env_set_mapsize(s->env, want);
+	}
+	return rc;
+}
+
+static int
+open_tables(struct st_lmdb *s)
+{
+	MDB_txn *mt;
+	unsigned flags = s->read_only ? 0 : MDB_CREATE;
+	int rc;
+
+	rc = mdb_txn_begin(s->env, NULL, s->read_only ? MDB_RDONLY : 0, &mt);
+	if (rc != 0) {
+		return rc;
+	}
+	for (int i = 0; i < STORAGE_T__COUNT; i++) {
+		const char *name = table_name((enum storage_table)i);
+
+		assert(name != NULL);
+		rc = mdb_dbi_open(mt, name, flags, &s->dbi[i]);
+		if (rc == MDB_NOTFOUND) {
+			/* Read-only on an environment echd never opened. */
+			rc = MDB_INVALID;
+		}
+		if (rc != 0) {
+			mdb_txn_abort(mt);
+			return rc;
+		}
+	}
+	/* Even a read txn must commit for its handles to outlive it. */
+	return mdb_txn_commit(mt);
+}
+
+static int
+lmdb_open(const struct storage_opts *o, struct storage **out)
+{
+	struct st_lmdb *s;
+	unsigned flags = MDB_NOTLS;
+	int dead = 0;
+	int rc;
+
+	s = echd_calloc(1, sizeof(*s));
+	if (s == NULL) {
+		return -ENOMEM;
+	}
+	s->base.ops = &st_lmdb_ops;
+	s->read_only = o->read_only;
+	s->max_disk = o->max_disk;
+
+	if (o->read_only) {
+		flags |= MDB_RDONLY;
+	}
+	if (o->sync_mode == STORAGE_SYNC_DATA) {
+		/* The commit's fdatasync covers data pages only; the meta page
+		 * reaches the disk with the next commit or storage_sync(). */
+		flags |= MDB_NOMETASYNC;
+	}
+
+	rc = mdb_env_create(&s->env);
+	if (rc != 0) {
+		s->env = NULL;
+		goto err;
+	}
+	rc = mdb_env_set_maxdbs(s->env, STORAGE_T__COUNT);
+	if (rc != 0) {
+		goto err;
+	}
+	if (o->map_size != 0) {
+		rc = mdb_env_set_mapsize(s->env, o->map_size);
+		if (rc != 0) {
+			goto err;
+		}
+	}
+	rc = mdb_env_open(s->env, o->dir, flags, ENV_FILE_MODE);
+	if (rc != 0) {
+		goto err;
+	}
+	/* Slots of crashed readers would pin old pages forever. */
+	rc = mdb_reader_check(s->env, &dead);
+	if (rc != 0) {
+		goto err;
+	}
+	if (dead > 0) {
+		echd_log(ECHD_LOG_WARNING, "lmdb: cleared %d stale reader slot(s) in %s", dead,
+			o->dir);
+	}
+	rc = settle_map_size(s, o->map_size);
+	if (rc != 0) {
+		goto err;
+	}
+	rc = open_tables(s);
+	if (rc != 0) {
+		goto err;
+	}
+	*out = &s->base;
+	return 0;
+
+err:
+	lmdb_close(&s->base);
+	return xlate(rc);
+}
+
+static int
+lmdb_stat(struct storage *st, struct storage_stat *out)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	MDB_envinfo info;
+	MDB_stat ms;
+	int rc;
+
+	rc = mdb_env_info(s->env, &info);
+	if (rc == 0) {
+		rc = mdb_env_stat(s->env, &ms);
+	}
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	out->map_size = info.me_mapsize;
+	out->used_bytes = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	out->page_size = ms.ms_psize;
+	out->last_txn_id = info.me_last_txnid;
+	out->commits = s->commits;
+	out->syncs = s->syncs;
+	return 0;
+}
+
+static int
+lmdb_grow(struct storage *st)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	MDB_envinfo info;
+	MDB_stat ms;
+	uint64_t cur, want, psize;
+	int rc;
+
+	/* mdb_env_set_mapsize() remaps: pointers held by open txns would dangle. */
+	if (s->ntxn != 0) {
+		return -EBUSY;
+	}
+	if (s->read_only) {
+		return -EROFS;
+	}
+	rc = mdb_env_info(s->env, &info);
+	if (rc == 0) {
+		rc = mdb_env_stat(s->env, &ms);
+	}
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	cur = info.me_mapsize;
+	psize = ms.ms_psize;
+	want = cur > UINT64_MAX / 2 ? UINT64_MAX : cur * 2;
+	if (want - cur < GROW_MIN_STEP) {
+		want = cur + GROW_MIN_STEP;
+	}
+	/* LMDB wants a multiple of the OS page size. */
+	want = (want + psize - 1) / psize * psize;
+	if (s->max_disk != 0 && want > s->max_disk) {
+		want = s->max_disk / psize * psize;
+	}
+	if (want <= cur) {
+		return ECHD_ELIMIT;
+	}
+	if (s->idle_rd != NULL) {
+		mdb_txn_abort(s->idle_rd);
+		s->idle_rd = NULL;
+	}
+	rc = mdb_env_set_mapsize(s->env, want);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	echd_log(ECHD_LOG_NOTICE, "lmdb: map grown from %llu to %llu bytes",
+		(unsigned long long)cur, (unsigned long long)want);
+	return 0;
+}
+
+static int
+lmdb_sync(struct storage *st)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	int rc;
+
+	if (s->read_only) {
+		/* Nothing of ours to flush; LMDB would say EACCES. */
+		return 0;
+	}
+	rc = mdb_env_sync(s->env, 1);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	s->syncs++;
+	return 0;
+}
+
+static int
+lmdb_copy(struct storage *st, const char *dir)
+{
+	struct st_lmdb *s = lmdb_from(st);
+
+	/* The compacting copy runs in its own read txn and so does not wait
+	 * for (or deadlock on) a write txn of this thread. */
+	return xlate(mdb_env_copy2(s->env, dir, MDB_CP_COMPACT));
+}
+
+/* ---- transactions ------------------------------------------------------ */
+
+static struct lmdb_txn *
+txn_alloc(struct st_lmdb *s)
+{
+	struct lmdb_txn *t = s->free_txns;
+
+	if (t == NULL) {
+		return echd_calloc(1, sizeof(*t));
+	}
+	s->free_txns = t->next_free;
+	s->nfree--;
+	memset(t, 0, sizeof(*t));
+	return t;
+}
+
+static void
+txn_release(struct st_lmdb *s, struct lmdb_txn *t)
+{
+	if (s->nfree >= TXN_CACHE_MAX) {
+		echd_free(t);
+		return;
+	}
+	t->next_free = s->free_txns;
+	s->free_txns = t;
+	s->nfree++;
+}
+
+/* Starts an LMDB txn, renewing the cached reader when there is one. */
+static int
+begin_mdb(struct st_lmdb *s, MDB_txn *parent, bool rdonly, MDB_txn **out)
+{
+	int rc;
+
+	if (rdonly && s->idle_rd != NULL) {
+		MDB_txn *mt = s->idle_rd;
+
+		s->idle_rd = NULL;
+		if (mdb_txn_renew(mt) == 0) {
+			*out = mt;
+			return 0;
+		}
+		mdb_txn_abort(mt);
+	}
+	rc = mdb_txn_begin(s->env, parent, rdonly ? MDB_RDONLY : 0, out);
+	if (rc == MDB_MAP_RESIZED && s->ntxn == 0) {
+		/* Another process grew the map past ours (echo-admin reading
+		 * while echd writes): adopt its size, legal with no txn open. */
+		rc = mdb_env_set_mapsize(s->env, 0);
+		if (rc == 0) {
+			rc = mdb_txn_begin(s->env, parent, rdonly ? MDB_RDONLY : 0, out);
+		}
+	}
+	return rc;
+}
+
+static int
+lmdb_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
+	struct storage_txn **out)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	struct lmdb_txn *p = parent != NULL ? txn_from(parent) : NULL;
+	bool rdonly = (flags & STORAGE_TXN_RDONLY) != 0;
+	struct lmdb_txn *t;
+	MDB_txn *mt;
+	int rc;
+
+	if ((flags & ~STORAGE_TXN_RDONLY) != 0) {
+		return ECHD_EINVAL;
+	}
+	if (p != NULL) {
+		if (rdonly || p->rdonly || p->child != NULL || parent->st != st) {
+			return ECHD_EINVAL;
+		}
+	} else if (!rdonly) {
+		if (s->read_only) {
+			return -EROFS;
+		}
+		/* A second writer would wait on LMDB's mutex forever. */
+		if (s->writer != NULL) {
+			return -EBUSY;
+		}
+	}
+
+	t = txn_alloc(s);
+	if (t == NULL) {
+		return -ENOMEM;
+	}
+	rc = begin_mdb(s, p != NULL ? p->mt : NULL, rdonly, &mt);
+	if (rc != 0) {
+		txn_release(s, t);
+		return xlate(rc);
+	}
+	t->base.st = st;
+	t->mt = mt;
+	t->parent = p;
+	t->rdonly = rdonly;
+	if (p != NULL) {
+		p->child = t;
+	} else if (!rdonly) {
+		s->writer = t;
+	}
+	s->ntxn++;
+	*out = &t->base;
+	return 0;
+}
+
+static void
+cursors_close(struct lmdb_txn *t)
+{
+	struct lmdb_cursor *c;
+
+	while ((c = t->cursors) != NULL) {
+		t->cursors = c->next;
+		mdb_cursor_close(c->mc);
+		echd_free(c);
+	}
+}
+
+/* Ends a read txn: the first one is kept reset for reuse, which saves the
+ * malloc and the reader-slot search of the next mdb_txn_begin(). */
+static void
+read_end(struct st_lmdb *s, MDB_txn *mt)
+{
+	if (s->idle_rd == NULL) {
+		mdb_txn_reset(mt);
+		s->idle_rd = mt;
+	} else {
+		mdb_txn_abort(mt);
+	}
+}
+
+/* The wrapper side of a txn's end, after LMDB's. */
+static void
+txn_end(struct st_lmdb *s, struct lmdb_txn *t)
+{
+	if (t->parent != NULL) {
+		t->parent->child = NULL;
+	} else if (s->writer == t) {
+		s->writer = NULL;
+	}
+	assert(s->ntxn > 0);
+	s->ntxn--;
+	txn_release(s, t);
+}
+
+static void
+lmdb_txn_abort(struct storage_txn *base)
+{
+	struct lmdb_txn *t = txn_from(base);
+	struct st_lmdb *s = lmdb_from(base->st);
+
+	if (t->child != NULL) {
+		lmdb_txn_abort(&t->child->base);
+	}
+	cursors_close(t);
+	if (t->rdonly) {
+		read_end(s, t->mt);
+	} else {
+		mdb_txn_abort(t->mt);
+	}
+	txn_end(s, t);
+}
+
+static int
+lmdb_txn_commit(struct storage_txn *base)
+{
+	struct lmdb_txn *t = txn_from(base);
+	struct st_lmdb *s = lmdb_from(base->st);
+	bool top;
+	int rc;
+
+	if (t->child != NULL) {
+		/* As LMDB does: an open child commits first. */
+		rc = lmdb_txn_commit(&t->child->base);
+		if (rc != 0) {
+			lmdb_txn_abort(base);
+			return rc;
+		}
+	}
+	if (t->err != 0) {
+		/* LMDB would refuse with MDB_BAD_TXN and fail the parent too;
+		 * report the original error and leave the parent usable. */
+		rc = t->err;
+		lmdb_txn_abort(base);
+		return rc;
+	}
+	cursors_close(t);
+	if (t->rdonly) {
+		read_end(s, t->mt);
+		txn_end(s, t);
+		return 0;
+	}
+	top = t->parent == NULL;
+	/* mdb_txn_commit() frees the txn whether it succeeds or not. */
+	rc = mdb_txn_commit(t->mt);
+	txn_end(s, t);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	if (top) {
+		s->commits++;
+		s->syncs++;
+	}
+	return 0;
+}
+
+/* ---- rows -------------------------------------------------------------- */
+
+static int
+lmdb_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
+	struct st_buf *v)
+{
+	struct lmdb_txn *t = txn_from(base);
+	struct st_lmdb *s = lmdb_from(base->st);
+	MDB_val key = to_val(k);
+	MDB_val val;
+	int rc;
+
+	assert((unsigned)tb < STORAGE_T__COUNT);
+	rc = mdb_get(t->mt, s->dbi[tb], &key, &val);
+	if (rc != 0) {
+		return txn_err(t, rc);
+	}
+	to_buf(&val, v);
+	return 0;
+}
+
+static int
+lmdb_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
+	const struct st_buf *v, unsigned flags)
+{
+	struct lmdb_txn *t = txn_from(base);
+	struct st_lmdb *s = lmdb_from(base->st);
+	MDB_val key = to_val(k);
+	MDB_val val = to_val(v);
+	unsigned mflags;
+
+	assert((unsigned)tb < STORAGE_T__COUNT);
+	if ((flags & ~STORAGE_PUT_APPEND) != 0) {
+		return ECHD_EINVAL;
+	}
+	/* MDB_APPEND answers MDB_KEYEXIST when k does not sort last. */
+	mflags = (flags & STORAGE_PUT_APPEND) != 0 ? MDB_APPEND : 0;
+	return txn_err(t, mdb_put(t->mt, s->dbi[tb], &key, &val, mflags));
+}
+
+static int
+lmdb_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k)
+{
+	struct lmdb_txn *t = txn_from(base);
+	struct st_lmdb *s = lmdb_from(base->st);
+	MDB_val key = to_val(k);
+
+	assert((unsigned)tb < STORAGE_T__COUNT);
+	return txn_err(t, mdb_del(t->mt, s->dbi[tb], &key, NULL));
+}
+
+/* ---- cursors ----------------------------------------------------------- */
+
+static int
+lmdb_cursor_open(struct storage_txn *base, enum storage_table tb, struct storage_cursor **out)
+{
+	struct lmdb_txn *t = txn_from(base);
+	struct st_lmdb *s = lmdb_from(base->st);
+	struct lmdb_cursor *c;
+	int rc;
+
+	assert((unsigned)tb < STORAGE_T__COUNT);
+	c = echd_calloc(1, sizeof(*c));
+	if (c == NULL) {
+		return -ENOMEM;
+	}
+	rc = mdb_cursor_open(t->mt, s->dbi[tb], &c->mc);
+	if (rc != 0) {
+		echd_free(c);
+		return txn_err(t, rc);
+	}
+	c->base.txn = base;
+	c->pos = POS_UNSET;
+	c->next = t->cursors;
+	if (t->cursors != NULL) {
+		t->cursors->prev = c;
+	}
+	t->cursors = c;
+	*out = &c->base;
+	return 0;
+}
+
+static void
+lmdb_cursor_close(struct storage_cursor *base)
+{
+	struct lmdb_cursor *c = cursor_from(base);
+	struct lmdb_txn *t = txn_from(base->txn);
+
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		t->cursors = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	mdb_cursor_close(c->mc);
+	echd_free(c);
+}
+
+/* One LMDB move. A miss leaves the cursor at the edge `miss`. */
+static int
+cursor_move(struct lmdb_cursor *c, MDB_val *k, MDB_cursor_op op, enum cursor_pos miss,
+	struct st_buf *key, struct st_buf *val)
+{
+	MDB_val v;
+	int rc;
+
+	rc = mdb_cursor_get(c->mc, k, &v, op);
+	if (rc == MDB_NOTFOUND) {
+		c->pos = miss;
+		return ECHD_ENOTFOUND;
+	}
+	if (rc != 0) {
+		c->pos = POS_UNSET;
+		return txn_err(txn_from(c->base.txn), rc);
+	}
+	c->pos = POS_ON;
+	to_buf(k, key);
+	to_buf(&v, val);
+	return 0;
+}
+
+static int
+lmdb_cursor_seek(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val)
+{
+	struct lmdb_cursor *c = cursor_from(base);
+	MDB_val mk = {0, NULL};
+
+	/* LMDB rejects empty keys; every key is >= the empty one. */
+	if (k == NULL || k->len == 0) {
+		return cursor_move(c, &mk, MDB_FIRST, POS_AFTER, key, val);
+	}
+	mk = to_val(k);
+	return cursor_move(c, &mk, MDB_SET_RANGE, POS_AFTER, key, val);
+}
+
+static int
+lmdb_cursor_seek_last(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val)
+{
+	struct lmdb_cursor *c = cursor_from(base);
+	MDB_val mk = {0, NULL};
+	MDB_val v;
+	int rc;
+
+	if (k == NULL) {
+		return cursor_move(c, &mk, MDB_LAST, POS_BEFORE, key, val);
+	}
+	if (k->len == 0) {
+		/* No key is <= the empty one. */
+		c->pos = POS_BEFORE;
+		return ECHD_ENOTFOUND;
+	}
+	mk = to_val(k);
+	rc = mdb_cursor_get(c->mc, &mk, &v, MDB_SET_RANGE);
+	if (rc == MDB_NOTFOUND) {
+		/* Every key is < k. */
+		return cursor_move(c, &mk, MDB_LAST, POS_BEFORE, key, val);
+	}
+	if (rc != 0) {
+		c->pos = POS_UNSET;
+		return txn_err(txn_from(base->txn), rc);
+	}
+	if (mk.mv_size == k->len && memcmp(mk.mv_data, k->data, k->len) == 0) {
+		c->pos = POS_ON;
+		to_buf(&mk, key);
+		to_buf(&v, val);
+		return 0;
+	}
+	/* Landed on the first key > k: the one before it is the answer. */
+	return cursor_move(c, &mk, MDB_PREV, POS_BEFORE, key, val);
+}
+
+static int
+lmdb_cursor_next(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
+{
+	struct lmdb_cursor *c = cursor_from(base);
+	MDB_val mk = {0, NULL};
+
+	switch (c->pos) {
+	case POS_AFTER:
+		return ECHD_ENOTFOUND;
+	case POS_UNSET:
+	case POS_BEFORE:
+		return cursor_move(c, &mk, MDB_FIRST, POS_AFTER, key, val);
+	case POS_ON:
+	case POS_DELETED:
+		/* After mdb_cursor_del() LMDB stands on the successor with
+		 * C_DEL set, and its MDB_NEXT returns that row without moving:
+		 * nothing is skipped (checked against 0.9.24, see the tests). */
+		break;
+	}
+	return cursor_move(c, &mk, MDB_NEXT, POS_AFTER, key, val);
+}
+
+static int
+lmdb_cursor_prev(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
+{
+	struct lmdb_cursor *c = cursor_from(base);
+	MDB_val mk = {0, NULL};
+
+	switch (c->pos) {
+	case POS_BEFORE:
+		return ECHD_ENOTFOUND;
+	case POS_UNSET:
+	case POS_AFTER:
+		return cursor_move(c, &mk, MDB_LAST, POS_BEFORE, key, val);
+	case POS_ON:
+	case POS_DELETED:
+		break;
+	}
+	return cursor_move(c, &mk, MDB_PREV, POS_BEFORE, key, val);
+}
+
+static int
+lmdb_cursor_del(struct storage_cursor *base)
+{
+	struct lmdb_cursor *c = cursor_from(base);
+	int rc;
+
+	/* Only the row last returned may go: after a delete LMDB stands on
+	 * the successor, which the caller has not seen. */
+	if (c->pos != POS_ON) {
+		return ECHD_ENOTFOUND;
+	}
+	rc = mdb_cursor_del(c->mc, 0);
+	if (rc != 0) {
+		return txn_err(txn_from(base->txn), rc);
+	}
+	c->pos = POS_DELETED;
+	return 0;
+}
+
+const struct storage_ops st_lmdb_ops = {
+	.version = STORAGE_OPS_V1,
+	.name = "lmdb",
+	.open = lmdb_open,
+	.close = lmdb_close,
+	.txn_begin = lmdb_txn_begin,
+	.txn_commit = lmdb_txn_commit,
+	.txn_abort = lmdb_txn_abort,
+	.get = lmdb_get,
+	.put = lmdb_put,
+	.del = lmdb_del,
+	.cursor_open = lmdb_cursor_open,
+	.cursor_close = lmdb_cursor_close,
+	.cursor_seek = lmdb_cursor_seek,
+	.cursor_seek_last = lmdb_cursor_seek_last,
+	.cursor_next = lmdb_cursor_next,
+	.cursor_prev = lmdb_cursor_prev,
+	.cursor_del = lmdb_cursor_del,
+	.stat = lmdb_stat,
+	.grow = lmdb_grow,
+	.sync = lmdb_sync,
+	.copy = lmdb_copy,
+};

@@ -1,0 +1,130 @@
+/* storage.h - the storage interface the broker talks to.
+ *
+ * A small key/value contract over named tables, with nested write
+ * transactions, in the spirit of SQLite's VFS: the broker and the data
+ * model (stream.h) call these functions; a backend (LMDB by default)
+ * implements them through struct storage_ops (storage_impl.h).
+ *
+ * Caveats
+ *  - One write transaction at a time per storage, and only on the thread
+ *    that opened it (the event loop). Nested write transactions are
+ *    supported: a child commits into its parent, an aborted child leaves
+ *    the parent as it was.
+ *  - Values returned by get or by a cursor are borrowed: valid until the
+ *    next write in that transaction or the transaction's end.
+ *  - storage_txn_commit() of a top-level transaction returns 0 only once
+ *    the data is durable as the open options ask (see sync_mode).
+ *  - storage_grow() must be called with no transaction open.
+ */
+#ifndef ECHD_STORAGE_STORAGE_H
+#define ECHD_STORAGE_STORAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct storage;
+struct storage_txn;
+struct storage_cursor;
+
+struct st_buf {
+	const void *data;
+	size_t len;
+};
+
+/* The tables; layout of their keys and values is the data model's (stream.c). */
+enum storage_table {
+	STORAGE_T_META,      /* global counters (next internal id, ...) */
+	STORAGE_T_KEYS,      /* db + name -> stream metadata */
+	STORAGE_T_ENTRIES,   /* stream id + ms + seq -> fields */
+	STORAGE_T_NODES,     /* stream id + first id -> node bookkeeping (~ trimming) */
+	STORAGE_T_GROUPS,    /* stream id + group name -> group record */
+	STORAGE_T_CONSUMERS, /* group id + consumer name -> consumer id */
+	STORAGE_T_CONSREC,   /* group id + consumer id -> consumer record */
+	STORAGE_T_PEL,       /* group id + ms + seq -> owner, delivery time, count */
+	STORAGE_T_CPEL,      /* group id + consumer id + ms + seq -> (empty) */
+	STORAGE_T_BYID,      /* db + stream id -> name (SCAN order, stable cursors) */
+	STORAGE_T_TRASH,     /* stream ids whose rows are still being deleted */
+	STORAGE_T__COUNT
+};
+
+enum storage_sync_mode {
+	STORAGE_SYNC_FULL, /* commit flushes data and meta page: durable on return */
+	STORAGE_SYNC_DATA, /* commit flushes data only; the caller must call
+			    * storage_sync() (or commit again) before the commit is durable */
+};
+
+struct storage_opts {
+	const char *dir;    /* borrowed; must exist */
+	uint64_t map_size;  /* initial map size in bytes */
+	uint64_t max_disk;  /* storage_grow() never goes beyond this; 0 = no limit */
+	enum storage_sync_mode sync_mode;
+	bool read_only;     /* open for inspection only (echo-admin) */
+};
+
+/* Opens the backend named (NULL = default "lmdb"). Borrows o.
+ * Returns 0 and *out (owned, free with storage_close()), ECHD_ENOTFOUND for
+ * an unknown backend, or a negative error. */
+int storage_open(const char *backend, const struct storage_opts *o, struct storage **out);
+/* Closes; aborts nothing (every transaction must be finished). NULL is a no-op. */
+void storage_close(struct storage *st);
+/* Names of the compiled-in backends, NULL-terminated; borrowed static. */
+const char *const *storage_backends(void);
+
+#define STORAGE_TXN_RDONLY 0x1u
+
+/* Begins a transaction, nested in parent when parent is not NULL (a write
+ * transaction only). Returns 0 and *out, or a negative error. */
+int storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
+	struct storage_txn **out);
+/* Commits and frees t (even on failure). Returns 0, ECHD_EMAPFULL, -EIO, -ENOSPC ... */
+int storage_txn_commit(struct storage_txn *t);
+/* Aborts and frees t; NULL is a no-op. */
+void storage_txn_abort(struct storage_txn *t);
+
+/* Returns 0 with *v borrowed, or ECHD_ENOTFOUND. */
+int storage_get(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
+	struct st_buf *v);
+#define STORAGE_PUT_APPEND 0x1u /* k sorts after every key in the table (fast path) */
+/* Borrows k and v (copied). Returns 0, ECHD_EMAPFULL, or a negative error. */
+int storage_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
+	const struct st_buf *v, unsigned flags);
+/* Returns 0 or ECHD_ENOTFOUND. */
+int storage_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k);
+
+/* Cursors are valid until closed or their transaction ends. */
+int storage_cursor_open(struct storage_txn *t, enum storage_table tb,
+	struct storage_cursor **out);
+void storage_cursor_close(struct storage_cursor *c);
+/* Positions at the first key >= k (k NULL: the first key). Returns 0 with
+ * *key and *val borrowed, or ECHD_ENOTFOUND when there is none. */
+int storage_cursor_seek(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val);
+/* Positions at the last key (k NULL) or the last key <= k. */
+int storage_cursor_seek_last(struct storage_cursor *c, const struct st_buf *k,
+	struct st_buf *key, struct st_buf *val);
+int storage_cursor_next(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
+int storage_cursor_prev(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
+/* Deletes the current row; the cursor then stands so that next() returns
+ * the row after it. */
+int storage_cursor_del(struct storage_cursor *c);
+
+struct storage_stat {
+	uint64_t map_size;    /* bytes mapped */
+	uint64_t used_bytes;  /* pages in use * page size */
+	uint64_t page_size;
+	uint64_t last_txn_id;
+	uint64_t commits;     /* top-level write commits since open */
+	uint64_t syncs;       /* explicit flushes (commits included) since open */
+};
+int storage_stat(struct storage *st, struct storage_stat *out);
+
+/* Grows the map (about doubles it) up to max_disk. No transaction may be
+ * open. Returns 0, or ECHD_ELIMIT when already at max_disk. */
+int storage_grow(struct storage *st);
+/* Flushes everything committed so far to stable storage. */
+int storage_sync(struct storage *st);
+/* Writes a consistent, compacted copy of the environment into dir. */
+int storage_copy(struct storage *st, const char *dir);
+
+#endif

@@ -1,0 +1,53 @@
+/* storage_impl.h - for storage backend authors only; the broker includes
+ * storage.h. A backend fills a struct storage_ops and embeds struct
+ * storage (and struct storage_txn / storage_cursor) first in its own. */
+#ifndef ECHD_STORAGE_STORAGE_IMPL_H
+#define ECHD_STORAGE_STORAGE_IMPL_H
+
+#include "storage.h"
+
+#define STORAGE_OPS_V1 1
+
+struct storage_ops {
+	int version; /* STORAGE_OPS_V1; append-only */
+	const char *name;
+	int (*open)(const struct storage_opts *o, struct storage **out);
+	void (*close)(struct storage *st); /* accepts half-open */
+	int (*txn_begin)(struct storage *st, struct storage_txn *parent, unsigned flags,
+		struct storage_txn **out);
+	int (*txn_commit)(struct storage_txn *t); /* 0 => durable per sync_mode */
+	void (*txn_abort)(struct storage_txn *t);
+	int (*get)(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
+		struct st_buf *v);
+	int (*put)(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
+		const struct st_buf *v, unsigned flags);
+	int (*del)(struct storage_txn *t, enum storage_table tb, const struct st_buf *k);
+	int (*cursor_open)(struct storage_txn *t, enum storage_table tb,
+		struct storage_cursor **out);
+	void (*cursor_close)(struct storage_cursor *c);
+	int (*cursor_seek)(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
+		struct st_buf *val);
+	int (*cursor_seek_last)(struct storage_cursor *c, const struct st_buf *k,
+		struct st_buf *key, struct st_buf *val);
+	int (*cursor_next)(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
+	int (*cursor_prev)(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
+	int (*cursor_del)(struct storage_cursor *c);
+	int (*stat)(struct storage *st, struct storage_stat *out);
+	int (*grow)(struct storage *st);
+	int (*sync)(struct storage *st);
+	int (*copy)(struct storage *st, const char *dir);
+};
+
+struct storage {
+	const struct storage_ops *ops;
+};
+struct storage_txn {
+	struct storage *st;
+};
+struct storage_cursor {
+	struct storage_txn *txn;
+};
+
+extern const struct storage_ops st_lmdb_ops;
+
+#endif
