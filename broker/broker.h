@@ -1,0 +1,370 @@
+/* broker.h - internal header of the broker: server, connections, commands.
+ *
+ * Only broker/ includes this. The broker owns the event loop (libevent),
+ * the connections, command dispatch, blocking and the group commit; it
+ * reaches data only through storage.h and stream.h.
+ */
+#ifndef ECHD_BROKER_BROKER_H
+#define ECHD_BROKER_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "echd.h"
+#include "resp.h"
+#include "group.h"
+#include "storage.h"
+#include "stream.h"
+
+struct event_base;
+struct event;
+struct bufferevent;
+struct evconnlistener;
+
+/* ------------------------------------------------------------------------
+ * Configuration
+ * ---------------------------------------------------------------------- */
+
+#define BRK_MAX_BIND 16
+
+struct brk_config {
+	char *bind[BRK_MAX_BIND];
+	int nbind;
+	int port;
+	char *unixsocket;
+	unsigned unixsocketperm;
+	char *dir;
+	char *logfile;
+	int loglevel; /* enum echd_log_level */
+	char *pidfile;
+	int databases;
+	long long maxclients;
+	long long timeout; /* seconds idle before a client is closed; 0 = never */
+	long long tcp_backlog;
+	long long tcp_keepalive;
+	long long obuf_hard; /* client-output-buffer-limit normal: hard bytes */
+	long long obuf_soft;
+	long long obuf_soft_secs;
+	long long query_buf_limit;   /* client-query-buffer-limit */
+	long long proto_max_bulk_len;
+	long long proto_max_multibulk_len;
+	long long proto_inline_max_size;
+	long long stream_node_max_entries;
+	long long stream_node_max_bytes;
+	int appendfsync;         /* BRK_FSYNC_* */
+	long long map_size;      /* initial LMDB map size in bytes */
+	long long maxdisk;       /* map growth limit in bytes; 0 = none */
+	char *storage_backend;
+	long long batch_max_commands; /* commands in one group commit */
+	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
+	bool daemonize;               /* accepted, must be no */
+};
+
+enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };
+
+void brk_config_defaults(struct brk_config *cfg);
+void brk_config_finish(struct brk_config *cfg);
+/* Applies "name value..." (argv without the leading dashes). Returns 0 or
+ * writes a message naming the option into err and returns -1. from_set
+ * rejects options that cannot change at run time. */
+int brk_config_apply(struct brk_config *cfg, int argc, char **argv, bool from_set, char *err,
+	size_t errlen);
+/* Loads a redis.conf style file. Returns 0 or -1 with err set. */
+int brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t errlen);
+/* Parses the command line: [CONFIG_FILE] [--name value ...].
+ * Returns 0, 1 when --help/--version was handled, or -1 with err set. */
+int brk_config_from_args(struct brk_config *cfg, int argc, char **argv, char *err,
+	size_t errlen);
+void brk_config_usage(FILE *f);
+
+/* Iterates options for CONFIG GET: calls fn(name, value) for each option
+ * whose name matches the glob pattern. */
+typedef void (*brk_config_fn)(const char *name, const char *value, void *ud);
+void brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn,
+	void *ud);
+
+/* ------------------------------------------------------------------------
+ * Connections and the server
+ * ---------------------------------------------------------------------- */
+
+struct brk_server;
+struct brk_conn;
+struct brk_cmd;
+
+/* A copied request, for clients that block. */
+struct brk_argv {
+	int argc;
+	struct resp_arg *argv; /* each p owned, freed by brk_argv_free() */
+};
+
+struct brk_block {
+	struct brk_argv req;    /* the command to run again, '$' resolved */
+	struct event *timer;    /* NULL when blocking forever */
+	uint64_t deadline_ms;   /* 0 = forever */
+	int nkeys;
+	struct brk_waitkey **keys; /* the keys it waits on */
+	bool ready;             /* queued to run again */
+	struct brk_conn *next_ready;
+};
+
+enum {
+	BRK_CONN_CLOSE_AFTER_REPLY = 1 << 0, /* QUIT, protocol error */
+	BRK_CONN_CLOSE_ASAP = 1 << 1,        /* killed, limit exceeded */
+	BRK_CONN_UNIX = 1 << 2,
+	BRK_CONN_HELD = 1 << 3,              /* on the held list */
+	BRK_CONN_PENDING = 1 << 4,           /* on the pending-input list */
+	BRK_CONN_CLOSING = 1 << 5,           /* on the closing list */
+};
+
+struct brk_conn {
+	struct brk_server *srv;
+	struct bufferevent *bev;
+	int fd;
+	uint64_t id;
+	unsigned flags;
+	char addr[64];  /* peer, "ip:port" */
+	char laddr[64]; /* local */
+	char *name;     /* CLIENT SETNAME; owned */
+	unsigned db;
+	int resp;       /* 2 or 3 */
+	struct resp_reader *rd;
+	struct resp_buf out;     /* replies held until their batch commits */
+	struct resp_writer w;    /* writes into out */
+	size_t batch_mark;       /* out.len when this batch began for this conn */
+	unsigned batch_replies;  /* replies added since batch_mark */
+	uint64_t ctime_ms;
+	uint64_t last_ms;        /* last interaction */
+	uint64_t obuf_soft_since; /* when the soft limit was first exceeded */
+	char last_cmd[32];
+	struct brk_block *blk;   /* non-NULL while blocked */
+	struct brk_conn *prev, *next;   /* all connections */
+	struct brk_conn *held_next;     /* held list */
+	struct brk_conn *pending_next;  /* pending-input list */
+	struct brk_conn *closing_next;  /* closing list */
+};
+
+struct brk_cmdstat {
+	uint64_t calls, usec, rejected, failed;
+};
+
+struct brk_stats {
+	uint64_t start_ms;
+	uint64_t total_connections;
+	uint64_t rejected_connections;
+	uint64_t total_commands;
+	uint64_t total_error_replies;
+	uint64_t commits;
+	uint64_t commit_failures;
+	uint64_t batch_commands_total; /* write commands in committed batches */
+	uint64_t dirty;                /* changes since start (no RDB: never reset) */
+	uint64_t last_commit_ms;
+	uint64_t net_input_bytes, net_output_bytes;
+	uint64_t ops_sample_ms, ops_sample_cmds, ops_per_sec;
+	uint64_t expired_obuf; /* clients closed for their output buffer */
+	uint64_t map_grows;
+	uint64_t gc_rows;
+};
+
+/* An error reply counted by prefix for INFO errorstats. */
+struct brk_errstat {
+	char prefix[32];
+	uint64_t count;
+};
+#define BRK_MAX_ERRSTATS 64
+
+struct brk_waitkey {
+	unsigned db;
+	size_t len;
+	char *name;          /* owned */
+	struct brk_conn **waiters; /* arrival order */
+	int nwaiters, cap;
+	bool touched;        /* changed in the current batch */
+	struct brk_waitkey *hnext;
+	struct brk_waitkey *touched_next;
+};
+
+struct brk_server {
+	struct brk_config cfg;
+	struct event_base *base;
+	struct storage *st;
+	struct evconnlistener *listeners[BRK_MAX_BIND + 1];
+	int nlisteners;
+	int bound_port;       /* the TCP port actually bound (port 0 picks one) */
+	struct event *sig_term, *sig_int, *sig_hup, *cron, *fsync_timer;
+	bool shutdown;
+	int exit_code;
+	struct brk_conn *conns;
+	uint64_t nconns;
+	uint64_t next_client_id;
+	/* group commit */
+	struct storage_txn *batch;   /* the loop turn's write transaction, or NULL */
+	uint64_t batch_writes;       /* write commands merged into batch */
+	uint64_t batch_cmds;         /* commands run in this batch */
+	uint64_t batch_open_ms;      /* everysec: when the batch began */
+	struct brk_conn *held;       /* conns with replies to release */
+	struct brk_conn *pending;    /* conns with parsed-but-unrun input */
+	struct brk_conn *closing;    /* conns to free at the end of the turn */
+	bool meta_pending;           /* everysec: a commit's meta page is not flushed yet */
+	bool gc_pending;
+	/* blocking */
+	struct brk_waitkey **wk_table;
+	size_t wk_size, wk_count;
+	struct brk_waitkey *touched;
+	struct brk_conn *ready_head, *ready_tail;
+	uint64_t blocked_clients;
+	/* statistics */
+	struct brk_stats stats;
+	struct brk_cmdstat *cmdstats; /* indexed like the command table */
+	struct brk_errstat errstats[BRK_MAX_ERRSTATS];
+	int nerrstats;
+	char *exe_path;
+	char *config_file;
+	pid_t pid;
+};
+
+/* ------------------------------------------------------------------------
+ * Commands
+ * ---------------------------------------------------------------------- */
+
+enum {
+	BRK_CMD_WRITE = 1 << 0,    /* changes data: runs in a nested write txn */
+	BRK_CMD_READONLY = 1 << 1, /* reads data */
+	BRK_CMD_ADMIN = 1 << 2,
+	BRK_CMD_BLOCKING = 1 << 3,
+	BRK_CMD_FAST = 1 << 4,
+	BRK_CMD_NOSTORE = 1 << 5,  /* touches no storage */
+	BRK_CMD_LOADING = 1 << 6,
+	BRK_CMD_STALE = 1 << 7,
+	BRK_CMD_NOSCRIPT = 1 << 8,
+	BRK_CMD_DENYOOM = 1 << 9,
+};
+
+/* What a command handler sees. */
+struct brk_ctx {
+	struct brk_server *srv;
+	struct brk_conn *c;
+	struct resp_writer *w;
+	int argc;
+	struct resp_arg *argv;
+	struct storage_txn *txn; /* read: the batch; write: a child of it */
+	uint64_t dirty;          /* changes made (Redis' dirty counter) */
+	bool from_block;         /* re-run of a blocked command */
+	bool modified;           /* wrote rows without counting as a change (e.g.
+				  * a consumer's seen-time): keep the writes */
+	bool blocked;            /* the handler blocked the client */
+};
+
+/* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
+ * written, undo its writes), or a negative storage error (nothing useful
+ * written: the dispatcher replies with the error). */
+#define BRK_UNDO 1
+typedef int (*brk_cmd_fn)(struct brk_ctx *x);
+
+struct brk_cmd {
+	const char *name;     /* lower case */
+	brk_cmd_fn fn;
+	int arity;            /* Redis convention: -N means at least N */
+	unsigned flags;
+	int first_key, last_key, step;
+	const char *acl;      /* space separated categories, e.g. "@write @stream @fast" */
+	const char *group;    /* COMMAND DOCS group */
+	const char *since;
+	const char *summary;
+	const char *complexity;
+};
+
+const struct brk_cmd *brk_cmd_lookup(const char *name, size_t len);
+size_t brk_cmd_count(void);
+const struct brk_cmd *brk_cmd_at(size_t i);
+
+/* cmd_generic.c / cmd_stream.c / cmd_server.c handlers */
+#define BRK_DECL(n) int brk_cmd_##n(struct brk_ctx *x)
+BRK_DECL(ping); BRK_DECL(echo); BRK_DECL(hello); BRK_DECL(quit); BRK_DECL(reset);
+BRK_DECL(select); BRK_DECL(dbsize); BRK_DECL(time); BRK_DECL(del); BRK_DECL(exists);
+BRK_DECL(type); BRK_DECL(keys); BRK_DECL(scan); BRK_DECL(rename); BRK_DECL(renamenx);
+BRK_DECL(flushdb); BRK_DECL(flushall); BRK_DECL(info); BRK_DECL(config); BRK_DECL(client);
+BRK_DECL(command); BRK_DECL(shutdown); BRK_DECL(lastsave); BRK_DECL(save);
+BRK_DECL(xadd); BRK_DECL(xlen); BRK_DECL(xrange); BRK_DECL(xrevrange); BRK_DECL(xdel);
+BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
+BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
+BRK_DECL(xautoclaim);
+#undef BRK_DECL
+
+/* ------------------------------------------------------------------------
+ * Server internals shared by the modules
+ * ---------------------------------------------------------------------- */
+
+uint64_t brk_now_ms(void);
+uint64_t brk_now_us(void);
+
+int brk_server_init(struct brk_server *srv);
+int brk_server_run(struct brk_server *srv);
+void brk_server_finish(struct brk_server *srv);
+
+/* Opens the batch write transaction if needed; returns it or NULL with *rc. */
+struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
+/* Commits the batch now (mid-turn, e.g. before growing the map). On failure
+ * every reply held for the batch becomes an error reply. */
+int brk_batch_commit(struct brk_server *srv);
+/* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT. */
+int brk_storage_grow(struct brk_server *srv);
+/* Queues c to be closed at the end of the loop turn. */
+void brk_conn_close_asap(struct brk_conn *c);
+/* Queues c to run its buffered requests in the next turn. */
+void brk_conn_mark_pending(struct brk_conn *c);
+
+/* Says key (db, name) changed in this batch: its waiters run after commit. */
+void brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len);
+/* Says every key of db (or all dbs) changed (FLUSHDB/FLUSHALL). */
+void brk_signal_db(struct brk_server *srv, unsigned db, bool all);
+
+/* Blocks c on keys until timeout_ms (0 = forever); takes a copy of req. */
+int brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t timeout_ms,
+	int req_argc, const struct resp_arg *req_argv);
+void brk_unblock(struct brk_conn *c);
+
+/* Connections */
+struct brk_conn *brk_conn_create(struct brk_server *srv, int fd, const char *addr,
+	const char *laddr, bool is_unix);
+void brk_conn_destroy(struct brk_conn *c);
+/* Runs the requests buffered in c until it blocks, empties, or the batch is full. */
+void brk_conn_process(struct brk_conn *c);
+/* Runs one request; returns after its reply is written to c->out. */
+void brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block);
+void brk_conn_mark_held(struct brk_conn *c);
+/* Sends the first upto bytes of c->out to the socket (they are durable). */
+void brk_conn_flush(struct brk_conn *c, size_t upto);
+/* Formats a CLIENT LIST line for c into b. */
+void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
+
+/* Replies shared by handlers */
+void brk_reply_error_rc(struct brk_ctx *x, int rc);
+void brk_count_error(struct brk_server *srv, const char *msg);
+
+/* Parsing helpers: return true and set *out, or reply the Redis error and return false. */
+bool brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out);
+bool brk_arg_eq(const struct resp_arg *a, const char *s); /* case-insensitive */
+bool brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
+bool brk_str2ll(const char *s, size_t len, long long *out);
+
+/* Stream helpers shared by cmd_stream.c and cmd_group.c */
+void brk_reply_id(struct resp_writer *w, const struct stream_id *id);
+void brk_reply_entry(struct resp_writer *w, const struct stream_id *id,
+	const struct st_buf *fields);
+bool brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,
+	struct stream_id *out);
+bool brk_parse_interval_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,
+	struct stream_id *out, bool *exclusive);
+int brk_last_valid_id(struct storage_txn *t, const struct stream_meta *m, struct stream_id *out);
+int brk_reply_full_groups(struct brk_ctx *x, const struct stream_meta *m, uint64_t count);
+int brk_xinfo_groups(struct brk_ctx *x);
+int brk_xinfo_consumers(struct brk_ctx *x);
+
+#define BRK_ERR_SYNTAX   "ERR syntax error"
+#define BRK_ERR_NOTINT   "ERR value is not an integer or out of range"
+#define BRK_ERR_BADID    "ERR Invalid stream ID specified as stream command argument"
+
+#endif

@@ -1,0 +1,485 @@
+/* cmd_generic.c - connection and keyspace commands. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "broker.h"
+
+static struct st_buf
+arg_buf(const struct resp_arg *a)
+{
+	struct st_buf b = {a->p, a->len};
+	return b;
+}
+
+int
+brk_cmd_ping(struct brk_ctx *x)
+{
+	if (x->argc > 2) {
+		resp_add_error(x->w, "ERR wrong number of arguments for 'ping' command");
+		return 0;
+	}
+	if (x->argc == 2) {
+		resp_add_bulk(x->w, x->argv[1].p, x->argv[1].len);
+	} else {
+		resp_add_simple(x->w, "PONG");
+	}
+	return 0;
+}
+
+int
+brk_cmd_echo(struct brk_ctx *x)
+{
+	resp_add_bulk(x->w, x->argv[1].p, x->argv[1].len);
+	return 0;
+}
+
+static bool
+valid_client_name(const struct resp_arg *a)
+{
+	for (size_t i = 0; i < a->len; i++) {
+		if (a->p[i] < '!' || a->p[i] > '~') {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+set_client_name(struct brk_conn *c, const struct resp_arg *a)
+{
+	echd_free(c->name);
+	c->name = a->len ? echd_strndup(a->p, a->len) : NULL;
+}
+
+int
+brk_cmd_hello(struct brk_ctx *x)
+{
+	struct brk_conn *c = x->c;
+	long long ver = c->resp;
+	int i = 2;
+
+	if (x->argc >= 2) {
+		if (!brk_str2ll(x->argv[1].p, x->argv[1].len, &ver)) {
+			resp_add_error(x->w, "ERR Protocol version is not an integer or out of range");
+			return 0;
+		}
+		if (ver < 2 || ver > 3) {
+			resp_add_error(x->w, "NOPROTO unsupported protocol version");
+			return 0;
+		}
+	}
+	for (; i < x->argc; i++) {
+		int more = x->argc - i - 1;
+		if (brk_arg_eq(&x->argv[i], "AUTH") && more >= 2) {
+			/* No password is configured: the default user takes any password,
+			 * as Redis' nopass default user does. */
+			if (!brk_arg_eq(&x->argv[i + 1], "default")) {
+				resp_add_error(x->w, "WRONGPASS invalid username-password pair or user "
+						     "is disabled.");
+				return 0;
+			}
+			i += 2;
+		} else if (brk_arg_eq(&x->argv[i], "SETNAME") && more >= 1) {
+			if (!valid_client_name(&x->argv[i + 1])) {
+				resp_add_error(x->w, "ERR Client names cannot contain spaces, newlines "
+						     "or special characters.");
+				return 0;
+			}
+			set_client_name(c, &x->argv[i + 1]);
+			i++;
+		} else {
+			resp_add_errorf(x->w, "ERR Syntax error in HELLO option '%.*s'",
+				(int)x->argv[i].len, x->argv[i].p);
+			return 0;
+		}
+	}
+	c->resp = (int)ver;
+	c->w.proto = (int)ver;
+	resp_add_map(x->w, 7);
+	resp_add_bulk_cstr(x->w, "server");
+	resp_add_bulk_cstr(x->w, "redis");
+	resp_add_bulk_cstr(x->w, "version");
+	resp_add_bulk_cstr(x->w, ECHD_REDIS_VERSION);
+	resp_add_bulk_cstr(x->w, "proto");
+	resp_add_int(x->w, ver);
+	resp_add_bulk_cstr(x->w, "id");
+	resp_add_int(x->w, (long long)c->id);
+	resp_add_bulk_cstr(x->w, "mode");
+	resp_add_bulk_cstr(x->w, "standalone");
+	resp_add_bulk_cstr(x->w, "role");
+	resp_add_bulk_cstr(x->w, "master");
+	resp_add_bulk_cstr(x->w, "modules");
+	resp_add_array(x->w, 0);
+	return 0;
+}
+
+int
+brk_cmd_quit(struct brk_ctx *x)
+{
+	resp_add_simple(x->w, "OK");
+	x->c->flags |= BRK_CONN_CLOSE_AFTER_REPLY;
+	return 0;
+}
+
+int
+brk_cmd_reset(struct brk_ctx *x)
+{
+	struct brk_conn *c = x->c;
+
+	c->db = 0;
+	c->resp = 2;
+	c->w.proto = 2;
+	ECHD_FREE(c->name);
+	resp_add_simple(x->w, "RESET");
+	return 0;
+}
+
+int
+brk_cmd_select(struct brk_ctx *x)
+{
+	long long db;
+
+	if (!brk_str2ll(x->argv[1].p, x->argv[1].len, &db)) {
+		resp_add_error(x->w, BRK_ERR_NOTINT);
+		return 0;
+	}
+	if (db < 0 || db >= x->srv->cfg.databases) {
+		resp_add_error(x->w, "ERR DB index is out of range");
+		return 0;
+	}
+	x->c->db = (unsigned)db;
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+int
+brk_cmd_dbsize(struct brk_ctx *x)
+{
+	uint64_t n;
+	int rc = stream_db_size(x->txn, x->c->db, &n);
+
+	if (rc != 0) {
+		return rc;
+	}
+	resp_add_int(x->w, (long long)n);
+	return 0;
+}
+
+int
+brk_cmd_time(struct brk_ctx *x)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	resp_add_array(x->w, 2);
+	resp_add_bulk_ll(x->w, (long long)ts.tv_sec);
+	resp_add_bulk_ll(x->w, (long long)(ts.tv_nsec / 1000));
+	return 0;
+}
+
+int
+brk_cmd_del(struct brk_ctx *x)
+{
+	long long n = 0;
+
+	for (int i = 1; i < x->argc; i++) {
+		struct st_buf k = arg_buf(&x->argv[i]);
+		int rc = stream_delete(x->txn, x->c->db, &k);
+		if (rc == ECHD_ENOTFOUND) {
+			continue;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		n++;
+		brk_signal_key(x->srv, x->c->db, k.data, k.len);
+	}
+	if (n > 0) {
+		x->srv->gc_pending = true;
+	}
+	x->dirty += (uint64_t)n;
+	resp_add_int(x->w, n);
+	return 0;
+}
+
+int
+brk_cmd_exists(struct brk_ctx *x)
+{
+	long long n = 0;
+
+	for (int i = 1; i < x->argc; i++) {
+		struct st_buf k = arg_buf(&x->argv[i]);
+		struct stream_meta m;
+		int rc = stream_lookup(x->txn, x->c->db, &k, &m);
+		if (rc == 0) {
+			n++;
+		} else if (rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+	}
+	resp_add_int(x->w, n);
+	return 0;
+}
+
+int
+brk_cmd_type(struct brk_ctx *x)
+{
+	struct st_buf k = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	int rc = stream_lookup(x->txn, x->c->db, &k, &m);
+
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	resp_add_simple(x->w, rc == 0 ? "stream" : "none");
+	return 0;
+}
+
+struct keys_walk {
+	struct resp_writer *w;
+	const struct resp_arg *pattern; /* NULL: every key */
+	size_t n;
+};
+
+static int
+keys_cb(const struct st_buf *name, void *ud)
+{
+	struct keys_walk *kw = ud;
+
+	if (kw->pattern != NULL &&
+		!brk_glob_match(kw->pattern->p, kw->pattern->len, name->data, name->len, false)) {
+		return 0;
+	}
+	resp_add_bulk(kw->w, name->data, name->len);
+	kw->n++;
+	return 0;
+}
+
+int
+brk_cmd_keys(struct brk_ctx *x)
+{
+	struct keys_walk kw = {x->w, &x->argv[1], 0};
+	uint64_t cursor = 0;
+	size_t h;
+	int rc;
+
+	if (x->argv[1].len == 1 && x->argv[1].p[0] == '*') {
+		kw.pattern = NULL;
+	}
+	h = resp_add_deferred(x->w);
+	rc = stream_scan(x->txn, x->c->db, &cursor, UINT32_MAX, keys_cb, &kw);
+	if (rc != 0) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', kw.n);
+	return 0;
+}
+
+int
+brk_cmd_scan(struct brk_ctx *x)
+{
+	struct resp_buf keys;
+	struct resp_writer kwr;
+	struct keys_walk kw = {&kwr, NULL, 0};
+	const struct resp_arg *type = NULL;
+	unsigned long long cur = 0;
+	long long count = 10;
+	uint64_t cursor;
+	int rc = 0;
+
+	if (x->argv[1].len == 0) {
+		resp_add_error(x->w, "ERR invalid cursor");
+		return 0;
+	}
+	for (size_t i = 0; i < x->argv[1].len; i++) {
+		unsigned d = (unsigned)(x->argv[1].p[i] - '0');
+		if (d > 9 || cur > (~0ULL - d) / 10) {
+			resp_add_error(x->w, "ERR invalid cursor");
+			return 0;
+		}
+		cur = cur * 10 + d;
+	}
+	for (int i = 2; i < x->argc; i++) {
+		int more = x->argc - i - 1;
+		if (brk_arg_eq(&x->argv[i], "COUNT") && more >= 1) {
+			if (!brk_arg_ll(x, &x->argv[i + 1], &count)) {
+				return 0;
+			}
+			if (count < 1) {
+				resp_add_error(x->w, BRK_ERR_SYNTAX);
+				return 0;
+			}
+			i++;
+		} else if (brk_arg_eq(&x->argv[i], "MATCH") && more >= 1) {
+			kw.pattern = &x->argv[i + 1];
+			if (kw.pattern->len == 1 && kw.pattern->p[0] == '*') {
+				kw.pattern = NULL;
+			}
+			i++;
+		} else if (brk_arg_eq(&x->argv[i], "TYPE") && more >= 1) {
+			type = &x->argv[i + 1];
+			i++;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	/* The cursor comes first in the reply but is known last: collect the
+	 * keys aside. */
+	resp_buf_init(&keys);
+	kwr.out = &keys;
+	kwr.proto = x->w->proto;
+	cursor = cur;
+	if (type != NULL && !brk_arg_eq(type, "stream")) {
+		cursor = 0; /* only streams exist */
+	} else {
+		rc = stream_scan(x->txn, x->c->db, &cursor,
+			count > UINT32_MAX ? UINT32_MAX : (unsigned)count, keys_cb, &kw);
+	}
+	if (rc == 0) {
+		char cbuf[24];
+		int n = snprintf(cbuf, sizeof(cbuf), "%llu", (unsigned long long)cursor);
+		resp_add_array(x->w, 2);
+		resp_add_bulk(x->w, cbuf, (size_t)n);
+		resp_add_array(x->w, kw.n);
+		resp_buf_append(x->w->out, keys.data, keys.len);
+	}
+	resp_buf_finish(&keys);
+	return rc;
+}
+
+static int
+do_rename(struct brk_ctx *x, bool nx)
+{
+	struct st_buf from = arg_buf(&x->argv[1]), to = arg_buf(&x->argv[2]);
+	struct stream_meta m;
+	int rc;
+
+	rc = stream_lookup(x->txn, x->c->db, &from, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, "ERR no such key");
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (nx) {
+		struct stream_meta d;
+		rc = stream_lookup(x->txn, x->c->db, &to, &d);
+		if (rc == 0) {
+			resp_add_int(x->w, 0);
+			return 0;
+		}
+		if (rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+	}
+	rc = stream_rename(x->txn, x->c->db, &from, &to);
+	if (rc != 0) {
+		return rc;
+	}
+	x->srv->gc_pending = true;
+	x->dirty++;
+	brk_signal_key(x->srv, x->c->db, from.data, from.len);
+	brk_signal_key(x->srv, x->c->db, to.data, to.len);
+	if (nx) {
+		resp_add_int(x->w, 1);
+	} else {
+		resp_add_simple(x->w, "OK");
+	}
+	return 0;
+}
+
+int
+brk_cmd_rename(struct brk_ctx *x)
+{
+	return do_rename(x, false);
+}
+
+int
+brk_cmd_renamenx(struct brk_ctx *x)
+{
+	return do_rename(x, true);
+}
+
+static int
+do_flush(struct brk_ctx *x, bool all)
+{
+	int rc;
+
+	if (x->argc > 2 || (x->argc == 2 && !brk_arg_eq(&x->argv[1], "ASYNC") &&
+				   !brk_arg_eq(&x->argv[1], "SYNC"))) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	rc = stream_flush(x->txn, x->c->db, all);
+	if (rc != 0) {
+		return rc;
+	}
+	x->srv->gc_pending = true;
+	x->dirty++;
+	brk_signal_db(x->srv, x->c->db, all);
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+int
+brk_cmd_flushdb(struct brk_ctx *x)
+{
+	return do_flush(x, false);
+}
+
+int
+brk_cmd_flushall(struct brk_ctx *x)
+{
+	return do_flush(x, true);
+}
+
+int
+brk_cmd_shutdown(struct brk_ctx *x)
+{
+	for (int i = 1; i < x->argc; i++) {
+		if (brk_arg_eq(&x->argv[i], "ABORT")) {
+			resp_add_error(x->w, "ERR No shutdown in progress.");
+			return 0;
+		}
+		if (!brk_arg_eq(&x->argv[i], "NOSAVE") && !brk_arg_eq(&x->argv[i], "SAVE") &&
+			!brk_arg_eq(&x->argv[i], "NOW") && !brk_arg_eq(&x->argv[i], "FORCE")) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	echd_log(ECHD_LOG_WARNING, "User requested shutdown...");
+	x->srv->shutdown = true;
+	event_base_loopbreak(x->srv->base);
+	/* Like Redis, no reply: the connection closes as the server exits. */
+	brk_conn_close_asap(x->c);
+	x->blocked = true;
+	return 0;
+}
+
+int
+brk_cmd_lastsave(struct brk_ctx *x)
+{
+	uint64_t t = x->srv->stats.last_commit_ms ? x->srv->stats.last_commit_ms
+						   : x->srv->stats.start_ms;
+	resp_add_int(x->w, (long long)(t / 1000));
+	return 0;
+}
+
+int
+brk_cmd_save(struct brk_ctx *x)
+{
+	/* Every acknowledged write is already durable in LMDB. */
+	if (brk_arg_eq(&x->argv[0], "bgsave")) {
+		resp_add_simple(x->w, "Background saving started");
+	} else {
+		resp_add_simple(x->w, "OK");
+	}
+	return 0;
+}

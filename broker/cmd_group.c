@@ -1,0 +1,1409 @@
+/* cmd_group.c - consumer-group commands: XGROUP, XREADGROUP, XACK,
+ * XPENDING, XCLAIM, XAUTOCLAIM and the group parts of XINFO.
+ *
+ * Each runs in its own nested write transaction inside the loop turn's
+ * batch, so a delivery (cursor + PEL rows) commits with the reply that
+ * reports it, or not at all.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+
+#define ERR_NOKEY_XGROUP                                                                           \
+	"ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want "  \
+	"to use the MKSTREAM option to create an empty stream automatically."
+
+static struct st_buf
+arg_buf(const struct resp_arg *a)
+{
+	struct st_buf b = {a->p, a->len};
+	return b;
+}
+
+static void
+reply_nogroup(struct brk_ctx *x, const struct resp_arg *key, const struct resp_arg *group,
+	const char *suffix)
+{
+	resp_add_errorf(x->w, "NOGROUP No such key '%.*s' or consumer group '%.*s'%s",
+		(int)key->len, key->p, (int)group->len, group->p, suffix);
+}
+
+/* Looks up stream and group; replies NOGROUP when either is missing.
+ * Returns 0 (found), 1 (replied), or a storage error. */
+static int
+lookup_stream_group(struct brk_ctx *x, const struct resp_arg *key, const struct resp_arg *group,
+	struct stream_meta *m, struct group_meta *g, const char *suffix)
+{
+	struct st_buf k = arg_buf(key), gn = arg_buf(group);
+	int rc;
+
+	rc = stream_lookup(x->txn, x->c->db, &k, m);
+	if (rc == 0) {
+		rc = group_lookup(x->txn, m, &gn, g);
+	}
+	if (rc == ECHD_ENOTFOUND) {
+		reply_nogroup(x, key, group, suffix);
+		return 1;
+	}
+	return rc;
+}
+
+/* Finds or creates the consumer, marking it seen now (Redis 7.2+). */
+static int
+touch_consumer(struct brk_ctx *x, struct group_meta *g, const struct st_buf *name,
+	struct consumer_meta *c, uint64_t now)
+{
+	int rc = consumer_lookup(x->txn, g, name, c);
+
+	if (rc == ECHD_ENOTFOUND) {
+		rc = consumer_create(x->txn, g, name, now, c);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	c->seen_time = now;
+	x->modified = true;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XGROUP
+ * ---------------------------------------------------------------------- */
+
+static const char *const xgroup_help[] = {
+	"XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"CREATE <key> <groupname> <id|$> [option]",
+	"    Create a new consumer group. Options are:",
+	"    * MKSTREAM",
+	"      Create the empty stream if it does not exist.",
+	"    * ENTRIESREAD entries_read",
+	"      Set the group's entries_read counter (internal use).",
+	"CREATECONSUMER <key> <groupname> <consumer>",
+	"    Create a new consumer in the specified group.",
+	"DELCONSUMER <key> <groupname> <consumer>",
+	"    Remove the specified consumer.",
+	"DESTROY <key> <groupname>",
+	"    Remove the specified group.",
+	"SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+	"    Set the current group ID and entries_read counter.",
+	"HELP",
+	"    Print this help.",
+};
+
+static const struct {
+	const char *name;
+	int arity;
+} xgroup_subs[] = {
+	{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
+	{"delconsumer", 5}, {"help", 2},
+};
+
+int
+brk_cmd_xgroup(struct brk_ctx *x)
+{
+	const struct resp_arg *opt = &x->argv[1];
+	struct stream_meta m;
+	struct group_meta g;
+	struct st_buf key, gname;
+	long long entries_read = GROUP_ENTRIES_READ_UNKNOWN;
+	bool mkstream = false, have_stream = false, have_group = false;
+	bool create, setid;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(xgroup_subs) / sizeof(xgroup_subs[0]); i++) {
+		int a = xgroup_subs[i].arity;
+		if (!brk_arg_eq(opt, xgroup_subs[i].name)) {
+			continue;
+		}
+		if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
+			resp_add_errorf(x->w, "ERR wrong number of arguments for 'xgroup|%s' command",
+				xgroup_subs[i].name);
+			return 0;
+		}
+		goto known;
+	}
+	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XGROUP HELP.", opt->p);
+	return 0;
+known:
+	if (brk_arg_eq(opt, "HELP")) {
+		size_t n = sizeof(xgroup_help) / sizeof(xgroup_help[0]);
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			resp_add_simple(x->w, xgroup_help[i]);
+		}
+		return 0;
+	}
+	create = brk_arg_eq(opt, "CREATE");
+	setid = brk_arg_eq(opt, "SETID");
+	for (int i = 5; i < x->argc;) {
+		if (create && brk_arg_eq(&x->argv[i], "MKSTREAM")) {
+			mkstream = true;
+			i++;
+		} else if ((create || setid) && brk_arg_eq(&x->argv[i], "ENTRIESREAD") &&
+			   i + 1 < x->argc) {
+			if (!brk_arg_ll(x, &x->argv[i + 1], &entries_read)) {
+				return 0;
+			}
+			if (entries_read < 0 && entries_read != GROUP_ENTRIES_READ_UNKNOWN) {
+				resp_add_error(x->w, "ERR value for ENTRIESREAD must be positive or -1");
+				return 0;
+			}
+			i += 2;
+		} else {
+			resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
+					      "'%.*s'. Try XGROUP HELP.",
+				(int)opt->len, opt->p);
+			return 0;
+		}
+	}
+	key = arg_buf(&x->argv[2]);
+	gname = arg_buf(&x->argv[3]);
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == 0) {
+		have_stream = true;
+		rc = group_lookup(x->txn, &m, &gname, &g);
+		have_group = rc == 0;
+		if (rc == ECHD_ENOTFOUND) {
+			rc = 0;
+		}
+	} else if (rc == ECHD_ENOTFOUND) {
+		rc = 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (!mkstream) {
+		if (!have_stream) {
+			resp_add_error(x->w, ERR_NOKEY_XGROUP);
+			return 0;
+		}
+		if (!have_group && (setid || brk_arg_eq(opt, "CREATECONSUMER") ||
+					   brk_arg_eq(opt, "DELCONSUMER"))) {
+			resp_add_errorf(x->w, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
+				(int)gname.len, (const char *)gname.data, (int)key.len,
+				(const char *)key.data);
+			return 0;
+		}
+	}
+	if (create || setid) {
+		struct stream_id id;
+		const struct resp_arg *ida = &x->argv[4];
+		if (ida->len == 1 && ida->p[0] == '$') {
+			if (have_stream) {
+				id = m.last;
+			} else {
+				id.ms = id.seq = 0;
+			}
+		} else if (!brk_parse_strict_id(x, ida, 0, &id)) {
+			return 0;
+		}
+		if (setid) {
+			g.last_delivered = id;
+			g.entries_read = entries_read;
+			rc = group_save(x->txn, &m, &gname, &g);
+			if (rc != 0) {
+				return rc;
+			}
+			x->dirty++;
+			resp_add_simple(x->w, "OK");
+			return 0;
+		}
+		if (!have_stream) {
+			rc = stream_create(x->txn, x->c->db, &key, &m);
+			if (rc != 0) {
+				return rc;
+			}
+			x->modified = true;
+			brk_signal_key(x->srv, x->c->db, key.data, key.len);
+		}
+		if (have_group) {
+			resp_add_error(x->w, "BUSYGROUP Consumer Group name already exists");
+			return 0;
+		}
+		rc = group_create(x->txn, &m, &gname, &id, entries_read, &g);
+		if (rc == 0) {
+			rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty++;
+		resp_add_simple(x->w, "OK");
+		return 0;
+	}
+	if (brk_arg_eq(opt, "DESTROY")) {
+		if (!have_group) {
+			resp_add_int(x->w, 0);
+			return 0;
+		}
+		rc = group_destroy(x->txn, &m, &gname);
+		if (rc == 0) {
+			rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		x->srv->gc_pending = true;
+		x->dirty++;
+		/* blocked readers of this group must now learn it is gone */
+		brk_signal_key(x->srv, x->c->db, key.data, key.len);
+		resp_add_int(x->w, 1);
+		return 0;
+	}
+	if (brk_arg_eq(opt, "CREATECONSUMER")) {
+		struct consumer_meta c;
+		struct st_buf cname = arg_buf(&x->argv[4]);
+		rc = consumer_create(x->txn, &g, &cname, brk_now_ms(), &c);
+		if (rc == ECHD_EEXIST) {
+			resp_add_int(x->w, 0);
+			return 0;
+		}
+		if (rc == 0) {
+			rc = group_save(x->txn, &m, &gname, &g);
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty++;
+		resp_add_int(x->w, 1);
+		return 0;
+	}
+	/* DELCONSUMER */
+	{
+		struct st_buf cname = arg_buf(&x->argv[4]);
+		uint64_t pending = 0;
+		rc = consumer_delete(x->txn, &g, &cname, &pending);
+		if (rc == ECHD_ENOTFOUND) {
+			resp_add_int(x->w, 0);
+			return 0;
+		}
+		if (rc == 0) {
+			rc = group_save(x->txn, &m, &gname, &g);
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty++;
+		resp_add_int(x->w, (long long)pending);
+		return 0;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * XREADGROUP
+ * ---------------------------------------------------------------------- */
+
+/* Delivers up to count entries after the group's cursor to consumer c. */
+static int
+serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, size_t *n)
+{
+	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id;
+	struct stream_iter *it;
+	struct st_buf fields;
+	size_t h;
+	int rc;
+
+	*n = 0;
+	h = resp_add_deferred(x->w);
+	if (!stream_id_incr(&start)) {
+		resp_set_deferred_len(x->w, h, '*', 0);
+		return 0;
+	}
+	rc = stream_iter_create(x->txn, m, &start, &end, false, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((count == 0 || *n < count) && (rc = stream_iter_next(it, &id, &fields)) == 0) {
+		brk_reply_entry(x->w, &id, &fields);
+		group_advance(m, g, &id);
+		if (!noack) {
+			/* The PEL write may move the iterator's cursor in LMDB, but
+			 * the entries table is not the one written here. */
+			rc = pel_deliver(x->txn, g, c, &id, now);
+			if (rc != 0) {
+				break;
+			}
+		}
+		(*n)++;
+	}
+	stream_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', *n);
+	return 0;
+}
+
+/* Replies the consumer's pending entries after start (its history). */
+static int
+serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct stream_id *start, uint64_t count, uint64_t now)
+{
+	struct stream_id end = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	size_t h, n = 0;
+	int rc;
+
+	h = resp_add_deferred(x->w);
+	rc = pel_iter_create(x->txn, g, c->cid, start, &end, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((count == 0 || n < count) && (rc = pel_iter_next(it, &r)) == 0) {
+		struct st_buf fields;
+		rc = stream_get_entry(x->txn, m, &r.id, &fields);
+		if (rc == ECHD_ENOTFOUND) {
+			/* pending, but deleted from the stream: the id, no fields */
+			resp_add_array(x->w, 2);
+			brk_reply_id(x->w, &r.id);
+			resp_add_null_array(x->w);
+			rc = 0;
+		} else if (rc == 0) {
+			brk_reply_entry(x->w, &r.id, &fields);
+			r.delivery_time = now;
+			r.delivery_count++;
+			rc = pel_put(x->txn, g, c, &r, c->cid);
+			x->modified = true;
+		}
+		if (rc != 0) {
+			break;
+		}
+		n++;
+	}
+	pel_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', n);
+	return 0;
+}
+
+int
+brk_cmd_xreadgroup(struct brk_ctx *x)
+{
+	const struct resp_arg *group = NULL, *consumer = NULL;
+	long long count = 0, timeout = -1;
+	int streams_arg = 0, nstreams = 0, rc = 0;
+	bool noack = false;
+	struct stream_id *ids = NULL;
+	bool *is_new = NULL;
+	size_t served = 0, h = 0;
+	uint64_t now = brk_now_ms();
+
+	for (int i = 1; i < x->argc; i++) {
+		int more = x->argc - i - 1;
+		const struct resp_arg *o = &x->argv[i];
+		if (brk_arg_eq(o, "BLOCK") && more) {
+			i++;
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &timeout)) {
+				resp_add_error(x->w, "ERR timeout is not an integer or out of range");
+				return 0;
+			}
+			if (timeout < 0) {
+				resp_add_error(x->w, "ERR timeout is negative");
+				return 0;
+			}
+		} else if (brk_arg_eq(o, "COUNT") && more) {
+			i++;
+			if (!brk_arg_ll(x, &x->argv[i], &count)) {
+				return 0;
+			}
+			if (count < 0) {
+				count = 0;
+			}
+		} else if (brk_arg_eq(o, "STREAMS") && more) {
+			streams_arg = i + 1;
+			nstreams = x->argc - streams_arg;
+			if (nstreams % 2 != 0) {
+				resp_add_error(x->w, "ERR Unbalanced 'xreadgroup' list of streams: for "
+						     "each stream key an ID or '>' must be specified.");
+				return 0;
+			}
+			nstreams /= 2;
+			break;
+		} else if (brk_arg_eq(o, "GROUP") && more >= 2) {
+			group = &x->argv[i + 1];
+			consumer = &x->argv[i + 2];
+			i += 2;
+		} else if (brk_arg_eq(o, "NOACK")) {
+			noack = true;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	if (streams_arg == 0) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (group == NULL) {
+		resp_add_error(x->w, "ERR Missing GROUP option for XREADGROUP");
+		return 0;
+	}
+	ids = echd_calloc((size_t)nstreams, sizeof(*ids));
+	is_new = echd_calloc((size_t)nstreams, sizeof(*is_new));
+	if (ids == NULL || is_new == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* Check every stream and id before serving any. */
+	for (int i = 0; i < nstreams; i++) {
+		const struct resp_arg *ida = &x->argv[streams_arg + nstreams + i];
+		struct stream_meta m;
+		struct group_meta g;
+
+		rc = lookup_stream_group(x, &x->argv[streams_arg + i], group, &m, &g,
+			" in XREADGROUP with GROUP option");
+		if (rc != 0) {
+			rc = rc == 1 ? 0 : rc;
+			goto out;
+		}
+		if (ida->len == 1 && (ida->p[0] == '$' || ida->p[0] == '+')) {
+			resp_add_errorf(x->w, "ERR The %c ID is meaningless in the context of XREADGROUP: "
+					      "you want to read the history of this consumer by "
+					      "specifying a proper ID, or use the > ID to get new "
+					      "messages. The %c ID would just return an empty result set.",
+				ida->p[0], ida->p[0]);
+			goto out;
+		}
+		if (ida->len == 1 && ida->p[0] == '>') {
+			is_new[i] = true;
+			continue;
+		}
+		if (!brk_parse_strict_id(x, ida, 0, &ids[i])) {
+			goto out;
+		}
+	}
+	for (int i = 0; i < nstreams; i++) {
+		struct st_buf key = arg_buf(&x->argv[streams_arg + i]), gname = arg_buf(group);
+		struct st_buf cname = arg_buf(consumer);
+		struct stream_meta m;
+		struct group_meta g;
+		struct consumer_meta c;
+		struct stream_id maxid;
+		size_t n = 0;
+		bool serve = false;
+
+		rc = stream_lookup(x->txn, x->c->db, &key, &m);
+		if (rc == 0) {
+			rc = group_lookup(x->txn, &m, &gname, &g);
+		}
+		if (rc != 0) {
+			goto out;
+		}
+		if (!is_new[i]) {
+			serve = true;
+		} else if (m.length > 0) {
+			rc = brk_last_valid_id(x->txn, &m, &maxid);
+			if (rc != 0) {
+				goto out;
+			}
+			serve = stream_id_cmp(&maxid, &g.last_delivered) > 0;
+		}
+		rc = touch_consumer(x, &g, &cname, &c, now);
+		if (rc != 0) {
+			goto out;
+		}
+		if (serve) {
+			if (served++ == 0) {
+				h = resp_add_deferred(x->w);
+			}
+			if (x->w->proto == 2) {
+				resp_add_array(x->w, 2);
+			}
+			resp_add_bulk(x->w, key.data, key.len);
+			if (is_new[i]) {
+				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, &n);
+				if (rc == 0 && n > 0) {
+					c.active_time = (int64_t)now;
+					x->dirty++;
+				}
+			} else {
+				struct stream_id start = ids[i];
+				if (stream_id_incr(&start)) {
+					rc = serve_history(x, &m, &g, &c, &start, (uint64_t)count, now);
+				} else {
+					resp_add_array(x->w, 0);
+				}
+			}
+			if (rc != 0) {
+				goto out;
+			}
+		}
+		rc = consumer_save(x->txn, &g, &cname, &c);
+		if (rc == 0) {
+			rc = group_save(x->txn, &m, &gname, &g);
+		}
+		if (rc != 0) {
+			goto out;
+		}
+	}
+	if (served > 0) {
+		resp_set_deferred_len(x->w, h, x->w->proto == 2 ? '*' : '%', served);
+		goto out;
+	}
+	if (timeout < 0) {
+		resp_add_null_array(x->w);
+		goto out;
+	}
+	rc = brk_block(x, nstreams, &x->argv[streams_arg], (uint64_t)timeout, x->argc, x->argv);
+out:
+	echd_free(ids);
+	echd_free(is_new);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * XACK
+ * ---------------------------------------------------------------------- */
+
+int
+brk_cmd_xack(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]), gname = arg_buf(&x->argv[2]);
+	struct stream_meta m;
+	struct group_meta g;
+	struct stream_id id;
+	long long acked = 0;
+	int rc;
+
+	for (int j = 3; j < x->argc; j++) {
+		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
+			return 0;
+		}
+	}
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == 0) {
+		rc = group_lookup(x->txn, &m, &gname, &g);
+	}
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	for (int j = 3; j < x->argc; j++) {
+		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
+		rc = pel_remove(x->txn, &g, &id);
+		if (rc == ECHD_ENOTFOUND) {
+			continue;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		acked++;
+	}
+	if (acked > 0) {
+		rc = group_save(x->txn, &m, &gname, &g);
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty += (uint64_t)acked;
+	}
+	resp_add_int(x->w, acked);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XPENDING
+ * ---------------------------------------------------------------------- */
+
+struct pending_sum {
+	struct resp_writer *w;
+	size_t n;
+};
+
+static int
+pending_sum_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
+{
+	struct pending_sum *ps = ud;
+
+	if (c->pending == 0) {
+		return 0;
+	}
+	resp_add_array(ps->w, 2);
+	resp_add_bulk(ps->w, name->data, name->len);
+	resp_add_bulk_ll(ps->w, (long long)c->pending);
+	ps->n++;
+	return 0;
+}
+
+/* The first or last id of the group PEL. */
+static int
+pel_edge(struct brk_ctx *x, const struct group_meta *g, bool last, struct stream_id *out)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	int rc;
+
+	if (!last) {
+		rc = pel_iter_create(x->txn, g, 0, &lo, &hi, &it);
+		if (rc != 0) {
+			return rc;
+		}
+		rc = pel_iter_next(it, &r);
+		pel_iter_destroy(it);
+		if (rc == 0) {
+			*out = r.id;
+		}
+		return rc;
+	}
+	return pel_last(x->txn, g, out);
+}
+
+static int
+reply_pending_name(struct brk_ctx *x, const struct group_meta *g, uint64_t cid)
+{
+	struct consumer_meta c;
+	struct st_buf name;
+	int rc = consumer_by_id(x->txn, g, cid, &c, &name);
+
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	resp_add_bulk(x->w, name.data, name.len);
+	return 0;
+}
+
+int
+brk_cmd_xpending(struct brk_ctx *x)
+{
+	struct stream_id start = {0, 0}, end = {UINT64_MAX, UINT64_MAX};
+	const struct resp_arg *consumer = NULL;
+	long long minidle = 0, count = 0;
+	struct stream_meta m;
+	struct group_meta g;
+	bool ex;
+	int rc;
+
+	if (x->argc != 3 && (x->argc < 6 || x->argc > 9)) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (x->argc >= 6) {
+		int si = 3;
+		if (brk_arg_eq(&x->argv[3], "IDLE")) {
+			if (!brk_arg_ll(x, &x->argv[4], &minidle)) {
+				return 0;
+			}
+			if (x->argc < 8) {
+				resp_add_error(x->w, BRK_ERR_SYNTAX);
+				return 0;
+			}
+			si += 2;
+		}
+		if (!brk_arg_ll(x, &x->argv[si + 2], &count)) {
+			return 0;
+		}
+		if (count < 0) {
+			count = 0;
+		}
+		if (!brk_parse_interval_id(x, &x->argv[si], 0, &start, &ex)) {
+			return 0;
+		}
+		if (ex && !stream_id_incr(&start)) {
+			resp_add_error(x->w, "ERR invalid start ID for the interval");
+			return 0;
+		}
+		if (!brk_parse_interval_id(x, &x->argv[si + 1], UINT64_MAX, &end, &ex)) {
+			return 0;
+		}
+		if (ex && !stream_id_decr(&end)) {
+			resp_add_error(x->w, "ERR invalid end ID for the interval");
+			return 0;
+		}
+		if (si + 3 < x->argc) {
+			consumer = &x->argv[si + 3];
+		}
+	}
+	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
+	if (x->argc == 3) {
+		struct stream_id first, last;
+		struct pending_sum ps = {x->w, 0};
+		size_t h;
+		if (g.pending == 0) {
+			resp_add_array(x->w, 4);
+			resp_add_int(x->w, 0);
+			resp_add_null(x->w);
+			resp_add_null(x->w);
+			resp_add_null_array(x->w);
+			return 0;
+		}
+		rc = pel_edge(x, &g, false, &first);
+		if (rc == 0) {
+			rc = pel_edge(x, &g, true, &last);
+		}
+		if (rc != 0) {
+			return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+		}
+		resp_add_array(x->w, 4);
+		resp_add_int(x->w, (long long)g.pending);
+		brk_reply_id(x->w, &first);
+		brk_reply_id(x->w, &last);
+		h = resp_add_deferred(x->w);
+		rc = consumer_each(x->txn, &g, pending_sum_cb, &ps);
+		if (rc != 0) {
+			return rc;
+		}
+		resp_set_deferred_len(x->w, h, '*', ps.n);
+		return 0;
+	}
+	{
+		struct consumer_meta c;
+		struct pel_iter *it;
+		struct pel_row r;
+		uint64_t now = brk_now_ms(), cid = 0;
+		size_t h, n = 0;
+
+		if (consumer != NULL) {
+			struct st_buf cname = arg_buf(consumer);
+			rc = consumer_lookup(x->txn, &g, &cname, &c);
+			if (rc == ECHD_ENOTFOUND) {
+				resp_add_array(x->w, 0);
+				return 0;
+			}
+			if (rc != 0) {
+				return rc;
+			}
+			cid = c.cid;
+		}
+		h = resp_add_deferred(x->w);
+		if (count > 0) {
+			rc = pel_iter_create(x->txn, &g, cid, &start, &end, &it);
+			if (rc != 0) {
+				return rc;
+			}
+			while (n < (uint64_t)count && (rc = pel_iter_next(it, &r)) == 0) {
+				uint64_t idle = now > r.delivery_time ? now - r.delivery_time : 0;
+				if (minidle > 0 && idle < (uint64_t)minidle) {
+					continue;
+				}
+				resp_add_array(x->w, 4);
+				brk_reply_id(x->w, &r.id);
+				rc = reply_pending_name(x, &g, r.cid);
+				if (rc != 0) {
+					break;
+				}
+				resp_add_int(x->w, (long long)idle);
+				resp_add_int(x->w, (long long)r.delivery_count);
+				n++;
+			}
+			pel_iter_destroy(it);
+			if (rc != 0 && rc != ECHD_ENOTFOUND) {
+				return rc;
+			}
+		}
+		resp_set_deferred_len(x->w, h, '*', n);
+		return 0;
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * XCLAIM / XAUTOCLAIM
+ * ---------------------------------------------------------------------- */
+
+/* Moves row r to consumer c as a claim does, and replies the entry. */
+static int
+claim_row(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, struct pel_row *r, uint64_t prev_cid, bool justid)
+{
+	struct st_buf fields;
+	int rc;
+
+	rc = pel_put(x->txn, g, c, r, prev_cid);
+	if (rc != 0) {
+		return rc;
+	}
+	if (justid) {
+		brk_reply_id(x->w, &r->id);
+		return 0;
+	}
+	rc = stream_get_entry(x->txn, m, &r->id, &fields);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	brk_reply_entry(x->w, &r->id, &fields);
+	return 0;
+}
+
+static bool
+entry_exists(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *id, int *rc)
+{
+	struct st_buf f;
+
+	*rc = stream_get_entry(x->txn, m, id, &f);
+	if (*rc == ECHD_ENOTFOUND) {
+		*rc = 0;
+		return false;
+	}
+	return *rc == 0;
+}
+
+int
+brk_cmd_xclaim(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]), gname = arg_buf(&x->argv[2]);
+	struct st_buf cname = arg_buf(&x->argv[3]);
+	long long minidle, retrycount = -1, deliverytime = -1;
+	struct stream_id lastid = {0, 0}, id;
+	bool force = false, justid = false;
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta c;
+	uint64_t now = brk_now_ms();
+	int j, last_id_arg, rc;
+	size_t h, n = 0;
+
+	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
+	if (!brk_str2ll(x->argv[4].p, x->argv[4].len, &minidle)) {
+		resp_add_error(x->w, "ERR Invalid min-idle-time argument for XCLAIM");
+		return 0;
+	}
+	if (minidle < 0) {
+		minidle = 0;
+	}
+	for (j = 5; j < x->argc; j++) {
+		if (x->argv[j].len > 127 ||
+			stream_id_parse(x->argv[j].p, x->argv[j].len, 0, true, &id) != 0) {
+			break;
+		}
+	}
+	last_id_arg = j - 1;
+	for (; j < x->argc; j++) {
+		int more = x->argc - 1 - j;
+		const struct resp_arg *o = &x->argv[j];
+		if (brk_arg_eq(o, "FORCE")) {
+			force = true;
+		} else if (brk_arg_eq(o, "JUSTID")) {
+			justid = true;
+		} else if (brk_arg_eq(o, "IDLE") && more) {
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &deliverytime)) {
+				resp_add_error(x->w, "ERR Invalid IDLE option argument for XCLAIM");
+				return 0;
+			}
+			deliverytime = (long long)now - deliverytime;
+		} else if (brk_arg_eq(o, "TIME") && more) {
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &deliverytime)) {
+				resp_add_error(x->w, "ERR Invalid TIME option argument for XCLAIM");
+				return 0;
+			}
+		} else if (brk_arg_eq(o, "RETRYCOUNT") && more) {
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &retrycount)) {
+				resp_add_error(x->w, "ERR Invalid RETRYCOUNT option argument for XCLAIM");
+				return 0;
+			}
+		} else if (brk_arg_eq(o, "LASTID") && more) {
+			j++;
+			if (!brk_parse_strict_id(x, &x->argv[j], 0, &lastid)) {
+				return 0;
+			}
+		} else {
+			resp_add_errorf(x->w, "ERR Unrecognized XCLAIM option '%.*s'", (int)o->len, o->p);
+			return 0;
+		}
+	}
+	if (stream_id_cmp(&lastid, &g.last_delivered) > 0) {
+		g.last_delivered = lastid;
+		x->dirty++;
+	}
+	if (deliverytime != -1) {
+		/* a bogus time (past the clock, or negative) becomes now */
+		if (deliverytime < 0 || deliverytime > (long long)now) {
+			deliverytime = (long long)now;
+		}
+	} else {
+		deliverytime = (long long)now;
+	}
+	rc = touch_consumer(x, &g, &cname, &c, now);
+	if (rc != 0) {
+		return rc;
+	}
+	h = resp_add_deferred(x->w);
+	for (j = 5; j <= last_id_arg; j++) {
+		struct pel_row r;
+		bool found;
+		uint64_t prev;
+
+		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, true, &id);
+		rc = pel_get(x->txn, &g, &id, &r);
+		if (rc != 0 && rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+		found = rc == 0;
+		if (!entry_exists(x, &m, &id, &rc)) {
+			if (rc != 0) {
+				return rc;
+			}
+			/* deleted from the stream: it leaves the PEL too */
+			if (found) {
+				rc = pel_remove(x->txn, &g, &id);
+				if (rc != 0) {
+					return rc;
+				}
+				x->dirty++;
+			}
+			continue;
+		}
+		if (!found && !force) {
+			continue;
+		}
+		if (found && minidle > 0 && now - r.delivery_time < (uint64_t)minidle) {
+			continue;
+		}
+		prev = found ? r.cid : 0;
+		if (!found) {
+			r.id = id;
+			r.delivery_count = 0;
+		}
+		r.cid = c.cid;
+		r.delivery_time = (uint64_t)deliverytime;
+		if (retrycount >= 0) {
+			r.delivery_count = (uint64_t)retrycount;
+		} else if (!justid) {
+			r.delivery_count++;
+		}
+		rc = claim_row(x, &m, &g, &c, &r, prev, justid);
+		if (rc != 0) {
+			return rc;
+		}
+		c.active_time = (int64_t)now;
+		x->dirty++;
+		n++;
+	}
+	resp_set_deferred_len(x->w, h, '*', n);
+	rc = consumer_save(x->txn, &g, &cname, &c);
+	if (rc == 0) {
+		rc = group_save(x->txn, &m, &gname, &g);
+	}
+	(void)key;
+	return rc;
+}
+
+int
+brk_cmd_xautoclaim(struct brk_ctx *x)
+{
+	struct st_buf gname = arg_buf(&x->argv[2]), cname = arg_buf(&x->argv[3]);
+	struct stream_id start, end = {UINT64_MAX, UINT64_MAX}, next = {0, 0};
+	struct stream_id *deleted = NULL;
+	long long minidle, count = 100, attempts;
+	bool justid = false, ex;
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta c;
+	struct pel_iter *it = NULL;
+	struct pel_row r;
+	uint64_t now = brk_now_ms();
+	size_t h, n = 0, ndeleted = 0;
+	int rc;
+
+	if (!brk_str2ll(x->argv[4].p, x->argv[4].len, &minidle)) {
+		resp_add_error(x->w, "ERR Invalid min-idle-time argument for XAUTOCLAIM");
+		return 0;
+	}
+	if (minidle < 0) {
+		minidle = 0;
+	}
+	if (!brk_parse_interval_id(x, &x->argv[5], 0, &start, &ex)) {
+		return 0;
+	}
+	if (ex && !stream_id_incr(&start)) {
+		resp_add_error(x->w, "ERR invalid start ID for the interval");
+		return 0;
+	}
+	for (int j = 6; j < x->argc; j++) {
+		int more = x->argc - 1 - j;
+		if (brk_arg_eq(&x->argv[j], "COUNT") && more) {
+			long long max_count = LONG_MAX / 16;
+			if (!brk_str2ll(x->argv[j + 1].p, x->argv[j + 1].len, &count) || count < 1 ||
+				count > max_count) {
+				resp_add_error(x->w, "ERR COUNT must be > 0");
+				return 0;
+			}
+			j++;
+		} else if (brk_arg_eq(&x->argv[j], "JUSTID")) {
+			justid = true;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
+	attempts = count * 10;
+	deleted = echd_calloc((size_t)(count < 1024 ? count : 1024), sizeof(*deleted));
+	if (deleted == NULL) {
+		return -ENOMEM;
+	}
+	rc = touch_consumer(x, &g, &cname, &c, now);
+	if (rc != 0) {
+		goto out;
+	}
+	resp_add_array(x->w, 3);
+	/* The cursor is known last: it is patched in after the walk. */
+	h = resp_add_deferred(x->w);
+	{
+		size_t ah = resp_add_deferred(x->w);
+		size_t cap = (size_t)(count < 1024 ? count : 1024);
+
+		rc = pel_iter_create(x->txn, &g, 0, &start, &end, &it);
+		if (rc != 0) {
+			goto out;
+		}
+		while (attempts-- > 0 && count > 0 && (rc = pel_iter_next(it, &r)) == 0) {
+			bool exists = entry_exists(x, &m, &r.id, &rc);
+			uint64_t prev;
+
+			if (rc != 0) {
+				goto out;
+			}
+			if (!exists) {
+				rc = pel_remove(x->txn, &g, &r.id);
+				if (rc != 0) {
+					goto out;
+				}
+				if (ndeleted == cap) {
+					struct stream_id *nd = echd_realloc(deleted,
+						cap * 2 * sizeof(*deleted));
+					if (nd == NULL) {
+						rc = -ENOMEM;
+						goto out;
+					}
+					deleted = nd;
+					cap *= 2;
+				}
+				deleted[ndeleted++] = r.id;
+				x->dirty++;
+				count--;
+				continue;
+			}
+			if (minidle > 0 && now - r.delivery_time < (uint64_t)minidle) {
+				continue;
+			}
+			prev = r.cid;
+			r.cid = c.cid;
+			r.delivery_time = now;
+			if (!justid) {
+				r.delivery_count++;
+			}
+			rc = claim_row(x, &m, &g, &c, &r, prev, justid);
+			if (rc != 0) {
+				goto out;
+			}
+			c.active_time = (int64_t)now;
+			x->dirty++;
+			n++;
+			count--;
+		}
+		if (rc != 0 && rc != ECHD_ENOTFOUND) {
+			goto out;
+		}
+		/* The next call starts at the row after the last one looked at. */
+		rc = pel_iter_next(it, &r);
+		if (rc == 0) {
+			next = r.id;
+		} else if (rc != ECHD_ENOTFOUND) {
+			goto out;
+		}
+		rc = 0;
+		resp_set_deferred_len(x->w, ah, '*', n);
+	}
+	{
+		/* Insert the cursor id where the deferred slot was reserved. */
+		struct resp_buf tmp;
+		struct resp_writer tw;
+		struct resp_buf *b = x->w->out;
+
+		resp_buf_init(&tmp);
+		tw.out = &tmp;
+		tw.proto = x->w->proto;
+		brk_reply_id(&tw, &next);
+		resp_buf_append(b, tmp.data, tmp.len); /* make room */
+		if (!b->oom) {
+			memmove(b->data + h + tmp.len, b->data + h, b->len - tmp.len - h);
+			memcpy(b->data + h, tmp.data, tmp.len);
+		}
+		resp_buf_finish(&tmp);
+	}
+	resp_add_array(x->w, ndeleted);
+	for (size_t i = 0; i < ndeleted; i++) {
+		brk_reply_id(x->w, &deleted[i]);
+	}
+	rc = consumer_save(x->txn, &g, &cname, &c);
+	if (rc == 0) {
+		rc = group_save(x->txn, &m, &gname, &g);
+	}
+out:
+	pel_iter_destroy(it);
+	echd_free(deleted);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * XINFO GROUPS / CONSUMERS / STREAM FULL
+ * ---------------------------------------------------------------------- */
+
+struct info_walk {
+	struct brk_ctx *x;
+	const struct stream_meta *m;
+	uint64_t count; /* FULL: rows of each PEL to show; 0 = all */
+	size_t n;
+};
+
+static int
+reply_lag(struct brk_ctx *x, const struct stream_meta *m, const struct group_meta *g)
+{
+	int64_t lag;
+	bool exact;
+	int rc = group_lag(x->txn, m, g, &lag, &exact);
+
+	if (rc != 0) {
+		return rc;
+	}
+	resp_add_int(x->w, lag);
+	return 0;
+}
+
+static void
+reply_entries_read(struct brk_ctx *x, const struct group_meta *g)
+{
+	if (g->entries_read == GROUP_ENTRIES_READ_UNKNOWN) {
+		resp_add_null(x->w);
+	} else {
+		resp_add_int(x->w, g->entries_read);
+	}
+}
+
+static int
+groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
+{
+	struct info_walk *iw = ud;
+	struct brk_ctx *x = iw->x;
+
+	resp_add_map(x->w, 6);
+	resp_add_bulk_cstr(x->w, "name");
+	resp_add_bulk(x->w, name->data, name->len);
+	resp_add_bulk_cstr(x->w, "consumers");
+	resp_add_int(x->w, (long long)g->consumers);
+	resp_add_bulk_cstr(x->w, "pending");
+	resp_add_int(x->w, (long long)g->pending);
+	resp_add_bulk_cstr(x->w, "last-delivered-id");
+	brk_reply_id(x->w, &g->last_delivered);
+	resp_add_bulk_cstr(x->w, "entries-read");
+	reply_entries_read(x, g);
+	resp_add_bulk_cstr(x->w, "lag");
+	iw->n++;
+	return reply_lag(x, iw->m, g);
+}
+
+int
+brk_xinfo_groups(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[2]);
+	struct stream_meta m;
+	struct info_walk iw = {x, &m, 0, 0};
+	size_t h;
+	int rc;
+
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, "ERR no such key");
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	h = resp_add_deferred(x->w);
+	rc = group_each(x->txn, &m, groups_cb, &iw);
+	if (rc != 0) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', iw.n);
+	return 0;
+}
+
+static int
+consumers_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
+{
+	struct info_walk *iw = ud;
+	struct brk_ctx *x = iw->x;
+	uint64_t now = brk_now_ms();
+
+	resp_add_map(x->w, 4);
+	resp_add_bulk_cstr(x->w, "name");
+	resp_add_bulk(x->w, name->data, name->len);
+	resp_add_bulk_cstr(x->w, "pending");
+	resp_add_int(x->w, (long long)c->pending);
+	resp_add_bulk_cstr(x->w, "idle");
+	resp_add_int(x->w, now > c->seen_time ? (long long)(now - c->seen_time) : 0);
+	resp_add_bulk_cstr(x->w, "inactive");
+	if (c->active_time < 0) {
+		resp_add_int(x->w, -1);
+	} else {
+		resp_add_int(x->w, (int64_t)now > c->active_time ? (long long)now - c->active_time : 0);
+	}
+	iw->n++;
+	return 0;
+}
+
+int
+brk_xinfo_consumers(struct brk_ctx *x)
+{
+	struct stream_meta m;
+	struct group_meta g;
+	struct info_walk iw = {x, &m, 0, 0};
+	size_t h;
+	int rc;
+
+	rc = lookup_stream_group(x, &x->argv[2], &x->argv[3], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
+	h = resp_add_deferred(x->w);
+	rc = consumer_each(x->txn, &g, consumers_cb, &iw);
+	if (rc != 0) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', iw.n);
+	return 0;
+}
+
+/* XINFO STREAM FULL: one consumer, with its PEL rows. */
+struct full_consumer {
+	struct info_walk *iw;
+	const struct group_meta *g;
+	size_t n;
+};
+
+static int
+full_consumer_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
+{
+	struct full_consumer *fc = ud;
+	struct brk_ctx *x = fc->iw->x;
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	size_t h, n = 0;
+	int rc;
+
+	fc->n++;
+	resp_add_map(x->w, 5);
+	resp_add_bulk_cstr(x->w, "name");
+	resp_add_bulk(x->w, name->data, name->len);
+	resp_add_bulk_cstr(x->w, "seen-time");
+	resp_add_int(x->w, (long long)c->seen_time);
+	resp_add_bulk_cstr(x->w, "active-time");
+	resp_add_int(x->w, c->active_time);
+	resp_add_bulk_cstr(x->w, "pel-count");
+	resp_add_int(x->w, (long long)c->pending);
+	resp_add_bulk_cstr(x->w, "pending");
+	h = resp_add_deferred(x->w);
+	rc = pel_iter_create(x->txn, fc->g, c->cid, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((fc->iw->count == 0 || n < fc->iw->count) && (rc = pel_iter_next(it, &r)) == 0) {
+		resp_add_array(x->w, 3);
+		brk_reply_id(x->w, &r.id);
+		resp_add_int(x->w, (long long)r.delivery_time);
+		resp_add_int(x->w, (long long)r.delivery_count);
+		n++;
+	}
+	pel_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', n);
+	return 0;
+}
+
+static int
+full_group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
+{
+	struct info_walk *iw = ud;
+	struct brk_ctx *x = iw->x;
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct full_consumer fc = {iw, g, 0};
+	struct pel_iter *it;
+	struct pel_row r;
+	size_t h, n = 0;
+	int rc;
+
+	resp_add_map(x->w, 7);
+	resp_add_bulk_cstr(x->w, "name");
+	resp_add_bulk(x->w, name->data, name->len);
+	resp_add_bulk_cstr(x->w, "last-delivered-id");
+	brk_reply_id(x->w, &g->last_delivered);
+	resp_add_bulk_cstr(x->w, "entries-read");
+	reply_entries_read(x, g);
+	resp_add_bulk_cstr(x->w, "lag");
+	rc = reply_lag(x, iw->m, g);
+	if (rc != 0) {
+		return rc;
+	}
+	resp_add_bulk_cstr(x->w, "pel-count");
+	resp_add_int(x->w, (long long)g->pending);
+	resp_add_bulk_cstr(x->w, "pending");
+	h = resp_add_deferred(x->w);
+	rc = pel_iter_create(x->txn, g, 0, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((iw->count == 0 || n < iw->count) && (rc = pel_iter_next(it, &r)) == 0) {
+		resp_add_array(x->w, 4);
+		brk_reply_id(x->w, &r.id);
+		rc = reply_pending_name(x, g, r.cid);
+		if (rc != 0) {
+			break;
+		}
+		resp_add_int(x->w, (long long)r.delivery_time);
+		resp_add_int(x->w, (long long)r.delivery_count);
+		n++;
+	}
+	pel_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', n);
+	resp_add_bulk_cstr(x->w, "consumers");
+	h = resp_add_deferred(x->w);
+	rc = consumer_each(x->txn, g, full_consumer_cb, &fc);
+	if (rc != 0) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', fc.n);
+	iw->n++;
+	return 0;
+}
+
+int
+brk_reply_full_groups(struct brk_ctx *x, const struct stream_meta *m, uint64_t count)
+{
+	struct info_walk iw = {x, m, count, 0};
+	size_t h = resp_add_deferred(x->w);
+	int rc = group_each(x->txn, m, full_group_cb, &iw);
+
+	if (rc != 0) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', iw.n);
+	return 0;
+}

@@ -1,0 +1,1074 @@
+/* cmd_server.c - INFO, CONFIG, CLIENT and COMMAND. */
+#include <errno.h>
+#include <ctype.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "broker.h"
+
+/* ------------------------------------------------------------------------
+ * INFO
+ * ---------------------------------------------------------------------- */
+
+static void
+bprintf(struct resp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+bprintf(struct resp_buf *b, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		resp_buf_append(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	}
+}
+
+static uint64_t
+rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long size = 0, res = 0;
+
+	if (f == NULL) {
+		return 0;
+	}
+	if (fscanf(f, "%lu %lu", &size, &res) != 2) {
+		res = 0;
+	}
+	fclose(f);
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void
+human_bytes(char *buf, size_t len, uint64_t n)
+{
+	if (n < 1024) {
+		snprintf(buf, len, "%lluB", (unsigned long long)n);
+	} else if (n < 1024 * 1024) {
+		snprintf(buf, len, "%.2fK", n / 1024.0);
+	} else if (n < 1024ULL * 1024 * 1024) {
+		snprintf(buf, len, "%.2fM", n / (1024.0 * 1024));
+	} else {
+		snprintf(buf, len, "%.2fG", n / (1024.0 * 1024 * 1024));
+	}
+}
+
+enum {
+	SEC_SERVER = 1 << 0,
+	SEC_CLIENTS = 1 << 1,
+	SEC_MEMORY = 1 << 2,
+	SEC_PERSISTENCE = 1 << 3,
+	SEC_STATS = 1 << 4,
+	SEC_REPLICATION = 1 << 5,
+	SEC_CPU = 1 << 6,
+	SEC_COMMANDSTATS = 1 << 7,
+	SEC_ERRORSTATS = 1 << 8,
+	SEC_KEYSPACE = 1 << 9,
+	SEC_STORAGE = 1 << 10,
+};
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} sections[] = {
+	{"server", SEC_SERVER},
+	{"clients", SEC_CLIENTS},
+	{"memory", SEC_MEMORY},
+	{"persistence", SEC_PERSISTENCE},
+	{"stats", SEC_STATS},
+	{"replication", SEC_REPLICATION},
+	{"cpu", SEC_CPU},
+	{"commandstats", SEC_COMMANDSTATS},
+	{"errorstats", SEC_ERRORSTATS},
+	{"keyspace", SEC_KEYSPACE},
+	{"storage", SEC_STORAGE},
+};
+
+#define SEC_DEFAULT                                                                                \
+	(SEC_SERVER | SEC_CLIENTS | SEC_MEMORY | SEC_PERSISTENCE | SEC_STATS | SEC_REPLICATION |    \
+		SEC_CPU | SEC_ERRORSTATS | SEC_KEYSPACE | SEC_STORAGE)
+#define SEC_ALL (SEC_DEFAULT | SEC_COMMANDSTATS)
+
+static int
+info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
+{
+	struct brk_server *srv = x->srv;
+	struct brk_stats *s = &srv->stats;
+	uint64_t now = brk_now_ms();
+	bool first = true;
+
+#define SECTION(name)                                                                              \
+	do {                                                                                       \
+		bprintf(b, "%s# %s\r\n", first ? "" : "\r\n", name);                             \
+		first = false;                                                                     \
+	} while (0)
+
+	if (secs & SEC_SERVER) {
+		struct utsname u;
+		uname(&u);
+		SECTION("Server");
+		bprintf(b, "redis_version:%s\r\necho_version:%s\r\nechd_version:%s\r\n",
+			ECHD_REDIS_VERSION, ECHD_VERSION, ECHD_VERSION);
+		bprintf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\n");
+		bprintf(b, "os:%s %s %s\r\narch_bits:%d\r\nmultiplexing_api:%s\r\n", u.sysname,
+			u.release, u.machine, (int)(sizeof(void *) * 8),
+			event_base_get_method(srv->base));
+		bprintf(b, "process_id:%d\r\ntcp_port:%d\r\nserver_time_usec:%llu\r\n",
+			(int)srv->pid, srv->bound_port, (unsigned long long)now * 1000);
+		bprintf(b, "uptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\nhz:10\r\n",
+			(unsigned long long)((now - s->start_ms) / 1000),
+			(unsigned long long)((now - s->start_ms) / 86400000));
+		bprintf(b, "executable:%s\r\nconfig_file:%s\r\nstorage_backend:%s\r\n",
+			srv->exe_path ? srv->exe_path : "", srv->config_file ? srv->config_file : "",
+			srv->cfg.storage_backend);
+	}
+	if (secs & SEC_CLIENTS) {
+		SECTION("Clients");
+		bprintf(b, "connected_clients:%llu\r\nmaxclients:%lld\r\n",
+			(unsigned long long)srv->nconns, srv->cfg.maxclients);
+		bprintf(b, "blocked_clients:%llu\r\ntotal_blocking_keys:%zu\r\n",
+			(unsigned long long)srv->blocked_clients, srv->wk_count);
+	}
+	if (secs & SEC_MEMORY) {
+		struct mallinfo2 mi = mallinfo2();
+		struct storage_stat st;
+		char h1[32], h2[32];
+		uint64_t used = mi.uordblks + mi.hblkhd, rss = rss_bytes();
+		memset(&st, 0, sizeof(st));
+		storage_stat(srv->st, &st);
+		human_bytes(h1, sizeof(h1), used);
+		human_bytes(h2, sizeof(h2), rss);
+		SECTION("Memory");
+		bprintf(b, "used_memory:%llu\r\nused_memory_human:%s\r\n", (unsigned long long)used,
+			h1);
+		bprintf(b, "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n",
+			(unsigned long long)rss, h2);
+		bprintf(b, "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n");
+		bprintf(b, "lmdb_map_size:%llu\r\nlmdb_used_bytes:%llu\r\nlmdb_page_size:%llu\r\n",
+			(unsigned long long)st.map_size, (unsigned long long)st.used_bytes,
+			(unsigned long long)st.page_size);
+		bprintf(b, "maxdisk:%lld\r\n", srv->cfg.maxdisk);
+	}
+	if (secs & SEC_PERSISTENCE) {
+		struct storage_stat st;
+		memset(&st, 0, sizeof(st));
+		storage_stat(srv->st, &st);
+		SECTION("Persistence");
+		bprintf(b, "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:%llu\r\n",
+			(unsigned long long)s->dirty);
+		bprintf(b, "rdb_bgsave_in_progress:0\r\nrdb_last_save_time:%llu\r\n",
+			(unsigned long long)((s->last_commit_ms ? s->last_commit_ms : s->start_ms) /
+				1000));
+		bprintf(b, "aof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:%s\r\n",
+			srv->cfg.appendfsync == BRK_FSYNC_ALWAYS ? "always" : "everysec");
+		bprintf(b, "last_commit_time_ms:%llu\r\ncommits:%llu\r\ncommit_failures:%llu\r\n",
+			(unsigned long long)s->last_commit_ms, (unsigned long long)s->commits,
+			(unsigned long long)s->commit_failures);
+		bprintf(b, "fsyncs:%llu\r\navg_batch_size:%.2f\r\nmap_grows:%llu\r\n",
+			(unsigned long long)st.syncs,
+			s->commits ? (double)s->batch_commands_total / (double)s->commits : 0.0,
+			(unsigned long long)s->map_grows);
+	}
+	if (secs & SEC_STATS) {
+		SECTION("Stats");
+		bprintf(b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n",
+			(unsigned long long)s->total_connections, (unsigned long long)s->total_commands);
+		bprintf(b, "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n",
+			(unsigned long long)s->ops_per_sec, (unsigned long long)s->net_input_bytes);
+		bprintf(b, "total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n",
+			(unsigned long long)s->net_output_bytes,
+			(unsigned long long)s->rejected_connections);
+		bprintf(b, "keyspace_hits:0\r\nkeyspace_misses:0\r\n");
+		bprintf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
+			(unsigned long long)s->expired_obuf);
+		bprintf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
+	}
+	if (secs & SEC_REPLICATION) {
+		SECTION("Replication");
+		bprintf(b, "role:master\r\nconnected_slaves:0\r\n");
+	}
+	if (secs & SEC_CPU) {
+		SECTION("CPU");
+		{
+			FILE *f = fopen("/proc/self/stat", "r");
+			unsigned long ut = 0, st = 0;
+			if (f != NULL) {
+				char buf[1024];
+				if (fgets(buf, sizeof(buf), f)) {
+					char *p = strrchr(buf, ')');
+					if (p) {
+						sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+							&ut, &st);
+					}
+				}
+				fclose(f);
+			}
+			long hz = sysconf(_SC_CLK_TCK);
+			bprintf(b, "used_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n", (double)st / hz,
+				(double)ut / hz);
+		}
+	}
+	if (secs & SEC_COMMANDSTATS) {
+		SECTION("Commandstats");
+		for (size_t i = 0; i < brk_cmd_count(); i++) {
+			const struct brk_cmdstat *c = &srv->cmdstats[i];
+			if (c->calls == 0 && c->rejected == 0 && c->failed == 0) {
+				continue;
+			}
+			bprintf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls="
+				   "%llu,failed_calls=%llu\r\n",
+				brk_cmd_at(i)->name, (unsigned long long)c->calls,
+				(unsigned long long)c->usec,
+				c->calls ? (double)c->usec / (double)c->calls : 0.0,
+				(unsigned long long)c->rejected, (unsigned long long)c->failed);
+		}
+	}
+	if (secs & SEC_ERRORSTATS) {
+		SECTION("Errorstats");
+		for (int i = 0; i < srv->nerrstats; i++) {
+			bprintf(b, "errorstat_%s:count=%llu\r\n", srv->errstats[i].prefix,
+				(unsigned long long)srv->errstats[i].count);
+		}
+	}
+	if (secs & SEC_KEYSPACE) {
+		SECTION("Keyspace");
+		for (int db = 0; db < srv->cfg.databases; db++) {
+			uint64_t n = 0;
+			int rc = stream_db_size(x->txn, (unsigned)db, &n);
+			if (rc != 0) {
+				return rc;
+			}
+			if (n > 0) {
+				bprintf(b, "db%d:keys=%llu,expires=0,avg_ttl=0\r\n", db,
+					(unsigned long long)n);
+			}
+		}
+	}
+#undef SECTION
+	return 0;
+}
+
+int
+brk_cmd_info(struct brk_ctx *x)
+{
+	struct resp_buf b;
+	unsigned secs = 0;
+	int rc;
+
+	if (x->argc == 1) {
+		secs = SEC_DEFAULT;
+	}
+	for (int i = 1; i < x->argc; i++) {
+		if (brk_arg_eq(&x->argv[i], "all")) {
+			secs |= SEC_ALL;
+		} else if (brk_arg_eq(&x->argv[i], "everything")) {
+			secs |= SEC_ALL;
+		} else if (brk_arg_eq(&x->argv[i], "default")) {
+			secs |= SEC_DEFAULT;
+		} else {
+			for (size_t j = 0; j < sizeof(sections) / sizeof(sections[0]); j++) {
+				if (brk_arg_eq(&x->argv[i], sections[j].name)) {
+					secs |= sections[j].bit;
+				}
+			}
+		}
+	}
+	resp_buf_init(&b);
+	rc = info_build(x, secs, &b);
+	if (rc == 0) {
+		resp_add_verbatim(x->w, "txt", b.data ? b.data : "", b.len);
+	}
+	resp_buf_finish(&b);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * CONFIG
+ * ---------------------------------------------------------------------- */
+
+struct config_reply {
+	struct resp_buf buf;
+	struct resp_writer w;
+	size_t n;
+	char seen[64][48];
+	int nseen;
+};
+
+static void
+config_get_cb(const char *name, const char *value, void *ud)
+{
+	struct config_reply *cr = ud;
+
+	for (int i = 0; i < cr->nseen; i++) {
+		if (strcmp(cr->seen[i], name) == 0) {
+			return; /* several patterns may match one option */
+		}
+	}
+	if (cr->nseen < 64) {
+		snprintf(cr->seen[cr->nseen++], sizeof(cr->seen[0]), "%s", name);
+	}
+	resp_add_bulk_cstr(&cr->w, name);
+	resp_add_bulk_cstr(&cr->w, value);
+	cr->n++;
+}
+
+static void
+apply_runtime_config(struct brk_server *srv)
+{
+	struct resp_limits lim;
+
+	echd_log_set_level((enum echd_log_level)srv->cfg.loglevel);
+	resp_limits_default(&lim);
+	lim.max_bulk_len = (size_t)srv->cfg.proto_max_bulk_len;
+	lim.max_multibulk_len = (size_t)srv->cfg.proto_max_multibulk_len;
+	lim.max_inline_len = (size_t)srv->cfg.proto_inline_max_size;
+	lim.max_query_buf = (size_t)srv->cfg.query_buf_limit;
+	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+		resp_reader_set_limits(c->rd, &lim);
+	}
+}
+
+static void
+stats_reset(struct brk_server *srv)
+{
+	uint64_t start = srv->stats.start_ms, last = srv->stats.last_commit_ms;
+
+	memset(&srv->stats, 0, sizeof(srv->stats));
+	srv->stats.start_ms = start;
+	srv->stats.last_commit_ms = last;
+	srv->stats.ops_sample_ms = brk_now_ms();
+	memset(srv->cmdstats, 0, brk_cmd_count() * sizeof(*srv->cmdstats));
+	memset(srv->errstats, 0, sizeof(srv->errstats));
+	srv->nerrstats = 0;
+}
+
+static const char *const config_help[] = {
+	"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"GET <pattern>",
+	"    Return parameters matching the glob-like <pattern> and their values.",
+	"SET <directive> <value>",
+	"    Set the configuration <directive> to <value>.",
+	"RESETSTAT",
+	"    Reset statistics reported by the INFO command.",
+	"HELP",
+	"    Print this help.",
+};
+
+int
+brk_cmd_config(struct brk_ctx *x)
+{
+	struct brk_server *srv = x->srv;
+	const struct resp_arg *sub = &x->argv[1];
+
+	if (brk_arg_eq(sub, "GET")) {
+		struct config_reply *cr;
+		if (x->argc < 3) {
+			resp_add_error(x->w, "ERR wrong number of arguments for 'config|get' command");
+			return 0;
+		}
+		cr = echd_calloc(1, sizeof(*cr));
+		if (cr == NULL) {
+			return -ENOMEM;
+		}
+		resp_buf_init(&cr->buf);
+		cr->w.out = &cr->buf;
+		cr->w.proto = x->w->proto;
+		for (int i = 2; i < x->argc; i++) {
+			brk_config_get(&srv->cfg, x->argv[i].p, config_get_cb, cr);
+		}
+		resp_add_map(x->w, cr->n);
+		if (cr->buf.len) {
+			resp_buf_append(x->w->out, cr->buf.data, cr->buf.len);
+		}
+		resp_buf_finish(&cr->buf);
+		echd_free(cr);
+		return 0;
+	}
+	if (brk_arg_eq(sub, "SET")) {
+		struct brk_config next;
+		char err[256];
+		if (x->argc < 4 || x->argc % 2 != 0) {
+			resp_add_error(x->w, "ERR wrong number of arguments for 'config|set' command");
+			return 0;
+		}
+		/* Runtime options are scalars, so a shallow copy can take every
+		 * change and be dropped whole if one of them is refused. */
+		next = srv->cfg;
+		for (int i = 2; i < x->argc; i += 2) {
+			char *words[BRK_MAX_BIND + 2];
+			char vbuf[1024];
+			int n = 0;
+			char *p, *save = NULL;
+
+			words[n++] = (char *)x->argv[i].p;
+			snprintf(vbuf, sizeof(vbuf), "%.*s", (int)x->argv[i + 1].len,
+				x->argv[i + 1].p);
+			/* multi-word values, e.g. client-output-buffer-limit */
+			for (p = strtok_r(vbuf, " ", &save); p && n < BRK_MAX_BIND + 2;
+				p = strtok_r(NULL, " ", &save)) {
+				words[n++] = p;
+			}
+			if (n == 1) {
+				words[n++] = vbuf; /* empty value */
+			}
+			if (brk_config_apply(&next, n, words, true, err, sizeof(err)) != 0) {
+				if (strncmp(err, "unknown option", 14) == 0) {
+					resp_add_errorf(x->w, "ERR Unknown option or number of arguments "
+							      "for CONFIG SET - '%s'",
+						x->argv[i].p);
+				} else {
+					resp_add_errorf(x->w, "ERR CONFIG SET failed (possibly related to "
+							      "argument '%s') - %s",
+						x->argv[i].p, err);
+				}
+				return 0;
+			}
+		}
+		srv->cfg = next;
+		apply_runtime_config(srv);
+		resp_add_simple(x->w, "OK");
+		return 0;
+	}
+	if (brk_arg_eq(sub, "RESETSTAT") && x->argc == 2) {
+		stats_reset(srv);
+		resp_add_simple(x->w, "OK");
+		return 0;
+	}
+	if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
+		size_t n = sizeof(config_help) / sizeof(config_help[0]);
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			resp_add_simple(x->w, config_help[i]);
+		}
+		return 0;
+	}
+	if (brk_arg_eq(sub, "RESETSTAT") || brk_arg_eq(sub, "HELP")) {
+		resp_add_errorf(x->w, "ERR wrong number of arguments for 'config|%s' command",
+			brk_arg_eq(sub, "HELP") ? "help" : "resetstat");
+		return 0;
+	}
+	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try CONFIG HELP.", sub->p);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * CLIENT
+ * ---------------------------------------------------------------------- */
+
+static struct brk_conn *
+conn_by_id(struct brk_server *srv, uint64_t id)
+{
+	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+		if (c->id == id) {
+			return c;
+		}
+	}
+	return NULL;
+}
+
+static int
+client_kill(struct brk_ctx *x)
+{
+	struct brk_server *srv = x->srv;
+	const struct resp_arg *id = NULL, *addr = NULL, *laddr = NULL;
+	bool skipme = true;
+	long long killed = 0, idv = 0;
+
+	if (x->argc == 3) {
+		/* old form: CLIENT KILL addr:port */
+		for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+			if (strlen(c->addr) == x->argv[2].len &&
+				memcmp(c->addr, x->argv[2].p, x->argv[2].len) == 0) {
+				brk_conn_close_asap(c);
+				resp_add_simple(x->w, "OK");
+				return 0;
+			}
+		}
+		resp_add_error(x->w, "ERR No such client");
+		return 0;
+	}
+	for (int i = 2; i < x->argc; i += 2) {
+		if (i + 1 >= x->argc) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		if (brk_arg_eq(&x->argv[i], "ID")) {
+			id = &x->argv[i + 1];
+			if (!brk_str2ll(id->p, id->len, &idv) || idv <= 0) {
+				resp_add_error(x->w, "ERR client-id should be greater than 0");
+				return 0;
+			}
+		} else if (brk_arg_eq(&x->argv[i], "ADDR")) {
+			addr = &x->argv[i + 1];
+		} else if (brk_arg_eq(&x->argv[i], "LADDR")) {
+			laddr = &x->argv[i + 1];
+		} else if (brk_arg_eq(&x->argv[i], "SKIPME")) {
+			if (brk_arg_eq(&x->argv[i + 1], "yes")) {
+				skipme = true;
+			} else if (brk_arg_eq(&x->argv[i + 1], "no")) {
+				skipme = false;
+			} else {
+				resp_add_error(x->w, BRK_ERR_SYNTAX);
+				return 0;
+			}
+		} else if (brk_arg_eq(&x->argv[i], "TYPE") || brk_arg_eq(&x->argv[i], "USER") ||
+			   brk_arg_eq(&x->argv[i], "MAXAGE")) {
+			/* accepted filters that every echd client passes */
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+		if (id && c->id != (uint64_t)idv) {
+			continue;
+		}
+		if (addr && (strlen(c->addr) != addr->len || memcmp(c->addr, addr->p, addr->len))) {
+			continue;
+		}
+		if (laddr &&
+			(strlen(c->laddr) != laddr->len || memcmp(c->laddr, laddr->p, laddr->len))) {
+			continue;
+		}
+		if (c == x->c && skipme) {
+			continue;
+		}
+		if (c == x->c) {
+			c->flags |= BRK_CONN_CLOSE_AFTER_REPLY;
+		} else {
+			brk_conn_close_asap(c);
+		}
+		killed++;
+	}
+	resp_add_int(x->w, killed);
+	return 0;
+}
+
+static const char *const client_help[] = {
+	"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"GETNAME", "    Return the name of the current connection.",
+	"ID", "    Return the ID of the current connection.",
+	"INFO", "    Return information about the current client connection.",
+	"KILL <ip:port> | KILL <option> <value> [<option> <value> [...]]",
+	"    Kill connections (ID, ADDR, LADDR, SKIPME).",
+	"LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
+	"SETNAME <name>", "    Assign the name <name> to the current connection.",
+	"UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified blocked client.",
+	"HELP", "    Print this help.",
+};
+
+int
+brk_cmd_client(struct brk_ctx *x)
+{
+	struct brk_conn *c = x->c;
+	const struct resp_arg *sub = &x->argv[1];
+
+	if (brk_arg_eq(sub, "ID") && x->argc == 2) {
+		resp_add_int(x->w, (long long)c->id);
+	} else if (brk_arg_eq(sub, "SETNAME") && x->argc == 3) {
+		for (size_t i = 0; i < x->argv[2].len; i++) {
+			if (x->argv[2].p[i] < '!' || x->argv[2].p[i] > '~') {
+				resp_add_error(x->w, "ERR Client names cannot contain spaces, newlines "
+						     "or special characters.");
+				return 0;
+			}
+		}
+		echd_free(c->name);
+		c->name = x->argv[2].len ? echd_strndup(x->argv[2].p, x->argv[2].len) : NULL;
+		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "GETNAME") && x->argc == 2) {
+		if (c->name) {
+			resp_add_bulk_cstr(x->w, c->name);
+		} else {
+			resp_add_null(x->w);
+		}
+	} else if (brk_arg_eq(sub, "INFO") && x->argc == 2) {
+		struct resp_buf b;
+		resp_buf_init(&b);
+		brk_conn_describe(c, &b);
+		resp_add_verbatim(x->w, "txt", b.data, b.len);
+		resp_buf_finish(&b);
+	} else if (brk_arg_eq(sub, "LIST")) {
+		struct resp_buf b;
+		long long want = 0;
+		int i = 2;
+		if (x->argc >= 4 && brk_arg_eq(&x->argv[2], "TYPE")) {
+			if (!brk_arg_eq(&x->argv[3], "normal") && !brk_arg_eq(&x->argv[3], "replica") &&
+				!brk_arg_eq(&x->argv[3], "master") && !brk_arg_eq(&x->argv[3], "pubsub")) {
+				resp_add_errorf(x->w, "ERR Unknown client type '%.*s'",
+					(int)x->argv[3].len, x->argv[3].p);
+				return 0;
+			}
+			want = brk_arg_eq(&x->argv[3], "normal") ? 0 : -1;
+			i = 4;
+		} else if (x->argc >= 4 && brk_arg_eq(&x->argv[2], "ID")) {
+			i = 3;
+		} else if (x->argc != 2) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		resp_buf_init(&b);
+		for (struct brk_conn *o = x->srv->conns; o != NULL; o = o->next) {
+			bool match = want == 0;
+			if (i == 3) {
+				match = false;
+				for (int j = 3; j < x->argc; j++) {
+					long long v;
+					if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &v) || v <= 0) {
+						resp_buf_finish(&b);
+						resp_add_error(x->w, "ERR Invalid client ID");
+						return 0;
+					}
+					match |= o->id == (uint64_t)v;
+				}
+			}
+			if (match) {
+				brk_conn_describe(o, &b);
+			}
+		}
+		resp_add_verbatim(x->w, "txt", b.data ? b.data : "", b.len);
+		resp_buf_finish(&b);
+	} else if (brk_arg_eq(sub, "KILL") && x->argc >= 3) {
+		return client_kill(x);
+	} else if (brk_arg_eq(sub, "UNBLOCK") && (x->argc == 3 || x->argc == 4)) {
+		long long id;
+		bool err = false;
+		struct brk_conn *t;
+		if (!brk_arg_ll(x, &x->argv[2], &id)) {
+			return 0;
+		}
+		if (x->argc == 4) {
+			if (brk_arg_eq(&x->argv[3], "ERROR")) {
+				err = true;
+			} else if (!brk_arg_eq(&x->argv[3], "TIMEOUT")) {
+				resp_add_error(x->w, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+				return 0;
+			}
+		}
+		t = conn_by_id(x->srv, (uint64_t)id);
+		if (t == NULL || t->blk == NULL) {
+			resp_add_int(x->w, 0);
+			return 0;
+		}
+		brk_unblock(t);
+		if (err) {
+			resp_add_error(&t->w, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+		} else {
+			resp_add_null_array(&t->w);
+		}
+		t->batch_replies++;
+		brk_conn_mark_held(t);
+		brk_conn_mark_pending(t);
+		resp_add_int(x->w, 1);
+	} else if ((brk_arg_eq(sub, "SETINFO") && x->argc == 4) ||
+		   (brk_arg_eq(sub, "NO-EVICT") && x->argc == 3) ||
+		   (brk_arg_eq(sub, "NO-TOUCH") && x->argc == 3)) {
+		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
+		size_t n = sizeof(client_help) / sizeof(client_help[0]);
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			resp_add_simple(x->w, client_help[i]);
+		}
+	} else {
+		static const char *const known[] = {"id", "setname", "getname", "info", "list",
+			"kill", "unblock", "setinfo", "no-evict", "no-touch", "help", NULL};
+		for (int i = 0; known[i] != NULL; i++) {
+			if (brk_arg_eq(sub, known[i])) {
+				resp_add_errorf(x->w,
+					"ERR wrong number of arguments for 'client|%s' command", known[i]);
+				return 0;
+			}
+		}
+		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try CLIENT HELP.", sub->p);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * COMMAND
+ * ---------------------------------------------------------------------- */
+
+static void
+reply_words(struct resp_writer *w, const char *words, bool set)
+{
+	char buf[256];
+	const char *v[16];
+	size_t n = 0;
+	char *p, *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", words);
+	for (p = strtok_r(buf, " ", &save); p && n < 16; p = strtok_r(NULL, " ", &save)) {
+		v[n++] = p;
+	}
+	if (set) {
+		resp_add_set(w, n);
+	} else {
+		resp_add_array(w, n);
+	}
+	for (size_t i = 0; i < n; i++) {
+		resp_add_simple(w, v[i]);
+	}
+}
+
+static void
+reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} flagnames[] = {
+		{BRK_CMD_WRITE, "write"}, {BRK_CMD_READONLY, "readonly"},
+		{BRK_CMD_DENYOOM, "denyoom"}, {BRK_CMD_ADMIN, "admin"},
+		{BRK_CMD_NOSCRIPT, "noscript"}, {BRK_CMD_BLOCKING, "blocking"},
+		{BRK_CMD_LOADING, "loading"}, {BRK_CMD_STALE, "stale"}, {BRK_CMD_FAST, "fast"},
+	};
+	char flags[256] = "";
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(flagnames) / sizeof(flagnames[0]); i++) {
+		if (cmd->flags & flagnames[i].bit) {
+			n += (size_t)snprintf(flags + n, sizeof(flags) - n, "%s ", flagnames[i].name);
+		}
+	}
+	if (cmd->first_key > 0 || (cmd->flags & BRK_CMD_BLOCKING)) {
+		n += (size_t)snprintf(flags + n, sizeof(flags) - n, "movablekeys ");
+	}
+	resp_add_array(w, 10);
+	resp_add_bulk_cstr(w, cmd->name);
+	resp_add_int(w, cmd->arity);
+	reply_words(w, flags, true);
+	resp_add_int(w, cmd->first_key);
+	resp_add_int(w, cmd->last_key);
+	resp_add_int(w, cmd->step);
+	reply_words(w, cmd->acl, true);
+	resp_add_array(w, 0); /* tips */
+	resp_add_array(w, 0); /* key specs */
+	resp_add_array(w, 0); /* subcommands */
+}
+
+/* Argument syntax, in the notation of Redis' documentation, for COMMAND
+ * DOCS (redis-cli builds its hints from it). */
+static const struct {
+	const char *name, *syntax;
+} syntaxes[] = {
+	{"ping", "[message]"},
+	{"echo", "message"},
+	{"hello", "[protover [AUTH username password] [SETNAME clientname]]"},
+	{"select", "index"},
+	{"del", "key [key ...]"},
+	{"unlink", "key [key ...]"},
+	{"exists", "key [key ...]"},
+	{"type", "key"},
+	{"keys", "pattern"},
+	{"scan", "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
+	{"rename", "key newkey"},
+	{"renamenx", "key newkey"},
+	{"flushdb", "[<ASYNC | SYNC>]"},
+	{"flushall", "[<ASYNC | SYNC>]"},
+	{"info", "[section [section ...]]"},
+	{"shutdown", "[<NOSAVE | SAVE>] [NOW] [FORCE] [ABORT]"},
+	{"xadd", "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
+		 "<* | id> field value [field value ...]"},
+	{"xlen", "key"},
+	{"xrange", "key start end [COUNT count]"},
+	{"xrevrange", "key end start [COUNT count]"},
+	{"xdel", "key id [id ...]"},
+	{"xtrim", "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]"},
+	{"xread", "[COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"},
+	{"xsetid", "key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"},
+	{"xreadgroup", "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
+		       "key [key ...] id [id ...]"},
+	{"xack", "key group id [id ...]"},
+	{"xpending", "key group [[IDLE min-idle-time] start end count [consumer]]"},
+	{"xclaim", "key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-"
+		   "milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"},
+	{"xautoclaim", "key group consumer min-idle-time start [COUNT count] [JUSTID]"},
+};
+
+static const char *
+syntax_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(syntaxes) / sizeof(syntaxes[0]); i++) {
+		if (strcmp(syntaxes[i].name, name) == 0) {
+			return syntaxes[i].syntax;
+		}
+	}
+	return "";
+}
+
+/* Splits a syntax string into top-level items; *p advances past one. */
+static size_t
+syntax_item(const char **p, char *buf, size_t cap)
+{
+	const char *s = *p;
+	size_t n = 0;
+	int depth = 0;
+
+	while (*s == ' ') {
+		s++;
+	}
+	while (*s && (depth > 0 || *s != ' ')) {
+		if (*s == '[' || *s == '<') {
+			depth++;
+		} else if (*s == ']' || *s == '>') {
+			depth--;
+		}
+		if (n + 1 < cap) {
+			buf[n++] = *s;
+		}
+		s++;
+	}
+	buf[n] = '\0';
+	*p = s;
+	return n;
+}
+
+static void reply_syntax_args(struct resp_writer *w, const char *syntax);
+
+/* One argument map: name, type, and token/flags/arguments as needed. */
+static void
+reply_syntax_arg(struct resp_writer *w, char *item, bool optional, bool multiple)
+{
+	size_t len = strlen(item), fields = 2;
+	const char *type = "string";
+	char name[64];
+	char inner[256];
+	bool upper = true;
+
+	if (len >= 2 && item[0] == '[' && item[len - 1] == ']') {
+		char *body = item + 1;
+		item[len - 1] = '\0';
+		/* "[x [x ...]]" and "x [x ...]": one argument that repeats */
+		char *dots = strstr(body, " ...]");
+		if (dots != NULL) {
+			char *sp = strchr(body, ' ');
+			*sp = '\0';
+			reply_syntax_arg(w, body, true, true);
+			return;
+		}
+		{
+			/* "[x]" or "[<a | b>]": one optional item */
+			char one[256];
+			const char *bp = body;
+			syntax_item(&bp, one, sizeof(one));
+			while (*bp == ' ') {
+				bp++;
+			}
+			if (*bp == '\0') {
+				reply_syntax_arg(w, one, true, multiple);
+				return;
+			}
+		}
+		snprintf(inner, sizeof(inner), "%s", body);
+		type = "block";
+		optional = true;
+	} else if (len >= 2 && item[0] == '<' && item[len - 1] == '>') {
+		char *q = inner;
+		item[len - 1] = '\0';
+		/* "<a | b>": the alternatives become the inner arguments */
+		for (char *t = item + 1; *t; t++) {
+			if (*t == '|' && t[1] == ' ') {
+				t++; /* " | " becomes one space */
+				continue;
+			}
+			*q++ = *t;
+		}
+		*q = '\0';
+		type = "oneof";
+	}
+	if (!strcmp(type, "string")) {
+		for (size_t i = 0; i < len; i++) {
+			upper &= !(item[i] >= 'a' && item[i] <= 'z');
+		}
+		if (upper) {
+			type = "pure-token";
+		} else if (!strcmp(item, "key") || !strcmp(item, "newkey")) {
+			type = "key";
+		} else if (!strcmp(item, "count") || !strcmp(item, "milliseconds") ||
+			   !strcmp(item, "index") || !strcmp(item, "cursor") ||
+			   !strcmp(item, "protover")) {
+			type = "integer";
+		}
+		snprintf(name, sizeof(name), "%s", item);
+		for (char *c = name; *c; c++) {
+			*c = (char)tolower((unsigned char)*c);
+		}
+	} else {
+		char first[64];
+		const char *ip = inner;
+		syntax_item(&ip, first, sizeof(first));
+		snprintf(name, sizeof(name), "%s", first[0] == '[' || first[0] == '<' ? "option"
+											: first);
+		for (char *c = name; *c; c++) {
+			*c = (char)tolower((unsigned char)*c);
+		}
+	}
+	fields += !strcmp(type, "pure-token") ? 1 : 0;
+	fields += optional || multiple ? 1 : 0;
+	fields += !strcmp(type, "block") || !strcmp(type, "oneof") ? 1 : 0;
+	resp_add_map(w, fields);
+	resp_add_bulk_cstr(w, "name");
+	resp_add_bulk_cstr(w, name);
+	resp_add_bulk_cstr(w, "type");
+	resp_add_bulk_cstr(w, type);
+	if (!strcmp(type, "pure-token")) {
+		resp_add_bulk_cstr(w, "token");
+		resp_add_bulk_cstr(w, item);
+	}
+	if (optional || multiple) {
+		resp_add_bulk_cstr(w, "flags");
+		resp_add_array(w, (optional ? 1 : 0) + (multiple ? 1 : 0));
+		if (optional) {
+			resp_add_simple(w, "optional");
+		}
+		if (multiple) {
+			resp_add_simple(w, "multiple");
+		}
+	}
+	if (!strcmp(type, "block") || !strcmp(type, "oneof")) {
+		resp_add_bulk_cstr(w, "arguments");
+		reply_syntax_args(w, inner);
+	}
+}
+
+static void
+reply_syntax_args(struct resp_writer *w, const char *syntax)
+{
+	char items[24][256];
+	size_t n = 0;
+	const char *p = syntax;
+
+	while (n < 24 && syntax_item(&p, items[n], sizeof(items[n])) > 0) {
+		n++;
+	}
+	/* "x [x ...]" collapses into one repeating x */
+	size_t out = n;
+	for (size_t i = 0; i + 1 < n; i++) {
+		if (strstr(items[i + 1], " ...]") != NULL) {
+			out--;
+		}
+	}
+	resp_add_array(w, out);
+	for (size_t i = 0; i < n; i++) {
+		bool multiple = i + 1 < n && strstr(items[i + 1], " ...]") != NULL;
+		reply_syntax_arg(w, items[i], false, multiple);
+		if (multiple) {
+			i++;
+		}
+	}
+}
+
+static void
+reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
+{
+	const char *syntax = syntax_of(cmd->name);
+
+	resp_add_bulk_cstr(w, cmd->name);
+	resp_add_map(w, syntax[0] ? 5 : 4);
+	if (syntax[0]) {
+		resp_add_bulk_cstr(w, "arguments");
+		reply_syntax_args(w, syntax);
+	}
+	resp_add_bulk_cstr(w, "summary");
+	resp_add_bulk_cstr(w, cmd->summary);
+	resp_add_bulk_cstr(w, "since");
+	resp_add_bulk_cstr(w, cmd->since);
+	resp_add_bulk_cstr(w, "group");
+	resp_add_bulk_cstr(w, cmd->group);
+	resp_add_bulk_cstr(w, "complexity");
+	resp_add_bulk_cstr(w, cmd->complexity);
+}
+
+int
+brk_cmd_command(struct brk_ctx *x)
+{
+	size_t n = brk_cmd_count();
+
+	if (x->argc == 1) {
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			reply_command_info(x->w, brk_cmd_at(i));
+		}
+		return 0;
+	}
+	if (brk_arg_eq(&x->argv[1], "COUNT") && x->argc == 2) {
+		resp_add_int(x->w, (long long)n);
+	} else if (brk_arg_eq(&x->argv[1], "INFO")) {
+		if (x->argc == 2) {
+			resp_add_array(x->w, n);
+			for (size_t i = 0; i < n; i++) {
+				reply_command_info(x->w, brk_cmd_at(i));
+			}
+			return 0;
+		}
+		resp_add_array(x->w, (size_t)(x->argc - 2));
+		for (int i = 2; i < x->argc; i++) {
+			const struct brk_cmd *c = brk_cmd_lookup(x->argv[i].p, x->argv[i].len);
+			if (c) {
+				reply_command_info(x->w, c);
+			} else {
+				resp_add_null_array(x->w);
+			}
+		}
+	} else if (brk_arg_eq(&x->argv[1], "DOCS")) {
+		if (x->argc == 2) {
+			resp_add_map(x->w, n);
+			for (size_t i = 0; i < n; i++) {
+				reply_command_docs(x->w, brk_cmd_at(i));
+			}
+			return 0;
+		}
+		size_t h = resp_add_deferred(x->w), found = 0;
+		for (int i = 2; i < x->argc; i++) {
+			const struct brk_cmd *c = brk_cmd_lookup(x->argv[i].p, x->argv[i].len);
+			if (c) {
+				reply_command_docs(x->w, c);
+				found++;
+			}
+		}
+		resp_set_deferred_len(x->w, h, '%', found);
+	} else if (brk_arg_eq(&x->argv[1], "LIST")) {
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			resp_add_bulk_cstr(x->w, brk_cmd_at(i)->name);
+		}
+	} else if (brk_arg_eq(&x->argv[1], "HELP") && x->argc == 2) {
+		static const char *const help[] = {
+			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"(no subcommand)", "    Return details about all commands.",
+			"COUNT", "    Return the total number of commands in this server.",
+			"LIST", "    Return a list of all commands in this server.",
+			"INFO [<command-name> ...]",
+			"    Return details about multiple commands.",
+			"DOCS [<command-name> ...]",
+			"    Return documentation details about multiple commands.",
+			"HELP", "    Print this help.",
+		};
+		size_t k = sizeof(help) / sizeof(help[0]);
+		resp_add_array(x->w, k);
+		for (size_t i = 0; i < k; i++) {
+			resp_add_simple(x->w, help[i]);
+		}
+	} else if (brk_arg_eq(&x->argv[1], "COUNT") || brk_arg_eq(&x->argv[1], "HELP")) {
+		resp_add_errorf(x->w, "ERR wrong number of arguments for 'command|%s' command",
+			brk_arg_eq(&x->argv[1], "COUNT") ? "count" : "help");
+	} else {
+		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try COMMAND HELP.",
+			x->argv[1].p);
+	}
+	return 0;
+}

@@ -1,0 +1,959 @@
+/* cmd_stream.c - stream commands with Redis 7.4's replies and errors. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+
+#define ERR_XADD_SMALL  "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+#define ERR_XADD_ZERO   "ERR The ID specified in XADD must be greater than 0-0"
+#define ERR_EXHAUSTED   "ERR The stream has exhausted the last possible ID, unable to add more items"
+#define ERR_NOKEY       "ERR no such key"
+
+static struct st_buf
+arg_buf(const struct resp_arg *a)
+{
+	struct st_buf b = {a->p, a->len};
+	return b;
+}
+
+void
+brk_reply_id(struct resp_writer *w, const struct stream_id *id)
+{
+	char buf[48];
+	size_t n = stream_id_format(id, buf);
+	resp_add_bulk(w, buf, n);
+}
+
+/* One entry: [id, [field, value, ...]]. */
+void
+brk_reply_entry(struct resp_writer *w, const struct stream_id *id, const struct st_buf *fields)
+{
+	struct st_buf f, v;
+	size_t pos = 0, n = stream_fields_count(fields);
+
+	resp_add_array(w, 2);
+	brk_reply_id(w, id);
+	resp_add_array(w, n * 2);
+	while (stream_fields_next(fields, &pos, &f, &v)) {
+		resp_add_bulk(w, f.data, f.len);
+		resp_add_bulk(w, v.data, v.len);
+	}
+}
+
+/* Replies entries in [start, end] (count 0 = all); returns how many. */
+static int
+reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *start,
+	const struct stream_id *end, uint64_t count, bool rev, size_t *emitted)
+{
+	struct stream_iter *it;
+	struct stream_id id;
+	struct st_buf fields;
+	size_t h, n = 0;
+	int rc;
+
+	h = resp_add_deferred(x->w);
+	rc = stream_iter_create(x->txn, m, start, end, rev, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((count == 0 || n < count) && (rc = stream_iter_next(it, &id, &fields)) == 0) {
+		brk_reply_entry(x->w, &id, &fields);
+		n++;
+	}
+	stream_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	resp_set_deferred_len(x->w, h, '*', n);
+	if (emitted) {
+		*emitted = n;
+	}
+	return 0;
+}
+
+/* The last live entry's id, or 0-0 when the stream is empty. */
+int
+brk_last_valid_id(struct storage_txn *t, const struct stream_meta *m, struct stream_id *out)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct stream_iter *it;
+	struct st_buf f;
+	int rc;
+
+	out->ms = out->seq = 0;
+	if (m->length == 0) {
+		return 0;
+	}
+	rc = stream_iter_create(t, m, &lo, &hi, true, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_iter_next(it, out, &f);
+	stream_iter_destroy(it);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+/* A strict id (no "-" or "+"); replies the error on failure. */
+bool
+brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,
+	struct stream_id *out)
+{
+	if (a->len > 127 || stream_id_parse(a->p, a->len, missing_seq, false, out) != 0) {
+		resp_add_error(x->w, BRK_ERR_BADID);
+		return false;
+	}
+	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * XADD / XTRIM
+ * ---------------------------------------------------------------------- */
+
+struct add_args {
+	struct stream_trim trim;
+	bool nomkstream;
+	bool id_given;
+	bool seq_given;
+	struct stream_id id;
+};
+
+/* Parses XADD/XTRIM options; returns the index of XADD's id argument (or
+ * argc for XTRIM), or -1 after replying an error. */
+static int
+parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
+{
+	bool limit_given = false;
+	long long limit = 0;
+	int i;
+
+	memset(a, 0, sizeof(*a));
+	for (i = 2; i < x->argc; i++) {
+		const struct resp_arg *o = &x->argv[i];
+		int more = x->argc - 1 - i;
+
+		if (xadd && o->len == 1 && o->p[0] == '*') {
+			break;
+		} else if (brk_arg_eq(o, "MAXLEN") && more) {
+			long long v;
+			const struct resp_arg *next = &x->argv[i + 1];
+			if (a->trim.strategy != STREAM_TRIM_NONE) {
+				resp_add_error(x->w, "ERR syntax error, MAXLEN and MINID options at the "
+						     "same time are not compatible");
+				return -1;
+			}
+			a->trim.approx = false;
+			if (more >= 2 && next->len == 1 && next->p[0] == '~') {
+				a->trim.approx = true;
+				i++;
+			} else if (more >= 2 && next->len == 1 && next->p[0] == '=') {
+				i++;
+			}
+			if (!brk_arg_ll(x, &x->argv[i + 1], &v)) {
+				return -1;
+			}
+			if (v < 0) {
+				resp_add_error(x->w, "ERR The MAXLEN argument must be >= 0.");
+				return -1;
+			}
+			a->trim.maxlen = (uint64_t)v;
+			a->trim.strategy = STREAM_TRIM_MAXLEN;
+			i++;
+		} else if (brk_arg_eq(o, "MINID") && more) {
+			const struct resp_arg *next = &x->argv[i + 1];
+			if (a->trim.strategy != STREAM_TRIM_NONE) {
+				resp_add_error(x->w, "ERR syntax error, MAXLEN and MINID options at the "
+						     "same time are not compatible");
+				return -1;
+			}
+			a->trim.approx = false;
+			if (more >= 2 && next->len == 1 && next->p[0] == '~') {
+				a->trim.approx = true;
+				i++;
+			} else if (more >= 2 && next->len == 1 && next->p[0] == '=') {
+				i++;
+			}
+			if (!brk_parse_strict_id(x, &x->argv[i + 1], 0, &a->trim.minid)) {
+				return -1;
+			}
+			a->trim.strategy = STREAM_TRIM_MINID;
+			i++;
+		} else if (brk_arg_eq(o, "LIMIT") && more) {
+			if (!brk_arg_ll(x, &x->argv[i + 1], &limit)) {
+				return -1;
+			}
+			if (limit < 0) {
+				resp_add_error(x->w, "ERR The LIMIT argument must be >= 0.");
+				return -1;
+			}
+			limit_given = true;
+			i++;
+		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
+			a->nomkstream = true;
+		} else if (xadd) {
+			/* the id: "ms-seq", "ms", or "ms-*" */
+			a->seq_given = true;
+			if (o->len >= 2 && o->p[o->len - 2] == '-' && o->p[o->len - 1] == '*') {
+				struct resp_arg ms = {o->p, o->len - 2};
+				if (!brk_parse_strict_id(x, &ms, 0, &a->id)) {
+					return -1;
+				}
+				a->seq_given = false;
+			} else if (!brk_parse_strict_id(x, o, 0, &a->id)) {
+				return -1;
+			}
+			a->id_given = true;
+			break;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return -1;
+		}
+	}
+	if (limit && a->trim.strategy == STREAM_TRIM_NONE) {
+		resp_add_error(x->w, "ERR syntax error, LIMIT cannot be used without specifying a "
+				     "trimming strategy");
+		return -1;
+	}
+	if (!xadd && a->trim.strategy == STREAM_TRIM_NONE) {
+		resp_add_error(x->w, "ERR syntax error, XTRIM must be called with a trimming "
+				     "strategy");
+		return -1;
+	}
+	if (limit_given) {
+		if (!a->trim.approx) {
+			resp_add_error(x->w, "ERR syntax error, LIMIT cannot be used without the "
+					     "special ~ option");
+			return -1;
+		}
+		a->trim.limit = (uint64_t)limit;
+	} else if (a->trim.approx) {
+		long long l = 100 * x->srv->cfg.stream_node_max_entries;
+		if (l <= 0) {
+			l = 10000;
+		}
+		if (l > 1000000) {
+			l = 1000000;
+		}
+		a->trim.limit = (uint64_t)l;
+	}
+	return i;
+}
+
+/* Computes the id of the entry XADD appends; false if none is possible. */
+static bool
+next_id(const struct stream_meta *m, const struct add_args *a, struct stream_id *out)
+{
+	struct stream_id id;
+
+	if (!a->id_given) {
+		uint64_t now = brk_now_ms();
+		if (now > m->last.ms) {
+			id.ms = now;
+			id.seq = 0;
+		} else {
+			id = m->last;
+			if (!stream_id_incr(&id)) {
+				return false;
+			}
+		}
+	} else if (!a->seq_given) {
+		id.ms = a->id.ms;
+		if (m->last.ms == id.ms) {
+			if (m->last.seq == UINT64_MAX) {
+				return false;
+			}
+			id.seq = m->last.seq + 1;
+		} else {
+			id.seq = 0;
+		}
+	} else {
+		id = a->id;
+	}
+	if (stream_id_cmp(&id, &m->last) <= 0) {
+		return false;
+	}
+	*out = id;
+	return true;
+}
+
+int
+brk_cmd_xadd(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	struct add_args a;
+	struct stream_id id;
+	struct st_buf fv[64], *fvp = fv;
+	int idpos, field_pos, nfv, rc;
+	uint64_t removed;
+	bool exists;
+
+	idpos = parse_add_trim(x, true, &a);
+	if (idpos < 0) {
+		return 0;
+	}
+	field_pos = idpos + 1;
+	if (x->argc - field_pos < 2 || (x->argc - field_pos) % 2 == 1) {
+		resp_add_error(x->w, "ERR wrong number of arguments for 'xadd' command");
+		return 0;
+	}
+	if (a.id_given && a.seq_given && a.id.ms == 0 && a.id.seq == 0) {
+		resp_add_error(x->w, ERR_XADD_ZERO);
+		return 0;
+	}
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	exists = rc == 0;
+	if (!exists) {
+		if (a.nomkstream) {
+			resp_add_null(x->w);
+			return 0;
+		}
+		memset(&m, 0, sizeof(m));
+	}
+	if (m.last.ms == UINT64_MAX && m.last.seq == UINT64_MAX) {
+		resp_add_error(x->w, ERR_EXHAUSTED);
+		return 0;
+	}
+	if (!next_id(&m, &a, &id)) {
+		resp_add_error(x->w, ERR_XADD_SMALL);
+		return 0;
+	}
+	if (!exists) {
+		rc = stream_create(x->txn, x->c->db, &key, &m);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	nfv = x->argc - field_pos;
+	if (nfv > (int)(sizeof(fv) / sizeof(fv[0]))) {
+		fvp = echd_malloc((size_t)nfv * sizeof(*fvp));
+		if (fvp == NULL) {
+			return -ENOMEM;
+		}
+	}
+	for (int i = 0; i < nfv; i++) {
+		fvp[i] = arg_buf(&x->argv[field_pos + i]);
+	}
+	rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
+		(uint64_t)x->srv->cfg.stream_node_max_entries,
+		(uint64_t)x->srv->cfg.stream_node_max_bytes);
+	if (fvp != fv) {
+		echd_free(fvp);
+	}
+	if (rc == 0 && a.trim.strategy != STREAM_TRIM_NONE) {
+		rc = stream_trim(x->txn, &m, &a.trim, &removed);
+	}
+	if (rc == 0) {
+		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	x->dirty++;
+	brk_signal_key(x->srv, x->c->db, key.data, key.len);
+	brk_reply_id(x->w, &id);
+	return 0;
+}
+
+int
+brk_cmd_xtrim(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	struct add_args a;
+	uint64_t removed = 0;
+	int rc;
+
+	if (parse_add_trim(x, false, &a) < 0) {
+		return 0;
+	}
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_trim(x->txn, &m, &a.trim, &removed);
+	if (rc == 0 && removed > 0) {
+		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (removed > 0) {
+		x->dirty += removed;
+		brk_signal_key(x->srv, x->c->db, key.data, key.len);
+	}
+	resp_add_int(x->w, (long long)removed);
+	return 0;
+}
+
+int
+brk_cmd_xlen(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	int rc = stream_lookup(x->txn, x->c->db, &key, &m);
+
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	resp_add_int(x->w, (long long)m.length);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XRANGE / XREVRANGE
+ * ---------------------------------------------------------------------- */
+
+/* An interval bound: "-", "+", "ms[-seq]" or "(ms[-seq]" (exclusive). */
+bool
+brk_parse_interval_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,
+	struct stream_id *out, bool *exclusive)
+{
+	*exclusive = false;
+	if (a->len > 1 && a->p[0] == '(') {
+		struct resp_arg rest = {a->p + 1, a->len - 1};
+		*exclusive = true;
+		return brk_parse_strict_id(x, &rest, missing_seq, out);
+	}
+	if (a->len > 127 || stream_id_parse(a->p, a->len, missing_seq, true, out) != 0) {
+		resp_add_error(x->w, BRK_ERR_BADID);
+		return false;
+	}
+	return true;
+}
+
+static int
+xrange_generic(struct brk_ctx *x, bool rev)
+{
+	const struct resp_arg *sa = rev ? &x->argv[3] : &x->argv[2];
+	const struct resp_arg *ea = rev ? &x->argv[2] : &x->argv[3];
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_id start, end;
+	struct stream_meta m;
+	long long count = -1;
+	bool ex;
+	int rc;
+
+	if (!brk_parse_interval_id(x, sa, 0, &start, &ex)) {
+		return 0;
+	}
+	if (ex && !stream_id_incr(&start)) {
+		resp_add_error(x->w, "ERR invalid start ID for the interval");
+		return 0;
+	}
+	if (!brk_parse_interval_id(x, ea, UINT64_MAX, &end, &ex)) {
+		return 0;
+	}
+	if (ex && !stream_id_decr(&end)) {
+		resp_add_error(x->w, "ERR invalid end ID for the interval");
+		return 0;
+	}
+	for (int j = 4; j < x->argc; j++) {
+		if (brk_arg_eq(&x->argv[j], "COUNT") && x->argc - j - 1 >= 1) {
+			if (!brk_arg_ll(x, &x->argv[j + 1], &count)) {
+				return 0;
+			}
+			if (count < 0) {
+				count = 0;
+			}
+			j++;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_array(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (count == 0) {
+		resp_add_null_array(x->w);
+		return 0;
+	}
+	return reply_range(x, &m, &start, &end, count < 0 ? 0 : (uint64_t)count, rev, NULL);
+}
+
+int
+brk_cmd_xrange(struct brk_ctx *x)
+{
+	return xrange_generic(x, false);
+}
+
+int
+brk_cmd_xrevrange(struct brk_ctx *x)
+{
+	return xrange_generic(x, true);
+}
+
+/* ------------------------------------------------------------------------
+ * XDEL / XSETID
+ * ---------------------------------------------------------------------- */
+
+int
+brk_cmd_xdel(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	struct stream_id id;
+	long long deleted = 0;
+	int rc;
+
+	/* Every id must parse before anything is deleted. */
+	for (int j = 2; j < x->argc; j++) {
+		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
+			return 0;
+		}
+	}
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	for (int j = 2; j < x->argc; j++) {
+		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
+		rc = stream_delete_entry(x->txn, &m, &id);
+		if (rc == ECHD_ENOTFOUND) {
+			continue;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		deleted++;
+	}
+	if (deleted > 0) {
+		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty += (uint64_t)deleted;
+		brk_signal_key(x->srv, x->c->db, key.data, key.len);
+	}
+	resp_add_int(x->w, deleted);
+	return 0;
+}
+
+int
+brk_cmd_xsetid(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_id id, max_xdel = {0, 0}, maxid;
+	struct stream_meta m;
+	long long entries_added = -1;
+	int i = 3, rc;
+
+	if (!brk_parse_strict_id(x, &x->argv[2], 0, &id)) {
+		return 0;
+	}
+	while (i < x->argc) {
+		int more = x->argc - 1 - i;
+		if (brk_arg_eq(&x->argv[i], "ENTRIESADDED") && more) {
+			if (!brk_arg_ll(x, &x->argv[i + 1], &entries_added)) {
+				return 0;
+			}
+			if (entries_added < 0) {
+				resp_add_error(x->w, "ERR entries_added must be positive");
+				return 0;
+			}
+			i += 2;
+		} else if (brk_arg_eq(&x->argv[i], "MAXDELETEDID") && more) {
+			if (!brk_parse_strict_id(x, &x->argv[i + 1], 0, &max_xdel)) {
+				return 0;
+			}
+			if (stream_id_cmp(&id, &max_xdel) < 0) {
+				resp_add_error(x->w, "ERR The ID specified in XSETID is smaller than the "
+						     "provided max_deleted_entry_id");
+				return 0;
+			}
+			i += 2;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, ERR_NOKEY);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (stream_id_cmp(&id, &m.max_deleted) < 0) {
+		resp_add_error(x->w, "ERR The ID specified in XSETID is smaller than current "
+				     "max_deleted_entry_id");
+		return 0;
+	}
+	if (m.length > 0) {
+		rc = brk_last_valid_id(x->txn, &m, &maxid);
+		if (rc != 0) {
+			return rc;
+		}
+		if (stream_id_cmp(&id, &maxid) < 0) {
+			resp_add_error(x->w, "ERR The ID specified in XSETID is smaller than the "
+					     "target stream top item");
+			return 0;
+		}
+		if (entries_added != -1 && m.length > (uint64_t)entries_added) {
+			resp_add_error(x->w, "ERR The entries_added specified in XSETID is smaller "
+					     "than the target stream length");
+			return 0;
+		}
+	}
+	m.last = id;
+	if (entries_added != -1) {
+		m.entries_added = (uint64_t)entries_added;
+	}
+	if (max_xdel.ms != 0 || max_xdel.seq != 0) {
+		m.max_deleted = max_xdel;
+	}
+	rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+	if (rc != 0) {
+		return rc;
+	}
+	x->dirty++;
+	brk_signal_key(x->srv, x->c->db, key.data, key.len);
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XREAD
+ * ---------------------------------------------------------------------- */
+
+int
+brk_cmd_xread(struct brk_ctx *x)
+{
+	long long count = 0, timeout = -1;
+	int streams_arg = 0, nstreams = 0, rc = 0;
+	struct stream_id ids_small[16], *ids = ids_small;
+	char (*resolved)[48] = NULL;
+	size_t served = 0, h = 0;
+
+	for (int i = 1; i < x->argc; i++) {
+		int more = x->argc - i - 1;
+		const struct resp_arg *o = &x->argv[i];
+		if (brk_arg_eq(o, "BLOCK") && more) {
+			i++;
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &timeout)) {
+				resp_add_error(x->w, "ERR timeout is not an integer or out of range");
+				return 0;
+			}
+			if (timeout < 0) {
+				resp_add_error(x->w, "ERR timeout is negative");
+				return 0;
+			}
+		} else if (brk_arg_eq(o, "COUNT") && more) {
+			i++;
+			if (!brk_arg_ll(x, &x->argv[i], &count)) {
+				return 0;
+			}
+			if (count < 0) {
+				count = 0;
+			}
+		} else if (brk_arg_eq(o, "STREAMS") && more) {
+			streams_arg = i + 1;
+			nstreams = x->argc - streams_arg;
+			if (nstreams % 2 != 0) {
+				resp_add_error(x->w, "ERR Unbalanced 'xread' list of streams: for each "
+						     "stream key an ID or '$' must be specified.");
+				return 0;
+			}
+			nstreams /= 2;
+			break;
+		} else if (brk_arg_eq(o, "GROUP") && more >= 2) {
+			resp_add_error(x->w, "ERR The GROUP option is only supported by XREADGROUP. You "
+					     "called XREAD instead.");
+			return 0;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	if (streams_arg == 0) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (nstreams > 16) {
+		ids = echd_calloc((size_t)nstreams, sizeof(*ids));
+		if (ids == NULL) {
+			return -ENOMEM;
+		}
+	}
+	/* Resolve each id; '$' and '+' are read from the stream now. */
+	for (int i = 0; i < nstreams; i++) {
+		const struct resp_arg *ida = &x->argv[streams_arg + nstreams + i];
+		struct st_buf key = arg_buf(&x->argv[streams_arg + i]);
+		struct stream_meta m;
+		bool dollar = ida->len == 1 && ida->p[0] == '$';
+		bool plus = ida->len == 1 && ida->p[0] == '+';
+
+		if (dollar || plus) {
+			rc = stream_lookup(x->txn, x->c->db, &key, &m);
+			if (rc != 0 && rc != ECHD_ENOTFOUND) {
+				goto out;
+			}
+			ids[i].ms = ids[i].seq = 0;
+			if (rc == 0 && dollar) {
+				ids[i] = m.last;
+			} else if (rc == 0 && plus && m.length > 0) {
+				rc = brk_last_valid_id(x->txn, &m, &ids[i]);
+				if (rc != 0) {
+					goto out;
+				}
+				stream_id_decr(&ids[i]);
+			}
+			rc = 0;
+			continue;
+		}
+		if (ida->len == 1 && ida->p[0] == '>') {
+			resp_add_error(x->w, "ERR The > ID can be specified only when calling XREADGROUP "
+					     "using the GROUP <group> <consumer> option.");
+			goto out;
+		}
+		if (!brk_parse_strict_id(x, ida, 0, &ids[i])) {
+			goto out;
+		}
+	}
+	for (int i = 0; i < nstreams; i++) {
+		struct st_buf key = arg_buf(&x->argv[streams_arg + i]);
+		struct stream_meta m;
+		struct stream_id maxid, start, end = {UINT64_MAX, UINT64_MAX};
+
+		rc = stream_lookup(x->txn, x->c->db, &key, &m);
+		if (rc == ECHD_ENOTFOUND) {
+			rc = 0;
+			continue;
+		}
+		if (rc != 0) {
+			goto out;
+		}
+		rc = brk_last_valid_id(x->txn, &m, &maxid);
+		if (rc != 0) {
+			goto out;
+		}
+		if (m.length == 0 || stream_id_cmp(&maxid, &ids[i]) <= 0) {
+			continue;
+		}
+		if (served++ == 0) {
+			h = resp_add_deferred(x->w);
+		}
+		if (x->w->proto == 2) {
+			resp_add_array(x->w, 2);
+		}
+		resp_add_bulk(x->w, key.data, key.len);
+		start = ids[i];
+		stream_id_incr(&start);
+		rc = reply_range(x, &m, &start, &end, (uint64_t)count, false, NULL);
+		if (rc != 0) {
+			goto out;
+		}
+	}
+	if (served > 0) {
+		resp_set_deferred_len(x->w, h, x->w->proto == 2 ? '*' : '%', served);
+		goto out;
+	}
+	if (timeout < 0) {
+		resp_add_null_array(x->w);
+		goto out;
+	}
+	/* Nothing yet: block, with '$' and '+' replaced by what they meant now
+	 * so that entries added meanwhile are not missed. */
+	resolved = echd_calloc((size_t)nstreams, sizeof(*resolved));
+	{
+		struct resp_arg *req = echd_calloc((size_t)x->argc, sizeof(*req));
+		if (resolved == NULL || req == NULL) {
+			echd_free(req);
+			rc = -ENOMEM;
+			goto out;
+		}
+		memcpy(req, x->argv, (size_t)x->argc * sizeof(*req));
+		for (int i = 0; i < nstreams; i++) {
+			struct resp_arg *ida = &req[streams_arg + nstreams + i];
+			ida->len = stream_id_format(&ids[i], resolved[i]);
+			ida->p = resolved[i];
+		}
+		rc = brk_block(x, nstreams, &x->argv[streams_arg], (uint64_t)timeout, x->argc, req);
+		echd_free(req);
+	}
+out:
+	echd_free(resolved);
+	if (ids != ids_small) {
+		echd_free(ids);
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * XINFO
+ * ---------------------------------------------------------------------- */
+
+static void
+reply_edge_entry(struct brk_ctx *x, const struct stream_meta *m, bool last, int *rc)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX}, id;
+	struct stream_iter *it;
+	struct st_buf f;
+
+	*rc = stream_iter_create(x->txn, m, &lo, &hi, last, &it);
+	if (*rc != 0) {
+		return;
+	}
+	*rc = stream_iter_next(it, &id, &f);
+	if (*rc == 0) {
+		brk_reply_entry(x->w, &id, &f);
+	} else if (*rc == ECHD_ENOTFOUND) {
+		resp_add_null(x->w);
+		*rc = 0;
+	}
+	stream_iter_destroy(it);
+}
+
+static int
+xinfo_stream(struct brk_ctx *x)
+{
+	struct st_buf key;
+	struct stream_meta m;
+	bool full = false;
+	long long count = 10;
+	int rc;
+
+	if (x->argc < 3) {
+		resp_add_error(x->w, "ERR wrong number of arguments for 'xinfo|stream' command");
+		return 0;
+	}
+	if (x->argc > 3) {
+		if (!brk_arg_eq(&x->argv[3], "FULL")) {
+			goto syntax;
+		}
+		full = true;
+		if (x->argc > 4) {
+			if (x->argc != 6 || !brk_arg_eq(&x->argv[4], "COUNT")) {
+				goto syntax;
+			}
+			if (!brk_arg_ll(x, &x->argv[5], &count)) {
+				return 0;
+			}
+			if (count < 0) {
+				count = 10;
+			}
+		}
+	}
+	key = arg_buf(&x->argv[2]);
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, ERR_NOKEY);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	resp_add_map(x->w, full ? 9 : 10);
+	resp_add_bulk_cstr(x->w, "length");
+	resp_add_int(x->w, (long long)m.length);
+	/* Redis reports its radix tree here; echd's node rows play that part. */
+	resp_add_bulk_cstr(x->w, "radix-tree-keys");
+	resp_add_int(x->w, (long long)m.nodes);
+	resp_add_bulk_cstr(x->w, "radix-tree-nodes");
+	resp_add_int(x->w, (long long)m.nodes + 1);
+	resp_add_bulk_cstr(x->w, "last-generated-id");
+	brk_reply_id(x->w, &m.last);
+	resp_add_bulk_cstr(x->w, "max-deleted-entry-id");
+	brk_reply_id(x->w, &m.max_deleted);
+	resp_add_bulk_cstr(x->w, "entries-added");
+	resp_add_int(x->w, (long long)m.entries_added);
+	resp_add_bulk_cstr(x->w, "recorded-first-entry-id");
+	brk_reply_id(x->w, &m.first);
+	if (!full) {
+		resp_add_bulk_cstr(x->w, "groups");
+		resp_add_int(x->w, (long long)m.groups);
+		resp_add_bulk_cstr(x->w, "first-entry");
+		reply_edge_entry(x, &m, false, &rc);
+		if (rc != 0) {
+			return rc;
+		}
+		resp_add_bulk_cstr(x->w, "last-entry");
+		reply_edge_entry(x, &m, true, &rc);
+		return rc;
+	}
+	{
+		struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+		resp_add_bulk_cstr(x->w, "entries");
+		rc = reply_range(x, &m, &lo, &hi, (uint64_t)count, false, NULL);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	resp_add_bulk_cstr(x->w, "groups");
+	return brk_reply_full_groups(x, &m, (uint64_t)count);
+syntax:
+	resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
+			      "Try XINFO HELP.",
+		(int)x->argv[1].len, x->argv[1].p);
+	return 0;
+}
+
+static const char *const xinfo_help[] = {
+	"XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"CONSUMERS <key> <groupname>",
+	"    Show consumers of <groupname>.",
+	"GROUPS <key>",
+	"    Show the stream consumer groups.",
+	"STREAM <key> [FULL [COUNT <count>]",
+	"    Show information about the stream.",
+	"HELP",
+	"    Print this help.",
+};
+
+int
+brk_cmd_xinfo(struct brk_ctx *x)
+{
+	const struct resp_arg *sub = &x->argv[1];
+
+	if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
+		size_t n = sizeof(xinfo_help) / sizeof(xinfo_help[0]);
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			resp_add_simple(x->w, xinfo_help[i]);
+		}
+		return 0;
+	}
+	if (brk_arg_eq(sub, "STREAM")) {
+		return xinfo_stream(x);
+	}
+	if (brk_arg_eq(sub, "GROUPS")) {
+		if (x->argc != 3) {
+			resp_add_error(x->w, "ERR wrong number of arguments for 'xinfo|groups' command");
+			return 0;
+		}
+		return brk_xinfo_groups(x);
+	}
+	if (brk_arg_eq(sub, "CONSUMERS")) {
+		if (x->argc != 4) {
+			resp_add_error(x->w,
+				"ERR wrong number of arguments for 'xinfo|consumers' command");
+			return 0;
+		}
+		return brk_xinfo_consumers(x);
+	}
+	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XINFO HELP.", sub->p);
+	return 0;
+}

@@ -1,0 +1,326 @@
+/* commands.c - the command table and argument helpers shared by handlers. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+
+#define W  BRK_CMD_WRITE
+#define R  BRK_CMD_READONLY
+#define A  BRK_CMD_ADMIN
+#define B  BRK_CMD_BLOCKING
+#define F  BRK_CMD_FAST
+#define NS BRK_CMD_NOSTORE
+#define L  BRK_CMD_LOADING
+#define S  BRK_CMD_STALE
+#define NC BRK_CMD_NOSCRIPT
+#define OM BRK_CMD_DENYOOM
+
+/* Sorted by nothing in particular; lookups compare length first. */
+static const struct brk_cmd cmds[] = {
+	{"ping", brk_cmd_ping, -1, NS | F | S, 0, 0, 0, "@fast @connection", "connection", "1.0.0",
+		"Returns the server's liveliness response.", "O(1)"},
+	{"echo", brk_cmd_echo, 2, NS | F | L | S, 0, 0, 0, "@fast @connection", "connection",
+		"1.0.0", "Returns the given string.", "O(1)"},
+	{"hello", brk_cmd_hello, -1, NS | F | L | S | NC, 0, 0, 0, "@fast @connection",
+		"connection", "6.0.0", "Handshakes with the server.", "O(1)"},
+	{"quit", brk_cmd_quit, -1, NS | F | L | S | NC, 0, 0, 0, "@fast @connection", "connection",
+		"1.0.0", "Closes the connection.", "O(1)"},
+	{"reset", brk_cmd_reset, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @connection",
+		"connection", "6.2.0", "Resets the connection.", "O(1)"},
+	{"select", brk_cmd_select, 2, NS | F | L | S, 0, 0, 0, "@fast @connection", "connection",
+		"1.0.0", "Changes the selected database.", "O(1)"},
+	{"dbsize", brk_cmd_dbsize, 1, R | F, 0, 0, 0, "@keyspace @read @fast", "server", "1.0.0",
+		"Returns the number of keys in the database.", "O(1)"},
+	{"time", brk_cmd_time, 1, NS | F | L | S, 0, 0, 0, "@fast", "server", "2.6.0",
+		"Returns the server time.", "O(1)"},
+	{"del", brk_cmd_del, -2, W, 1, -1, 1, "@keyspace @write @slow", "generic", "1.0.0",
+		"Deletes one or more keys.", "O(N) keys; rows are reclaimed in the background"},
+	{"unlink", brk_cmd_del, -2, W | F, 1, -1, 1, "@keyspace @write @fast", "generic", "4.0.0",
+		"Asynchronously deletes one or more keys.", "O(1) per key"},
+	{"exists", brk_cmd_exists, -2, R | F, 1, -1, 1, "@keyspace @read @fast", "generic",
+		"1.0.0", "Determines whether one or more keys exist.", "O(N)"},
+	{"type", brk_cmd_type, 2, R | F, 1, 1, 1, "@keyspace @read @fast", "generic", "1.0.0",
+		"Determines the type of value stored at a key.", "O(1)"},
+	{"keys", brk_cmd_keys, 2, R, 0, 0, 0, "@keyspace @read @slow @dangerous", "generic",
+		"1.0.0", "Returns all key names that match a pattern.", "O(N)"},
+	{"scan", brk_cmd_scan, -2, R, 0, 0, 0, "@keyspace @read @slow", "generic", "2.8.0",
+		"Iterates over the key names in the database.", "O(1) per call"},
+	{"rename", brk_cmd_rename, 3, W, 1, 2, 1, "@keyspace @write @slow", "generic", "1.0.0",
+		"Renames a key and overwrites the destination.", "O(1)"},
+	{"renamenx", brk_cmd_renamenx, 3, W | F, 1, 2, 1, "@keyspace @write @fast", "generic",
+		"1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)"},
+	{"flushdb", brk_cmd_flushdb, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous", "server",
+		"1.0.0", "Removes all keys from the current database.", "O(N)"},
+	{"flushall", brk_cmd_flushall, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous",
+		"server", "1.0.0", "Removes all keys from all databases.", "O(N)"},
+	{"info", brk_cmd_info, -1, R | L | S, 0, 0, 0, "@slow @dangerous", "server", "1.0.0",
+		"Returns information and statistics about the server.", "O(1)"},
+	{"config", brk_cmd_config, -2, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous",
+		"server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand."},
+	{"client", brk_cmd_client, -2, NS | L | S | NC, 0, 0, 0, "@slow @connection", "connection",
+		"2.4.0", "A container for client connection commands.", "Depends on subcommand."},
+	{"command", brk_cmd_command, -1, NS | L | S, 0, 0, 0, "@slow @connection", "server",
+		"2.8.13", "Returns detailed information about all commands.", "O(N)"},
+	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous",
+		"server", "1.0.0", "Commits what is in flight and shuts down the server.", "O(1)"},
+	{"lastsave", brk_cmd_lastsave, 1, R | L | S | F, 0, 0, 0, "@admin @fast @dangerous",
+		"server", "1.0.0", "Returns the Unix timestamp of the last durable commit.", "O(1)"},
+	{"save", brk_cmd_save, 1, NS | A | NC, 0, 0, 0, "@admin @slow @dangerous", "server", "1.0.0",
+		"Everything is already on disk: returns OK.", "O(1)"},
+	{"bgsave", brk_cmd_save, -1, NS | A | NC, 0, 0, 0, "@admin @slow @dangerous", "server",
+		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
+	{"xadd", brk_cmd_xadd, -5, W | OM | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)"},
+	{"xlen", brk_cmd_xlen, 2, R | F, 1, 1, 1, "@read @stream @fast", "stream", "5.0.0",
+		"Return the number of messages in a stream.", "O(1)"},
+	{"xrange", brk_cmd_xrange, -4, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
+		"Returns the messages from a stream within a range of IDs.", "O(log(N)+M)"},
+	{"xrevrange", brk_cmd_xrevrange, -4, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
+		"Returns the messages from a stream within a range of IDs in reverse order.",
+		"O(log(N)+M)"},
+	{"xdel", brk_cmd_xdel, -3, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+		"Returns the number of messages after removing them from a stream.", "O(1) per id"},
+	{"xtrim", brk_cmd_xtrim, -4, W, 1, 1, 1, "@write @stream @slow", "stream", "5.0.0",
+		"Deletes messages from the beginning of a stream.", "O(N)"},
+	{"xread", brk_cmd_xread, -4, R | B, 0, 0, 0, "@read @stream @slow @blocking", "stream",
+		"5.0.0", "Returns messages from multiple streams with IDs greater than the ones "
+			 "requested. Blocks until a message is available otherwise.",
+		"O(log(N)+M)"},
+	{"xsetid", brk_cmd_xsetid, -3, W | OM | F, 1, 1, 1, "@write @stream @fast", "stream",
+		"5.0.0", "An internal command for replicating stream values.", "O(1)"},
+	{"xinfo", brk_cmd_xinfo, -2, R, 0, 0, 0, "@read @stream @slow", "stream", "5.0.0",
+		"A container for stream introspection commands.", "Depends on subcommand."},
+	{"xgroup", brk_cmd_xgroup, -2, W, 0, 0, 0, "@write @stream @slow", "stream", "5.0.0",
+		"A container for consumer groups commands.", "Depends on subcommand."},
+	{"xreadgroup", brk_cmd_xreadgroup, -7, W | B, 0, 0, 0, "@write @stream @slow @blocking",
+		"stream", "5.0.0",
+		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
+		"until a message is available otherwise.",
+		"For each stream mentioned: O(M) with M the number of elements returned."},
+	{"xack", brk_cmd_xack, -4, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+		"Returns the number of messages that were successfully acknowledged by the consumer "
+		"group member of a stream.",
+		"O(1) for each message ID processed."},
+	{"xpending", brk_cmd_xpending, -3, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
+		"Returns the information and entries from a stream consumer group's pending entries "
+		"list.",
+		"O(N) with N the number of elements returned; O(consumers) for the summary."},
+	{"xclaim", brk_cmd_xclaim, -6, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+		"Changes, or acquires, ownership of a message in a consumer group, as if the message "
+		"was delivered a consumer group member.",
+		"O(log N) with N the number of messages in the PEL of the consumer group."},
+	{"xautoclaim", brk_cmd_xautoclaim, -6, W | F, 1, 1, 1, "@write @stream @fast", "stream",
+		"6.2.0",
+		"Changes, or acquires, ownership of messages in a consumer group, as if the messages "
+		"were delivered to as consumer group member.",
+		"O(1) if COUNT is small."},
+};
+
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+const struct brk_cmd *
+brk_cmd_lookup(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NCMDS; i++) {
+		if (strlen(cmds[i].name) == len && strncasecmp(cmds[i].name, name, len) == 0) {
+			return &cmds[i];
+		}
+	}
+	return NULL;
+}
+
+size_t
+brk_cmd_count(void)
+{
+	return NCMDS;
+}
+
+const struct brk_cmd *
+brk_cmd_at(size_t i)
+{
+	return i < NCMDS ? &cmds[i] : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Argument helpers
+ * ---------------------------------------------------------------------- */
+
+/* Redis' string2ll: no spaces, no '+', no leading zeros, fits long long. */
+bool
+brk_str2ll(const char *s, size_t len, long long *out)
+{
+	size_t i = 0;
+	bool neg = false;
+	unsigned long long v = 0;
+
+	if (len == 0 || len > 20) {
+		return false;
+	}
+	if (len == 1 && s[0] == '0') {
+		*out = 0;
+		return true;
+	}
+	if (s[0] == '-') {
+		neg = true;
+		i = 1;
+		if (len == 1) {
+			return false;
+		}
+	}
+	if (s[i] < '1' || s[i] > '9') {
+		return false;
+	}
+	for (; i < len; i++) {
+		unsigned d;
+		if (s[i] < '0' || s[i] > '9') {
+			return false;
+		}
+		d = (unsigned)(s[i] - '0');
+		if (v > (ULLONG_MAX - d) / 10) {
+			return false;
+		}
+		v = v * 10 + d;
+	}
+	if (neg) {
+		if (v > (unsigned long long)LLONG_MAX + 1) {
+			return false;
+		}
+		*out = (long long)(0 - v);
+	} else {
+		if (v > (unsigned long long)LLONG_MAX) {
+			return false;
+		}
+		*out = (long long)v;
+	}
+	return true;
+}
+
+bool
+brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out)
+{
+	if (!brk_str2ll(a->p, a->len, out)) {
+		resp_add_error(x->w, BRK_ERR_NOTINT);
+		return false;
+	}
+	return true;
+}
+
+bool
+brk_arg_eq(const struct resp_arg *a, const char *s)
+{
+	size_t n = strlen(s);
+	return a->len == n && strncasecmp(a->p, s, n) == 0;
+}
+
+/* Redis' stringmatchlen: * ? [...] [^...] and \ escapes. */
+bool
+brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase)
+{
+	while (plen > 0) {
+		switch (pat[0]) {
+		case '*':
+			while (plen > 1 && pat[1] == '*') {
+				pat++;
+				plen--;
+			}
+			if (plen == 1) {
+				return true;
+			}
+			while (slen > 0) {
+				if (brk_glob_match(pat + 1, plen - 1, s, slen, nocase)) {
+					return true;
+				}
+				s++;
+				slen--;
+			}
+			return brk_glob_match(pat + 1, plen - 1, s, 0, nocase);
+		case '?':
+			if (slen == 0) {
+				return false;
+			}
+			s++;
+			slen--;
+			break;
+		case '[': {
+			bool neg, match = false;
+			pat++;
+			plen--;
+			neg = plen > 0 && pat[0] == '^';
+			if (neg) {
+				pat++;
+				plen--;
+			}
+			while (plen > 0 && pat[0] != ']') {
+				if (pat[0] == '\\' && plen >= 2) {
+					pat++;
+					plen--;
+					if (slen > 0 && pat[0] == s[0]) {
+						match = true;
+					}
+				} else if (plen >= 3 && pat[1] == '-') {
+					int a = (unsigned char)pat[0], b = (unsigned char)pat[2];
+					int ch = slen > 0 ? (unsigned char)s[0] : -1;
+					if (a > b) {
+						int t = a;
+						a = b;
+						b = t;
+					}
+					if (nocase && ch >= 0) {
+						a = tolower(a);
+						b = tolower(b);
+						ch = tolower(ch);
+					}
+					if (ch >= a && ch <= b) {
+						match = true;
+					}
+					pat += 2;
+					plen -= 2;
+				} else if (slen > 0) {
+					if (nocase ? tolower((unsigned char)pat[0]) ==
+							tolower((unsigned char)s[0])
+						   : pat[0] == s[0]) {
+						match = true;
+					}
+				}
+				pat++;
+				plen--;
+			}
+			if (neg) {
+				match = !match;
+			}
+			if (!match || slen == 0) {
+				return false;
+			}
+			s++;
+			slen--;
+			if (plen == 0) {
+				return slen == 0;
+			}
+			break;
+		}
+		case '\\':
+			if (plen >= 2) {
+				pat++;
+				plen--;
+			}
+			/* fall through */
+		default:
+			if (slen == 0) {
+				return false;
+			}
+			if (nocase ? tolower((unsigned char)pat[0]) != tolower((unsigned char)s[0])
+				   : pat[0] != s[0]) {
+				return false;
+			}
+			s++;
+			slen--;
+			break;
+		}
+		pat++;
+		plen--;
+	}
+	return slen == 0;
+}

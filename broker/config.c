@@ -1,0 +1,587 @@
+/* config.c - the option table: command line, config file, CONFIG GET/SET.
+ *
+ * Options use Redis' names and units where Redis has them; the table is
+ * the single place an option's default, type and mutability are stated.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+
+enum opt_type {
+	OPT_INT,    /* plain integer */
+	OPT_MEM,    /* integer with optional k/kb/m/mb/g/gb suffix */
+	OPT_BOOL,   /* yes|no */
+	OPT_STR,    /* string; "" clears */
+	OPT_ENUM,   /* one of a list */
+	OPT_SPECIAL /* handled by its own function */
+};
+
+struct opt {
+	const char *name;
+	enum opt_type type;
+	bool runtime;   /* CONFIG SET may change it */
+	const char *def;
+	size_t off;     /* offset into struct brk_config */
+	long long min, max;
+	const char *const *enums; /* OPT_ENUM values, index is the stored int */
+	const char *help;
+};
+
+static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
+static const char *const fsyncs[] = {"always", "everysec", NULL};
+
+#define OFF(f) offsetof(struct brk_config, f)
+#define LLMAX  0x7fffffffffffffffLL
+
+static const struct opt opts[] = {
+	{"bind", OPT_SPECIAL, false, "127.0.0.1 -::1", 0, 0, 0, NULL,
+		"addresses to listen on (IPv4 and IPv6; '-' prefix: skip if unavailable)"},
+	{"port", OPT_INT, false, "7379", OFF(port), 0, 65535, NULL, "TCP port, 0 disables TCP"},
+	{"unixsocket", OPT_STR, false, "", OFF(unixsocket), 0, 0, NULL, "unix socket path"},
+	{"unixsocketperm", OPT_SPECIAL, false, "0", OFF(unixsocketperm), 0, 0777, NULL,
+		"octal permissions of the unix socket"},
+	{"dir", OPT_STR, false, "./data", OFF(dir), 0, 0, NULL, "data directory (LMDB)"},
+	{"logfile", OPT_STR, false, "", OFF(logfile), 0, 0, NULL, "log file; empty = stderr"},
+	{"loglevel", OPT_ENUM, true, "notice", OFF(loglevel), 0, 0, loglevels, "log verbosity"},
+	{"pidfile", OPT_STR, false, "", OFF(pidfile), 0, 0, NULL, "write the pid here"},
+	{"databases", OPT_INT, false, "16", OFF(databases), 1, 256, NULL, "number of databases"},
+	{"maxclients", OPT_INT, true, "10000", OFF(maxclients), 1, 1000000, NULL,
+		"maximum connected clients"},
+	{"timeout", OPT_INT, true, "0", OFF(timeout), 0, 100000000, NULL,
+		"close idle clients after this many seconds; 0 = never"},
+	{"tcp-backlog", OPT_INT, false, "511", OFF(tcp_backlog), 0, 65535, NULL, "listen backlog"},
+	{"tcp-keepalive", OPT_INT, true, "300", OFF(tcp_keepalive), 0, 100000000, NULL,
+		"TCP keepalive seconds; 0 = off"},
+	{"client-output-buffer-limit", OPT_SPECIAL, true, "normal 0 0 0", 0, 0, 0, NULL,
+		"normal <hard> <soft> <soft-seconds>: pending reply bytes before a client is closed"},
+	{"client-query-buffer-limit", OPT_MEM, true, "1gb", OFF(query_buf_limit), 1024 * 1024,
+		LLMAX, NULL, "unparsed input a client may send"},
+	{"proto-max-bulk-len", OPT_MEM, true, "512mb", OFF(proto_max_bulk_len), 1024 * 1024,
+		LLMAX, NULL, "largest bulk string in a request"},
+	{"proto-max-multibulk-len", OPT_INT, true, "1048576", OFF(proto_max_multibulk_len), 1,
+		2147483647LL, NULL, "most arguments in one request"},
+	{"proto-inline-max-size", OPT_MEM, true, "64kb", OFF(proto_inline_max_size), 1024,
+		LLMAX, NULL, "longest inline command line"},
+	{"stream-node-max-entries", OPT_INT, true, "100", OFF(stream_node_max_entries), 0,
+		LLMAX, NULL, "entries per stream node (affects ~ trimming)"},
+	{"stream-node-max-bytes", OPT_MEM, true, "4096", OFF(stream_node_max_bytes), 0, LLMAX,
+		NULL, "bytes per stream node (affects ~ trimming)"},
+	{"appendfsync", OPT_ENUM, false, "always", OFF(appendfsync), 0, 0, fsyncs,
+		"always: reply after fsync; everysec: commit once a second"},
+	{"map-size", OPT_MEM, false, "256mb", OFF(map_size), 1024 * 1024, LLMAX, NULL,
+		"initial LMDB map size; grows on demand up to maxdisk"},
+	{"maxdisk", OPT_MEM, true, "0", OFF(maxdisk), 0, LLMAX, NULL,
+		"largest the data file may grow; 0 = no limit"},
+	{"storage-backend", OPT_STR, false, "lmdb", OFF(storage_backend), 0, 0, NULL,
+		"storage backend name"},
+	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
+		"commands in one group commit before it is closed"},
+	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,
+		"rows of deleted streams removed per batch"},
+	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,
+		"must be no: run under a supervisor"},
+};
+
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static const struct opt *
+opt_find(const char *name)
+{
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (strcasecmp(opts[i].name, name) == 0) {
+			return &opts[i];
+		}
+	}
+	return NULL;
+}
+
+/* Parses "100", "1k", "1kb", "5mb", "2gb" (Redis' memtoull rules). */
+static bool
+parse_mem(const char *s, long long *out)
+{
+	char *end;
+	long long mul = 1, v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || v < 0) {
+		return false;
+	}
+	if (*end == '\0') {
+		mul = 1;
+	} else if (!strcasecmp(end, "b")) {
+		mul = 1;
+	} else if (!strcasecmp(end, "k")) {
+		mul = 1000;
+	} else if (!strcasecmp(end, "kb")) {
+		mul = 1024;
+	} else if (!strcasecmp(end, "m")) {
+		mul = 1000 * 1000;
+	} else if (!strcasecmp(end, "mb")) {
+		mul = 1024 * 1024;
+	} else if (!strcasecmp(end, "g")) {
+		mul = 1000LL * 1000 * 1000;
+	} else if (!strcasecmp(end, "gb")) {
+		mul = 1024LL * 1024 * 1024;
+	} else {
+		return false;
+	}
+	if (v > LLMAX / mul) {
+		return false;
+	}
+	*out = v * mul;
+	return true;
+}
+
+static bool
+parse_int(const char *s, long long *out)
+{
+	return brk_str2ll(s, strlen(s), out);
+}
+
+static void
+set_str(char **slot, const char *v)
+{
+	char *d = echd_strndup(v, strlen(v));
+	if (d == NULL) {
+		return;
+	}
+	echd_free(*slot);
+	*slot = d;
+}
+
+static int
+apply_bind(struct brk_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	if (argc < 1 || argc > BRK_MAX_BIND) {
+		snprintf(err, errlen, "'bind' takes 1 to %d addresses", BRK_MAX_BIND);
+		return -1;
+	}
+	for (int i = 0; i < cfg->nbind; i++) {
+		ECHD_FREE(cfg->bind[i]);
+	}
+	cfg->nbind = 0;
+	for (int i = 0; i < argc; i++) {
+		cfg->bind[cfg->nbind] = echd_strndup(argv[i], strlen(argv[i]));
+		if (cfg->bind[cfg->nbind] == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		cfg->nbind++;
+	}
+	return 0;
+}
+
+static int
+apply_obuf(struct brk_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	/* Classes come in fours: <class> <hard> <soft> <seconds>. Only the
+	 * normal class applies to echd; replica and pubsub are accepted. */
+	if (argc % 4 != 0 || argc == 0) {
+		snprintf(err, errlen, "'client-output-buffer-limit' wrong number of arguments");
+		return -1;
+	}
+	for (int i = 0; i < argc; i += 4) {
+		long long hard, soft, secs;
+		if (strcasecmp(argv[i], "normal") && strcasecmp(argv[i], "replica") &&
+			strcasecmp(argv[i], "slave") && strcasecmp(argv[i], "pubsub")) {
+			snprintf(err, errlen, "'client-output-buffer-limit' invalid class '%s'",
+				argv[i]);
+			return -1;
+		}
+		if (!parse_mem(argv[i + 1], &hard) || !parse_mem(argv[i + 2], &soft) ||
+			!parse_int(argv[i + 3], &secs) || secs < 0) {
+			snprintf(err, errlen, "'client-output-buffer-limit' invalid limits");
+			return -1;
+		}
+		if (strcasecmp(argv[i], "normal") == 0) {
+			cfg->obuf_hard = hard;
+			cfg->obuf_soft = soft;
+			cfg->obuf_soft_secs = secs;
+		}
+	}
+	return 0;
+}
+
+static int
+apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, char *err,
+	size_t errlen)
+{
+	char *base = (char *)cfg;
+	long long v;
+
+	if (o->type == OPT_SPECIAL) {
+		if (strcmp(o->name, "bind") == 0) {
+			return apply_bind(cfg, argc, argv, err, errlen);
+		}
+		if (strcmp(o->name, "client-output-buffer-limit") == 0) {
+			return apply_obuf(cfg, argc, argv, err, errlen);
+		}
+		if (strcmp(o->name, "unixsocketperm") == 0) {
+			char *end;
+			unsigned long p;
+			if (argc != 1) {
+				goto arity;
+			}
+			errno = 0;
+			p = strtoul(argv[0], &end, 8);
+			if (errno || *end || p > 0777) {
+				snprintf(err, errlen, "invalid octal mode '%s'", argv[0]);
+				return -1;
+			}
+			cfg->unixsocketperm = (unsigned)p;
+			return 0;
+		}
+	}
+	if (argc != 1) {
+		goto arity;
+	}
+	switch (o->type) {
+	case OPT_INT:
+	case OPT_MEM:
+		if (!(o->type == OPT_MEM ? parse_mem(argv[0], &v) : parse_int(argv[0], &v))) {
+			snprintf(err, errlen, "%s",
+				o->type == OPT_MEM ? "argument must be a memory value"
+						   : "argument couldn't be parsed into an integer");
+			return -1;
+		}
+		if (v < o->min || v > o->max) {
+			snprintf(err, errlen, "argument must be between %lld and %lld inclusive",
+				o->min, o->max);
+			return -1;
+		}
+		if (o->off == OFF(port) || o->off == OFF(databases)) {
+			*(int *)(base + o->off) = (int)v;
+		} else {
+			*(long long *)(base + o->off) = v;
+		}
+		return 0;
+	case OPT_BOOL:
+		if (!strcasecmp(argv[0], "yes")) {
+			*(bool *)(base + o->off) = true;
+		} else if (!strcasecmp(argv[0], "no")) {
+			*(bool *)(base + o->off) = false;
+		} else {
+			snprintf(err, errlen, "argument must be 'yes' or 'no'");
+			return -1;
+		}
+		return 0;
+	case OPT_STR:
+		set_str((char **)(base + o->off), argv[0]);
+		return 0;
+	case OPT_ENUM:
+		for (int i = 0; o->enums[i] != NULL; i++) {
+			if (!strcasecmp(o->enums[i], argv[0])) {
+				*(int *)(base + o->off) = i;
+				return 0;
+			}
+		}
+		snprintf(err, errlen, "argument(s) must be one of the following: %s",
+			o->enums == loglevels ? "debug, verbose, notice, warning" : "always, everysec");
+		return -1;
+	case OPT_SPECIAL:
+		break;
+	}
+arity:
+	snprintf(err, errlen, "wrong number of arguments");
+	return -1;
+}
+
+int
+brk_config_apply(struct brk_config *cfg, int argc, char **argv, bool from_set, char *err,
+	size_t errlen)
+{
+	const struct opt *o;
+
+	if (argc < 1) {
+		snprintf(err, errlen, "empty option");
+		return -1;
+	}
+	o = opt_find(argv[0]);
+	if (o == NULL) {
+		snprintf(err, errlen, "unknown option '%s'", argv[0]);
+		return -1;
+	}
+	if (from_set && !o->runtime) {
+		snprintf(err, errlen, "can't set immutable config");
+		return -1;
+	}
+	if (o->type == OPT_BOOL && o->off == OFF(daemonize) && argc == 2 &&
+		!strcasecmp(argv[1], "yes")) {
+		snprintf(err, errlen, "'daemonize yes' is not supported: run echd under systemd");
+		return -1;
+	}
+	return apply_one(cfg, o, argc - 1, argv + 1, err, errlen);
+}
+
+/* As brk_config_apply, with the option's name in front of the reason. */
+static int
+apply_named(struct brk_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	char sub[256];
+
+	if (brk_config_apply(cfg, argc, argv, false, sub, sizeof(sub)) == 0) {
+		return 0;
+	}
+	if (strncmp(sub, "unknown option", 14) == 0) {
+		snprintf(err, errlen, "%s", sub);
+	} else {
+		snprintf(err, errlen, "option '%s': %s", argv[0], sub);
+	}
+	return -1;
+}
+
+/* Splits a config line into words, honouring "double" and 'single' quotes. */
+static int
+split_line(char *line, char **words, int max)
+{
+	int n = 0;
+	char *p = line;
+
+	while (*p) {
+		char *w;
+		while (isspace((unsigned char)*p)) {
+			p++;
+		}
+		if (*p == '\0' || *p == '#') {
+			break;
+		}
+		if (n == max) {
+			return -1;
+		}
+		if (*p == '"' || *p == '\'') {
+			char q = *p++;
+			w = p;
+			while (*p && *p != q) {
+				p++;
+			}
+			if (*p != q) {
+				return -1;
+			}
+			*p++ = '\0';
+		} else {
+			w = p;
+			while (*p && !isspace((unsigned char)*p)) {
+				p++;
+			}
+			if (*p) {
+				*p++ = '\0';
+			}
+		}
+		words[n++] = w;
+	}
+	return n;
+}
+
+int
+brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int lineno = 0;
+
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *words[64];
+		char sub[256];
+		int n;
+
+		lineno++;
+		line[strcspn(line, "\r\n")] = '\0';
+		n = split_line(line, words, 64);
+		if (n < 0) {
+			snprintf(err, errlen, "%s:%d: unbalanced quotes or too many words", path,
+				lineno);
+			fclose(f);
+			return -1;
+		}
+		if (n == 0) {
+			continue;
+		}
+		if (apply_named(cfg, n, words, sub, sizeof(sub)) != 0) {
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+void
+brk_config_defaults(struct brk_config *cfg)
+{
+	char err[256];
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < NOPTS; i++) {
+		char buf[256], *words[16];
+		int n;
+
+		snprintf(buf, sizeof(buf), "%s %s", opts[i].name, opts[i].def);
+		n = split_line(buf, words, 16);
+		if (opts[i].type == OPT_STR && n == 1) {
+			set_str((char **)((char *)cfg + opts[i].off), "");
+			continue;
+		}
+		if (brk_config_apply(cfg, n, words, false, err, sizeof(err)) != 0) {
+			echd_log(ECHD_LOG_WARNING, "bad default for %s: %s", opts[i].name, err);
+		}
+	}
+}
+
+void
+brk_config_finish(struct brk_config *cfg)
+{
+	for (int i = 0; i < cfg->nbind; i++) {
+		ECHD_FREE(cfg->bind[i]);
+	}
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (opts[i].type == OPT_STR) {
+			ECHD_FREE(*(char **)((char *)cfg + opts[i].off));
+		}
+	}
+}
+
+void
+brk_config_usage(FILE *f)
+{
+	fprintf(f, "Usage: echd [CONFIG_FILE] [--name value ...]\n"
+		   "       echd --help | --version\n\n"
+		   "echd is a durable message broker speaking the Redis protocol; streams and\n"
+		   "consumer groups are kept in LMDB and every reply follows its commit.\n\n"
+		   "Options (config file lines are 'name value'; the command line uses --name value):\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		fprintf(f, "  --%-28s %s (default: %s)%s\n", opts[i].name, opts[i].help,
+			opts[i].def[0] ? opts[i].def : "\"\"", opts[i].runtime ? "" : " [restart]");
+	}
+	fprintf(f, "\nExamples:\n  echd --port 7379 --dir /var/lib/echd\n"
+		   "  echd /etc/echd/echd.conf --loglevel verbose\n");
+}
+
+int
+brk_config_from_args(struct brk_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+	int i = 1;
+
+	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		brk_config_usage(stdout);
+		return 1;
+	}
+	if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v"))) {
+		printf("echd v=%s redis-compat=%s\n", ECHD_VERSION, ECHD_REDIS_VERSION);
+		return 1;
+	}
+	if (argc >= 2 && argv[1][0] != '-') {
+		if (brk_config_load_file(cfg, argv[1], err, errlen) != 0) {
+			return -1;
+		}
+		i = 2;
+	}
+	while (i < argc) {
+		char line[4096], *words[BRK_MAX_BIND + 8];
+		size_t len;
+		int n, j;
+
+		if (strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0') {
+			snprintf(err, errlen, "unexpected argument '%s' (options are --name value)",
+				argv[i]);
+			return -1;
+		}
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "--version")) {
+			snprintf(err, errlen, "'%s' must be the only argument", argv[i]);
+			return -1;
+		}
+		/* Like redis-server: the values are read as a config line, so
+		 * --client-output-buffer-limit "normal 1mb 0 0" works. */
+		len = (size_t)snprintf(line, sizeof(line), "%s", argv[i] + 2);
+		for (j = i + 1; j < argc && strncmp(argv[j], "--", 2) != 0; j++) {
+			len += (size_t)snprintf(line + len, len < sizeof(line) ? sizeof(line) - len : 0,
+				argv[j][0] ? " %s" : " \"\"", argv[j]);
+		}
+		if (len >= sizeof(line)) {
+			snprintf(err, errlen, "option '--%s': value too long", argv[i] + 2);
+			return -1;
+		}
+		n = split_line(line, words, (int)(sizeof(words) / sizeof(words[0])));
+		if (n < 0) {
+			snprintf(err, errlen, "option '--%s': unbalanced quotes or too many values",
+				argv[i] + 2);
+			return -1;
+		}
+		if (n == 1) {
+			snprintf(err, errlen, "option '--%s' needs a value", words[0]);
+			return -1;
+		}
+		if (apply_named(cfg, n, words, err, errlen) != 0) {
+			return -1;
+		}
+		i = j;
+	}
+	return 0;
+}
+
+static void
+format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t len)
+{
+	const char *base = (const char *)cfg;
+
+	switch (o->type) {
+	case OPT_INT:
+	case OPT_MEM:
+		if (o->off == OFF(port) || o->off == OFF(databases)) {
+			snprintf(buf, len, "%d", *(const int *)(base + o->off));
+		} else {
+			snprintf(buf, len, "%lld", *(const long long *)(base + o->off));
+		}
+		return;
+	case OPT_BOOL:
+		snprintf(buf, len, "%s", *(const bool *)(base + o->off) ? "yes" : "no");
+		return;
+	case OPT_STR: {
+		const char *s = *(char *const *)(base + o->off);
+		snprintf(buf, len, "%s", s ? s : "");
+		return;
+	}
+	case OPT_ENUM:
+		snprintf(buf, len, "%s", o->enums[*(const int *)(base + o->off)]);
+		return;
+	case OPT_SPECIAL:
+		break;
+	}
+	if (strcmp(o->name, "bind") == 0) {
+		size_t n = 0;
+		buf[0] = '\0';
+		for (int i = 0; i < cfg->nbind && n < len; i++) {
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "", cfg->bind[i]);
+		}
+	} else if (strcmp(o->name, "unixsocketperm") == 0) {
+		snprintf(buf, len, "%o", cfg->unixsocketperm);
+	} else {
+		snprintf(buf, len, "normal %lld %lld %lld replica 268435456 67108864 60 pubsub "
+				   "33554432 8388608 60",
+			cfg->obuf_hard, cfg->obuf_soft, cfg->obuf_soft_secs);
+	}
+}
+
+void
+brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn, void *ud)
+{
+	for (size_t i = 0; i < NOPTS; i++) {
+		char buf[512];
+		if (!brk_glob_match(pattern, strlen(pattern), opts[i].name, strlen(opts[i].name),
+			    true)) {
+			continue;
+		}
+		format_opt(cfg, &opts[i], buf, sizeof(buf));
+		fn(opts[i].name, buf, ud);
+	}
+}

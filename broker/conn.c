@@ -1,0 +1,571 @@
+/* conn.c - client connections: input, dispatch, held replies, output.
+ *
+ * Replies never go straight to the socket: they collect in the
+ * connection's held buffer and are released by the server once the batch
+ * they belong to has committed (server.c).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "broker.h"
+
+static void read_cb(struct bufferevent *bev, void *arg);
+static void write_cb(struct bufferevent *bev, void *arg);
+static void event_cb(struct bufferevent *bev, short what, void *arg);
+
+static void
+limits_from_config(const struct brk_config *cfg, struct resp_limits *l)
+{
+	resp_limits_default(l);
+	l->max_bulk_len = (size_t)cfg->proto_max_bulk_len;
+	l->max_multibulk_len = (size_t)cfg->proto_max_multibulk_len;
+	l->max_inline_len = (size_t)cfg->proto_inline_max_size;
+	l->max_query_buf = (size_t)cfg->query_buf_limit;
+}
+
+struct brk_conn *
+brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *laddr,
+	bool is_unix)
+{
+	struct brk_conn *c = echd_calloc(1, sizeof(*c));
+	struct resp_limits lim;
+
+	if (c == NULL) {
+		return NULL;
+	}
+	c->srv = srv;
+	c->fd = fd;
+	c->resp = 2;
+	resp_buf_init(&c->out);
+	c->w.out = &c->out;
+	c->w.proto = 2;
+	limits_from_config(&srv->cfg, &lim);
+	c->rd = resp_reader_create(&lim);
+	if (c->rd == NULL) {
+		goto fail;
+	}
+	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL) {
+		goto fail;
+	}
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->id = srv->next_client_id++;
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	snprintf(c->laddr, sizeof(c->laddr), "%s", laddr);
+	if (is_unix) {
+		c->flags |= BRK_CONN_UNIX;
+	}
+	c->ctime_ms = c->last_ms = brk_now_ms();
+	c->next = srv->conns;
+	if (srv->conns) {
+		srv->conns->prev = c;
+	}
+	srv->conns = c;
+	srv->nconns++;
+	echd_log(ECHD_LOG_DEBUG, "accepted %s (id %llu)", addr, (unsigned long long)c->id);
+	return c;
+fail:
+	resp_reader_destroy(c->rd);
+	echd_free(c);
+	return NULL;
+}
+
+/* Unlinks c from a singly linked list threaded through field off. */
+static void
+unlink_from(struct brk_conn **head, struct brk_conn *c, size_t off)
+{
+	for (struct brk_conn **pp = head; *pp != NULL;
+		pp = (struct brk_conn **)((char *)*pp + off)) {
+		if (*pp == c) {
+			*pp = *(struct brk_conn **)((char *)c + off);
+			return;
+		}
+	}
+}
+
+void
+brk_conn_destroy(struct brk_conn *c)
+{
+	struct brk_server *srv;
+
+	if (c == NULL) {
+		return;
+	}
+	srv = c->srv;
+	brk_unblock(c);
+	if (c->flags & BRK_CONN_PENDING) {
+		unlink_from(&srv->pending, c, offsetof(struct brk_conn, pending_next));
+	}
+	if (c->flags & BRK_CONN_HELD) {
+		unlink_from(&srv->held, c, offsetof(struct brk_conn, held_next));
+	}
+	if (c->flags & BRK_CONN_CLOSING) {
+		unlink_from(&srv->closing, c, offsetof(struct brk_conn, closing_next));
+	}
+	if (c->prev) {
+		c->prev->next = c->next;
+	} else {
+		srv->conns = c->next;
+	}
+	if (c->next) {
+		c->next->prev = c->prev;
+	}
+	srv->nconns--;
+	echd_log(ECHD_LOG_DEBUG, "client %s closed (id %llu)", c->addr, (unsigned long long)c->id);
+	if (c->bev) {
+		bufferevent_free(c->bev);
+	}
+	resp_reader_destroy(c->rd);
+	resp_buf_finish(&c->out);
+	echd_free(c->name);
+	echd_free(c);
+}
+
+void
+brk_conn_close_asap(struct brk_conn *c)
+{
+	if (c->flags & BRK_CONN_CLOSING) {
+		return;
+	}
+	c->flags |= BRK_CONN_CLOSING | BRK_CONN_CLOSE_ASAP;
+	if (c->bev) {
+		bufferevent_disable(c->bev, EV_READ);
+	}
+	c->closing_next = c->srv->closing;
+	c->srv->closing = c;
+}
+
+void
+brk_conn_mark_held(struct brk_conn *c)
+{
+	if (c->flags & BRK_CONN_HELD) {
+		return;
+	}
+	c->flags |= BRK_CONN_HELD;
+	c->held_next = c->srv->held;
+	c->srv->held = c;
+}
+
+void
+brk_conn_mark_pending(struct brk_conn *c)
+{
+	if (c->flags & (BRK_CONN_PENDING | BRK_CONN_CLOSING)) {
+		return;
+	}
+	c->flags |= BRK_CONN_PENDING;
+	c->pending_next = c->srv->pending;
+	c->srv->pending = c;
+}
+
+/* ------------------------------------------------------------------------
+ * Output
+ * ---------------------------------------------------------------------- */
+
+static void
+check_output_limits(struct brk_conn *c, size_t pending)
+{
+	const struct brk_config *cfg = &c->srv->cfg;
+	uint64_t now;
+
+	if (cfg->obuf_hard > 0 && pending > (size_t)cfg->obuf_hard) {
+		goto close;
+	}
+	if (cfg->obuf_soft > 0 && pending > (size_t)cfg->obuf_soft) {
+		now = brk_now_ms();
+		if (c->obuf_soft_since == 0) {
+			c->obuf_soft_since = now;
+		} else if (now - c->obuf_soft_since >= (uint64_t)cfg->obuf_soft_secs * 1000) {
+			goto close;
+		}
+		return;
+	}
+	c->obuf_soft_since = 0;
+	return;
+close:
+	echd_log(ECHD_LOG_WARNING,
+		"client id=%llu addr=%s closed for overcoming of output buffer limits "
+		"(%zu bytes pending)",
+		(unsigned long long)c->id, c->addr, pending);
+	c->srv->stats.expired_obuf++;
+	brk_conn_close_asap(c);
+}
+
+void
+brk_conn_flush(struct brk_conn *c, size_t upto)
+{
+	struct evbuffer *ob;
+	size_t off = 0;
+
+	if (c->out.oom) {
+		echd_log(ECHD_LOG_WARNING, "client %s: out of memory building a reply; closing",
+			c->addr);
+		resp_buf_truncate(&c->out, 0);
+		c->out.oom = false;
+		c->batch_mark = 0;
+		brk_conn_close_asap(c);
+		return;
+	}
+	if (upto > c->out.len) {
+		upto = c->out.len;
+	}
+	if (upto == 0 || c->bev == NULL) {
+		goto done;
+	}
+	ob = bufferevent_get_output(c->bev);
+	c->srv->stats.net_output_bytes += upto;
+	if (evbuffer_get_length(ob) == 0) {
+		/* Write at once rather than wait a poll round for writability. */
+		ssize_t n = write(c->fd, c->out.data, upto);
+		if (n > 0) {
+			off = (size_t)n;
+		}
+	}
+	if (off < upto) {
+		evbuffer_add(ob, c->out.data + off, upto - off);
+	}
+	resp_buf_consume(&c->out, upto);
+	c->batch_mark = c->batch_mark > upto ? c->batch_mark - upto : 0;
+	check_output_limits(c, evbuffer_get_length(ob));
+done:
+	if ((c->flags & BRK_CONN_CLOSE_AFTER_REPLY) && c->out.len == 0 && c->bev &&
+		evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+		brk_conn_close_asap(c);
+	}
+}
+
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+	struct brk_conn *c = arg;
+
+	(void)bev;
+	if ((c->flags & BRK_CONN_CLOSE_AFTER_REPLY) && c->out.len == 0) {
+		brk_conn_close_asap(c);
+	}
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct brk_conn *c = arg;
+
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		brk_conn_close_asap(c);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Input
+ * ---------------------------------------------------------------------- */
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	struct brk_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec vec[16];
+	size_t total = 0;
+	int n, rc = 0;
+
+	if (c->flags & (BRK_CONN_CLOSE_AFTER_REPLY | BRK_CONN_CLOSING)) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	n = evbuffer_peek(in, -1, NULL, vec, 16);
+	if (n > 16) {
+		n = 16;
+	}
+	for (int i = 0; i < n && rc == 0; i++) {
+		rc = resp_reader_feed(c->rd, vec[i].iov_base, vec[i].iov_len);
+		total += vec[i].iov_len;
+	}
+	evbuffer_drain(in, total);
+	c->srv->stats.net_input_bytes += total;
+	c->last_ms = brk_now_ms();
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "closing client %s (id %llu): %s", c->addr,
+			(unsigned long long)c->id,
+			rc == ECHD_ELIMIT ? "client query buffer limit reached" : echd_strerror(rc));
+		brk_conn_close_asap(c);
+		return;
+	}
+	brk_conn_process(c);
+	if (evbuffer_get_length(in) > 0) {
+		/* more than 16 chunks were waiting: come back next turn */
+		bufferevent_trigger(bev, EV_READ, 0);
+	}
+}
+
+void
+brk_conn_process(struct brk_conn *c)
+{
+	struct brk_server *srv = c->srv;
+
+	while (c->blk == NULL && !(c->flags & (BRK_CONN_CLOSE_AFTER_REPLY | BRK_CONN_CLOSING))) {
+		struct resp_arg *argv;
+		int argc, rc;
+
+		if (srv->batch_cmds >= (uint64_t)srv->cfg.batch_max_commands) {
+			/* Close this batch so its clients get their replies; the
+			 * rest of this pipeline runs in the next one. */
+			if (resp_reader_pending(c->rd) > 0) {
+				brk_conn_mark_pending(c);
+			}
+			break;
+		}
+		rc = resp_reader_next(c->rd, &argc, &argv);
+		if (rc == -EAGAIN) {
+			break;
+		}
+		if (rc == ECHD_EPROTO) {
+			echd_log(ECHD_LOG_VERBOSE, "protocol error from client %s: %s", c->addr,
+				resp_reader_errstr(c->rd));
+			resp_add_errorf(&c->w, "ERR Protocol error: %s", resp_reader_errstr(c->rd));
+			srv->stats.total_error_replies++;
+			brk_count_error(srv, "ERR");
+			c->batch_replies++;
+			c->flags |= BRK_CONN_CLOSE_AFTER_REPLY;
+			brk_conn_mark_held(c);
+			break;
+		}
+		if (rc != 0) {
+			brk_conn_close_asap(c);
+			break;
+		}
+		if (argc == 0) {
+			continue;
+		}
+		brk_conn_execute(c, argc, argv, false);
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Dispatch
+ * ---------------------------------------------------------------------- */
+
+static void
+reply_unknown(struct brk_ctx *x)
+{
+	char args[512];
+	size_t n = 0;
+
+	args[0] = '\0';
+	for (int i = 1; i < x->argc && n < 128; i++) {
+		int room = 128 - (int)n;
+		n += (size_t)snprintf(args + n, sizeof(args) - n, "'%.*s' ",
+			(int)(x->argv[i].len < (size_t)room ? x->argv[i].len : (size_t)room),
+			x->argv[i].p);
+	}
+	resp_add_errorf(x->w, "ERR unknown command '%.128s', with args beginning with: %s",
+		x->argv[0].p, args);
+}
+
+/* Counts an error reply by its code (the first word) for INFO errorstats. */
+void
+brk_count_error(struct brk_server *srv, const char *msg)
+{
+	size_t len = strcspn(msg, " ");
+	int i;
+
+	if (len >= sizeof(srv->errstats[0].prefix)) {
+		len = sizeof(srv->errstats[0].prefix) - 1;
+	}
+	for (i = 0; i < srv->nerrstats; i++) {
+		if (strlen(srv->errstats[i].prefix) == len &&
+			memcmp(srv->errstats[i].prefix, msg, len) == 0) {
+			srv->errstats[i].count++;
+			return;
+		}
+	}
+	if (srv->nerrstats == BRK_MAX_ERRSTATS) {
+		return; /* Redis also caps the table; the total still counts */
+	}
+	memcpy(srv->errstats[i].prefix, msg, len);
+	srv->errstats[i].prefix[len] = '\0';
+	srv->errstats[i].count = 1;
+	srv->nerrstats++;
+}
+
+void
+brk_reply_error_rc(struct brk_ctx *x, int rc)
+{
+	if (rc == ECHD_ELIMIT || rc == ECHD_EMAPFULL || rc == -ENOSPC) {
+		resp_add_errorf(x->w,
+			"ERR storage full: the data file may not grow beyond maxdisk (%lld bytes); "
+			"trim or delete streams, or raise maxdisk",
+			x->srv->cfg.maxdisk);
+		return;
+	}
+	if (rc == -ENOMEM) {
+		resp_add_error(x->w, "ERR out of memory");
+		return;
+	}
+	resp_add_errorf(x->w, "ERR storage error: %s", echd_strerror(rc));
+}
+
+/* Runs the handler inside the right transaction; returns its result. */
+static int
+run_handler(struct brk_ctx *x, const struct brk_cmd *cmd)
+{
+	struct brk_server *srv = x->srv;
+	struct storage_txn *batch = NULL, *child = NULL;
+	int rc;
+
+	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) {
+		batch = brk_batch_txn(srv, &rc);
+		if (batch == NULL) {
+			return rc;
+		}
+		x->txn = batch;
+	}
+	if (cmd->flags & BRK_CMD_WRITE) {
+		rc = storage_txn_begin(srv->st, batch, 0, &child);
+		if (rc != 0) {
+			return rc;
+		}
+		x->txn = child;
+	}
+	rc = cmd->fn(x);
+	if (child == NULL) {
+		return rc;
+	}
+	if (rc != 0 || (x->dirty == 0 && !x->modified)) {
+		storage_txn_abort(child);
+		return rc;
+	}
+	rc = storage_txn_commit(child);
+	if (rc == 0) {
+		srv->batch_writes++;
+		srv->stats.dirty += x->dirty;
+	}
+	return rc;
+}
+
+void
+brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block)
+{
+	struct brk_server *srv = c->srv;
+	const struct brk_cmd *cmd;
+	struct brk_ctx x;
+	size_t mark = c->out.len, idx;
+	uint64_t t0;
+	int rc, tries = 0;
+
+	memset(&x, 0, sizeof(x));
+	x.srv = srv;
+	x.c = c;
+	x.w = &c->w;
+	x.argc = argc;
+	x.argv = argv;
+	x.from_block = from_block;
+	c->last_ms = brk_now_ms();
+	srv->stats.total_commands++;
+	srv->batch_cmds++;
+	cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
+	if (cmd == NULL) {
+		reply_unknown(&x);
+		goto replied;
+	}
+	idx = (size_t)(cmd - brk_cmd_at(0));
+	if (argc >= 2 && (cmd->fn == brk_cmd_client || cmd->fn == brk_cmd_config ||
+				 cmd->fn == brk_cmd_command || cmd->fn == brk_cmd_xinfo ||
+				 cmd->fn == brk_cmd_xgroup)) {
+		/* containers report "name|sub", as Redis does */
+		int n = snprintf(c->last_cmd, sizeof(c->last_cmd), "%s|%.*s", cmd->name,
+			(int)argv[1].len, argv[1].p);
+		for (int i = 0; i < n && i < (int)sizeof(c->last_cmd); i++) {
+			c->last_cmd[i] = (char)tolower((unsigned char)c->last_cmd[i]);
+		}
+	} else {
+		snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", cmd->name);
+	}
+	if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
+		resp_add_errorf(&c->w, "ERR wrong number of arguments for '%s' command", cmd->name);
+		srv->cmdstats[idx].rejected++;
+		goto replied;
+	}
+	t0 = brk_now_us();
+again:
+	x.dirty = 0;
+	x.modified = false;
+	x.blocked = false;
+	rc = run_handler(&x, cmd);
+	if (rc < 0) {
+		resp_buf_truncate(&c->out, mark);
+		if (rc == ECHD_EMAPFULL && tries++ < 4) {
+			rc = brk_storage_grow(srv);
+			mark = c->out.len; /* the commit may have rewritten held replies */
+			if (rc == 0) {
+				goto again;
+			}
+		}
+		if (rc != 0) {
+			echd_log(ECHD_LOG_WARNING, "%s failed: %s", cmd->name, echd_strerror(rc));
+			brk_reply_error_rc(&x, rc);
+		}
+	}
+	srv->cmdstats[idx].calls += x.blocked && !from_block ? 0 : 1;
+	srv->cmdstats[idx].usec += brk_now_us() - t0;
+	if (x.blocked) {
+		if (c->out.len == mark) {
+			return; /* waiting: no reply yet */
+		}
+	} else if (from_block) {
+		brk_unblock(c);
+	}
+	if (c->out.len > mark && c->out.data[mark] == '-') {
+		srv->cmdstats[idx].failed++;
+	}
+replied:
+	if (c->out.len > mark && c->out.data[mark] == '-') {
+		char code[32];
+		size_t n = strcspn(c->out.data + mark + 1, " \r");
+		if (n >= sizeof(code)) {
+			n = sizeof(code) - 1;
+		}
+		memcpy(code, c->out.data + mark + 1, n);
+		code[n] = '\0';
+		srv->stats.total_error_replies++;
+		brk_count_error(srv, code);
+	}
+	c->batch_replies++;
+	brk_conn_mark_held(c);
+}
+
+void
+brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
+{
+	char line[1024];
+	uint64_t now = brk_now_ms();
+	size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+	int n;
+
+	n = snprintf(line, sizeof(line),
+		"id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=%u sub=0 "
+		"psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
+		"rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 "
+		"resp=%d lib-name= lib-ver=\n",
+		(unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
+		(unsigned long long)((now - c->ctime_ms) / 1000),
+		(unsigned long long)((now - c->last_ms) / 1000), c->blk ? "b" : "N", c->db,
+		resp_reader_pending(c->rd),
+		resp_reader_capacity(c->rd) - resp_reader_pending(c->rd),
+		resp_reader_capacity(c->rd), c->out.len, obl,
+		sizeof(*c) + resp_reader_capacity(c->rd) + c->out.cap + obl,
+		c->last_cmd[0] ? c->last_cmd : "NULL", c->resp);
+	if (n > 0) {
+		resp_buf_append(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	}
+}

@@ -1,0 +1,1101 @@
+/* server.c - the event loop, listeners, group commit and blocking.
+ *
+ * One thread runs everything. Each loop turn reads what the sockets have,
+ * runs the requests against one shared write transaction (each write
+ * command in a nested one), commits once, and only then releases the
+ * replies held during the turn: nothing is acknowledged before it is
+ * durable, and one fsync serves every client of the turn.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "broker.h"
+
+uint64_t
+brk_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
+brk_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* ------------------------------------------------------------------------
+ * Logging
+ * ---------------------------------------------------------------------- */
+
+static FILE *log_file;
+
+static void
+log_sink(enum echd_log_level level, const char *line, void *ud)
+{
+	static const char marks[] = ".-*#";
+	struct timespec ts;
+	struct tm tm;
+	char tbuf[64];
+	FILE *f = log_file ? log_file : stderr;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	strftime(tbuf, sizeof(tbuf), "%d %b %Y %H:%M:%S", &tm);
+	fprintf(f, "%d:M %s.%03d %c %s\n", (int)getpid(), tbuf, (int)(ts.tv_nsec / 1000000),
+		marks[level], line);
+	fflush(f);
+}
+
+static int
+log_open(struct brk_server *srv)
+{
+	if (log_file != NULL) {
+		fclose(log_file);
+		log_file = NULL;
+	}
+	if (srv->cfg.logfile && srv->cfg.logfile[0]) {
+		log_file = fopen(srv->cfg.logfile, "a");
+		if (log_file == NULL) {
+			fprintf(stderr, "echd: cannot open logfile '%s': %s\n", srv->cfg.logfile,
+				strerror(errno));
+			return -1;
+		}
+	}
+	echd_log_set((enum echd_log_level)srv->cfg.loglevel, log_sink, NULL);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Group commit
+ * ---------------------------------------------------------------------- */
+
+struct storage_txn *
+brk_batch_txn(struct brk_server *srv, int *rc)
+{
+	if (srv->batch == NULL) {
+		*rc = storage_txn_begin(srv->st, NULL, 0, &srv->batch);
+		if (*rc != 0) {
+			srv->batch = NULL;
+			echd_log(ECHD_LOG_WARNING, "cannot begin a write transaction: %s",
+				echd_strerror(*rc));
+			return NULL;
+		}
+		srv->batch_open_ms = brk_now_ms();
+	}
+	*rc = 0;
+	return srv->batch;
+}
+
+/* Replaces every reply c holds for the failed batch with an error. */
+static void
+fail_held_replies(struct brk_conn *c, int rc)
+{
+	unsigned n = c->batch_replies;
+
+	resp_buf_truncate(&c->out, c->batch_mark);
+	for (unsigned i = 0; i < n; i++) {
+		resp_add_errorf(&c->w, "ERR storage commit failed: %s; nothing of this command "
+				       "was applied",
+			echd_strerror(rc));
+	}
+	c->srv->stats.total_error_replies += n;
+}
+
+int
+brk_batch_commit(struct brk_server *srv)
+{
+	int rc = 0;
+
+	if (srv->batch == NULL) {
+		return 0;
+	}
+	if (srv->batch_writes == 0) {
+		storage_txn_abort(srv->batch);
+	} else {
+		rc = storage_txn_commit(srv->batch);
+		if (rc == 0) {
+			srv->stats.commits++;
+			srv->stats.batch_commands_total += srv->batch_writes;
+			srv->stats.last_commit_ms = brk_now_ms();
+			/* everysec: the meta page waits for the timer's flush */
+			srv->meta_pending = srv->cfg.appendfsync != BRK_FSYNC_ALWAYS;
+		} else {
+			srv->stats.commit_failures++;
+			echd_log(ECHD_LOG_WARNING, "batch commit of %llu write commands failed: %s",
+				(unsigned long long)srv->batch_writes, echd_strerror(rc));
+		}
+	}
+	srv->batch = NULL;
+	srv->batch_writes = 0;
+	srv->batch_cmds = 0;
+	for (struct brk_conn *c = srv->held; c != NULL; c = c->held_next) {
+		if (rc != 0) {
+			fail_held_replies(c, rc);
+		}
+		c->batch_mark = c->out.len;
+		c->batch_replies = 0;
+	}
+	return rc;
+}
+
+/* Flushes the pending meta page, making every committed batch durable. */
+static int
+meta_flush(struct brk_server *srv)
+{
+	int rc;
+
+	if (!srv->meta_pending) {
+		return 0;
+	}
+	rc = storage_sync(srv->st);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
+		return rc;
+	}
+	srv->meta_pending = false;
+	return 0;
+}
+
+int
+brk_storage_grow(struct brk_server *srv)
+{
+	struct storage_stat st;
+	int rc;
+
+	rc = brk_batch_commit(srv);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_grow(srv->st);
+	if (rc == 0) {
+		srv->stats.map_grows++;
+		if (storage_stat(srv->st, &st) == 0) {
+			echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
+				(unsigned long long)st.map_size);
+		}
+	}
+	return rc;
+}
+
+/* Runs the deferred deletion of dropped streams inside the batch. */
+static void
+gc_step(struct brk_server *srv)
+{
+	struct storage_txn *t, *child;
+	bool more = false;
+	int rc;
+
+	t = brk_batch_txn(srv, &rc);
+	if (t == NULL) {
+		return;
+	}
+	rc = storage_txn_begin(srv->st, t, 0, &child);
+	if (rc != 0) {
+		return;
+	}
+	rc = stream_gc_step(child, (unsigned)srv->cfg.gc_batch_rows, &more);
+	if (rc != 0) {
+		storage_txn_abort(child);
+		if (rc != ECHD_EMAPFULL) {
+			echd_log(ECHD_LOG_WARNING, "deleting rows of dropped streams: %s",
+				echd_strerror(rc));
+		}
+		return;
+	}
+	rc = storage_txn_commit(child);
+	if (rc == 0) {
+		srv->batch_writes++;
+		srv->gc_pending = more;
+	}
+}
+
+/* Grows the map while a quarter of it is still free: when the map fills
+ * to the last page, LMDB cannot even commit its free list, and the whole
+ * batch fails rather than the one command that ran out of room. */
+static void
+map_headroom(struct brk_server *srv)
+{
+	struct storage_stat st;
+
+	if (srv->batch != NULL || storage_stat(srv->st, &st) != 0) {
+		return;
+	}
+	if (st.used_bytes < st.map_size / 4 * 3) {
+		return;
+	}
+	if (srv->cfg.maxdisk > 0 && st.map_size >= (uint64_t)srv->cfg.maxdisk) {
+		return; /* at the limit: writes get errors naming maxdisk */
+	}
+	brk_storage_grow(srv);
+}
+
+/* The end of a loop turn: commit, release replies, wake waiters.
+ *
+ * With appendfsync always the commit is fully durable when it returns
+ * (data pages, then the meta page), and only then do the turn's replies
+ * go out. With everysec the storage is opened with STORAGE_SYNC_DATA: a
+ * commit flushes its data pages but not its meta page, replies go at once
+ * and a timer flushes the meta page each second; a crash of the machine
+ * can undo the commits of that last second, never corrupt, and a crash
+ * of the process loses nothing that was acknowledged. */
+static void
+batch_end(struct brk_server *srv)
+{
+	struct brk_conn *c, *next;
+	struct brk_waitkey *wk;
+
+	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
+		gc_step(srv);
+	}
+	if (brk_batch_commit(srv) == ECHD_EMAPFULL) {
+		/* Even the commit found no room: its replies became errors; make
+		 * room for the next batch now. */
+		if (brk_storage_grow(srv) != 0) {
+			echd_log(ECHD_LOG_WARNING, "storage full and at maxdisk (%lld bytes)",
+				srv->cfg.maxdisk);
+		}
+	}
+	map_headroom(srv);
+	for (c = srv->held; c != NULL; c = next) {
+		next = c->held_next;
+		c->held_next = NULL;
+		c->flags &= ~BRK_CONN_HELD;
+		brk_conn_flush(c, c->out.len);
+	}
+	srv->held = NULL;
+	/* Waiters of changed keys run again in the next turn, after the
+	 * commit that changed them. */
+	for (wk = srv->touched; wk != NULL; wk = wk->touched_next) {
+		wk->touched = false;
+		for (int i = 0; i < wk->nwaiters; i++) {
+			struct brk_conn *w = wk->waiters[i];
+			if (w->blk == NULL || w->blk->ready) {
+				continue;
+			}
+			w->blk->ready = true;
+			w->blk->next_ready = NULL;
+			if (srv->ready_tail) {
+				srv->ready_tail->blk->next_ready = w;
+			} else {
+				srv->ready_head = w;
+			}
+			srv->ready_tail = w;
+		}
+	}
+	srv->touched = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Blocking
+ * ---------------------------------------------------------------------- */
+
+static uint64_t
+key_hash(unsigned db, const void *name, size_t len)
+{
+	const unsigned char *p = name;
+	uint64_t h = 1469598103934665603ULL ^ db;
+
+	for (size_t i = 0; i < len; i++) {
+		h = (h ^ p[i]) * 1099511628211ULL;
+	}
+	return h;
+}
+
+static struct brk_waitkey *
+wk_find(struct brk_server *srv, unsigned db, const void *name, size_t len)
+{
+	struct brk_waitkey *wk;
+
+	if (srv->wk_size == 0) {
+		return NULL;
+	}
+	wk = srv->wk_table[key_hash(db, name, len) & (srv->wk_size - 1)];
+	for (; wk != NULL; wk = wk->hnext) {
+		if (wk->db == db && wk->len == len && memcmp(wk->name, name, len) == 0) {
+			return wk;
+		}
+	}
+	return NULL;
+}
+
+static int
+wk_grow(struct brk_server *srv)
+{
+	size_t nsize = srv->wk_size ? srv->wk_size * 2 : 64;
+	struct brk_waitkey **nt = echd_calloc(nsize, sizeof(*nt));
+
+	if (nt == NULL) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < srv->wk_size; i++) {
+		struct brk_waitkey *wk = srv->wk_table[i], *next;
+		for (; wk != NULL; wk = next) {
+			size_t b = key_hash(wk->db, wk->name, wk->len) & (nsize - 1);
+			next = wk->hnext;
+			wk->hnext = nt[b];
+			nt[b] = wk;
+		}
+	}
+	echd_free(srv->wk_table);
+	srv->wk_table = nt;
+	srv->wk_size = nsize;
+	return 0;
+}
+
+static struct brk_waitkey *
+wk_get(struct brk_server *srv, unsigned db, const void *name, size_t len)
+{
+	struct brk_waitkey *wk = wk_find(srv, db, name, len);
+	size_t b;
+
+	if (wk != NULL) {
+		return wk;
+	}
+	if (srv->wk_count >= srv->wk_size && wk_grow(srv) != 0) {
+		return NULL;
+	}
+	wk = echd_calloc(1, sizeof(*wk));
+	if (wk == NULL) {
+		return NULL;
+	}
+	wk->name = echd_strndup(name, len);
+	if (wk->name == NULL) {
+		echd_free(wk);
+		return NULL;
+	}
+	wk->db = db;
+	wk->len = len;
+	b = key_hash(db, name, len) & (srv->wk_size - 1);
+	wk->hnext = srv->wk_table[b];
+	srv->wk_table[b] = wk;
+	srv->wk_count++;
+	return wk;
+}
+
+static void
+wk_remove_waiter(struct brk_server *srv, struct brk_waitkey *wk, struct brk_conn *c)
+{
+	struct brk_waitkey **pp;
+
+	for (int i = 0; i < wk->nwaiters; i++) {
+		if (wk->waiters[i] == c) {
+			memmove(&wk->waiters[i], &wk->waiters[i + 1],
+				(size_t)(wk->nwaiters - i - 1) * sizeof(wk->waiters[0]));
+			wk->nwaiters--;
+			break;
+		}
+	}
+	if (wk->nwaiters > 0 || wk->touched) {
+		return;
+	}
+	pp = &srv->wk_table[key_hash(wk->db, wk->name, wk->len) & (srv->wk_size - 1)];
+	for (; *pp != NULL; pp = &(*pp)->hnext) {
+		if (*pp == wk) {
+			*pp = wk->hnext;
+			break;
+		}
+	}
+	srv->wk_count--;
+	echd_free(wk->waiters);
+	echd_free(wk->name);
+	echd_free(wk);
+}
+
+void
+brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len)
+{
+	struct brk_waitkey *wk = wk_find(srv, db, name, len);
+
+	if (wk == NULL || wk->touched || wk->nwaiters == 0) {
+		return;
+	}
+	wk->touched = true;
+	wk->touched_next = srv->touched;
+	srv->touched = wk;
+}
+
+void
+brk_signal_db(struct brk_server *srv, unsigned db, bool all)
+{
+	for (size_t i = 0; i < srv->wk_size; i++) {
+		for (struct brk_waitkey *wk = srv->wk_table[i]; wk != NULL; wk = wk->hnext) {
+			if (all || wk->db == db) {
+				brk_signal_key(srv, wk->db, wk->name, wk->len);
+			}
+		}
+	}
+}
+
+static void
+argv_free(struct brk_argv *a)
+{
+	for (int i = 0; i < a->argc; i++) {
+		echd_free((void *)a->argv[i].p);
+	}
+	ECHD_FREE(a->argv);
+	a->argc = 0;
+}
+
+static void block_timeout_cb(evutil_socket_t fd, short what, void *arg);
+
+int
+brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t timeout_ms,
+	int req_argc, const struct resp_arg *req_argv)
+{
+	struct brk_conn *c = x->c;
+	struct brk_server *srv = x->srv;
+	struct brk_block *b;
+
+	x->blocked = true;
+	if (x->from_block) {
+		return 0; /* still waiting: keep the block and its deadline */
+	}
+	b = echd_calloc(1, sizeof(*b));
+	if (b == NULL) {
+		goto oom;
+	}
+	c->blk = b;
+	b->req.argv = echd_calloc((size_t)req_argc, sizeof(*b->req.argv));
+	b->keys = echd_calloc((size_t)nkeys, sizeof(*b->keys));
+	if (b->req.argv == NULL || b->keys == NULL) {
+		goto oom;
+	}
+	for (int i = 0; i < req_argc; i++) {
+		char *p = echd_strndup(req_argv[i].p, req_argv[i].len);
+		if (p == NULL) {
+			goto oom;
+		}
+		b->req.argv[i].p = p;
+		b->req.argv[i].len = req_argv[i].len;
+		b->req.argc++;
+	}
+	for (int i = 0; i < nkeys; i++) {
+		struct brk_waitkey *wk = wk_get(srv, c->db, keys[i].p, keys[i].len);
+		bool dup = false;
+		if (wk == NULL) {
+			goto oom;
+		}
+		for (int j = 0; j < b->nkeys; j++) {
+			dup |= b->keys[j] == wk;
+		}
+		if (dup) {
+			continue;
+		}
+		if (wk->nwaiters == wk->cap) {
+			int ncap = wk->cap ? wk->cap * 2 : 4;
+			struct brk_conn **nw = echd_realloc(wk->waiters, (size_t)ncap * sizeof(*nw));
+			if (nw == NULL) {
+				goto oom;
+			}
+			wk->waiters = nw;
+			wk->cap = ncap;
+		}
+		wk->waiters[wk->nwaiters++] = c;
+		b->keys[b->nkeys++] = wk;
+	}
+	if (timeout_ms > 0) {
+		struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+		b->timer = evtimer_new(srv->base, block_timeout_cb, c);
+		if (b->timer == NULL) {
+			goto oom;
+		}
+		evtimer_add(b->timer, &tv);
+		b->deadline_ms = brk_now_ms() + timeout_ms;
+	}
+	srv->blocked_clients++;
+	return 0;
+oom:
+	x->blocked = false;
+	if (c->blk != NULL) {
+		srv->blocked_clients++; /* brk_unblock counts it down */
+		brk_unblock(c);
+	}
+	return -ENOMEM;
+}
+
+void
+brk_unblock(struct brk_conn *c)
+{
+	struct brk_server *srv = c->srv;
+	struct brk_block *b = c->blk;
+
+	if (b == NULL) {
+		return;
+	}
+	for (int i = 0; i < b->nkeys; i++) {
+		wk_remove_waiter(srv, b->keys[i], c);
+	}
+	if (b->ready) {
+		/* unlink from the ready queue */
+		struct brk_conn *prev = NULL;
+		for (struct brk_conn *r = srv->ready_head; r != NULL; r = r->blk->next_ready) {
+			if (r == c) {
+				if (prev) {
+					prev->blk->next_ready = b->next_ready;
+				} else {
+					srv->ready_head = b->next_ready;
+				}
+				if (srv->ready_tail == c) {
+					srv->ready_tail = prev;
+				}
+				break;
+			}
+			prev = r;
+		}
+	}
+	if (b->timer) {
+		event_free(b->timer);
+	}
+	argv_free(&b->req);
+	echd_free(b->keys);
+	echd_free(b);
+	c->blk = NULL;
+	srv->blocked_clients--;
+}
+
+static void
+block_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct brk_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->blk == NULL) {
+		return;
+	}
+	brk_unblock(c);
+	resp_add_null_array(&c->w);
+	c->batch_replies++;
+	brk_conn_mark_held(c);
+	brk_conn_mark_pending(c);
+}
+
+/* Runs the commands of clients whose keys changed, in arrival order. */
+static void
+serve_ready(struct brk_server *srv)
+{
+	struct brk_conn *head = srv->ready_head;
+
+	srv->ready_head = srv->ready_tail = NULL;
+	while (head != NULL) {
+		struct brk_conn *c = head;
+		struct brk_block *b = c->blk;
+
+		head = b->next_ready;
+		b->ready = false;
+		b->next_ready = NULL;
+		brk_conn_execute(c, b->req.argc, b->req.argv, true);
+		if (c->blk == NULL) {
+			brk_conn_mark_pending(c); /* run what it pipelined meanwhile */
+		}
+	}
+}
+
+/* ------------------------------------------------------------------------
+ * Listeners
+ * ---------------------------------------------------------------------- */
+
+static void
+accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+	void *arg)
+{
+	struct brk_server *srv = arg;
+	char addr[64] = "", laddr[64] = "";
+	struct sockaddr_storage ls;
+	socklen_t lslen = sizeof(ls);
+	bool is_unix = sa->sa_family == AF_UNIX;
+
+	(void)l;
+	(void)salen;
+	if (srv->nconns >= (uint64_t)srv->cfg.maxclients) {
+		static const char msg[] = "-ERR max number of clients reached\r\n";
+		ssize_t n = write(fd, msg, sizeof(msg) - 1);
+		(void)n;
+		close(fd);
+		srv->stats.rejected_connections++;
+		echd_log(ECHD_LOG_VERBOSE, "rejected a connection: max number of clients reached");
+		return;
+	}
+	if (is_unix) {
+		snprintf(addr, sizeof(addr), "%s:0", srv->cfg.unixsocket);
+		snprintf(laddr, sizeof(laddr), "%s:0", srv->cfg.unixsocket);
+	} else {
+		char host[INET6_ADDRSTRLEN];
+		int one = 1;
+		if (sa->sa_family == AF_INET) {
+			struct sockaddr_in *in = (struct sockaddr_in *)sa;
+			inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+			snprintf(addr, sizeof(addr), "%s:%u", host, ntohs(in->sin_port));
+		} else {
+			struct sockaddr_in6 *in = (struct sockaddr_in6 *)sa;
+			inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
+			snprintf(addr, sizeof(addr), "%s:%u", host, ntohs(in->sin6_port));
+		}
+		if (getsockname(fd, (struct sockaddr *)&ls, &lslen) == 0) {
+			if (ls.ss_family == AF_INET) {
+				struct sockaddr_in *in = (struct sockaddr_in *)&ls;
+				inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+				snprintf(laddr, sizeof(laddr), "%s:%u", host, ntohs(in->sin_port));
+			} else if (ls.ss_family == AF_INET6) {
+				struct sockaddr_in6 *in = (struct sockaddr_in6 *)&ls;
+				inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof(host));
+				snprintf(laddr, sizeof(laddr), "%s:%u", host, ntohs(in->sin6_port));
+			}
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (srv->cfg.tcp_keepalive > 0) {
+			setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+		}
+	}
+	if (brk_conn_create(srv, fd, addr, laddr, is_unix) == NULL) {
+		echd_log(ECHD_LOG_WARNING, "cannot set up a connection from %s: out of memory",
+			addr);
+		close(fd);
+		return;
+	}
+	srv->stats.total_connections++;
+}
+
+static void
+listener_error_cb(struct evconnlistener *l, void *arg)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+
+	(void)l;
+	(void)arg;
+	/* EMFILE and friends: keep serving the connections we have. */
+	echd_log(ECHD_LOG_WARNING, "accept failed: %s", evutil_socket_error_to_string(err));
+}
+
+static int
+listen_tcp(struct brk_server *srv, const char *spec)
+{
+	bool optional = spec[0] == '-';
+	const char *host = optional ? spec + 1 : spec;
+	struct addrinfo hints, *res = NULL, *ai;
+	char port[16];
+	int rc, bound = 0;
+
+	if (!strcmp(host, "*")) {
+		host = "0.0.0.0";
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+	snprintf(port, sizeof(port), "%d", srv->cfg.port);
+	rc = getaddrinfo(host, port, &hints, &res);
+	if (rc != 0) {
+		echd_log(optional ? ECHD_LOG_VERBOSE : ECHD_LOG_WARNING,
+			"bind address '%s' is not a numeric address: %s", host, gai_strerror(rc));
+		return optional ? 0 : -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		struct evconnlistener *l;
+		int fd, one = 1;
+
+		if (srv->nlisteners >= BRK_MAX_BIND) {
+			break;
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6) {
+			setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		}
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+			int e = errno;
+			close(fd);
+			echd_log(optional ? ECHD_LOG_VERBOSE : ECHD_LOG_WARNING,
+				"could not bind %s port %d: %s", host, srv->cfg.port, strerror(e));
+			continue;
+		}
+		l = evconnlistener_new(srv->base, accept_cb, srv,
+			LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, (int)srv->cfg.tcp_backlog, fd);
+		if (l == NULL) {
+			close(fd);
+			continue;
+		}
+		evconnlistener_set_error_cb(l, listener_error_cb);
+		srv->listeners[srv->nlisteners++] = l;
+		if (srv->bound_port == 0) {
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof(ss);
+			if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+				srv->bound_port = ntohs(ss.ss_family == AF_INET
+						? ((struct sockaddr_in *)&ss)->sin_port
+						: ((struct sockaddr_in6 *)&ss)->sin6_port);
+			}
+		}
+		bound++;
+	}
+	freeaddrinfo(res);
+	if (bound == 0 && !optional) {
+		return -1;
+	}
+	return 0;
+}
+
+static int
+listen_unix(struct brk_server *srv)
+{
+	struct sockaddr_un sun;
+	struct evconnlistener *l;
+	int fd;
+
+	if (strlen(srv->cfg.unixsocket) >= sizeof(sun.sun_path)) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket path too long: %s", srv->cfg.unixsocket);
+		return -1;
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, srv->cfg.unixsocket);
+	unlink(srv->cfg.unixsocket);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		echd_log(ECHD_LOG_WARNING, "could not bind unix socket %s: %s",
+			srv->cfg.unixsocket, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (srv->cfg.unixsocketperm) {
+		chmod(srv->cfg.unixsocket, srv->cfg.unixsocketperm);
+	}
+	l = evconnlistener_new(srv->base, accept_cb, srv,
+		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, (int)srv->cfg.tcp_backlog, fd);
+	if (l == NULL) {
+		close(fd);
+		return -1;
+	}
+	evconnlistener_set_error_cb(l, listener_error_cb);
+	srv->listeners[srv->nlisteners++] = l;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Signals and cron
+ * ---------------------------------------------------------------------- */
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct brk_server *srv = arg;
+
+	(void)what;
+	if (sig == SIGHUP) {
+		echd_log(ECHD_LOG_NOTICE, "SIGHUP: reopening the log file");
+		log_open(srv);
+		return;
+	}
+	echd_log(ECHD_LOG_WARNING, "received %s, scheduling shutdown...",
+		sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	srv->shutdown = true;
+	event_base_loopbreak(srv->base);
+}
+
+static void
+cron_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct brk_server *srv = arg;
+	uint64_t now = brk_now_ms();
+	static unsigned ticks;
+
+	(void)fd;
+	(void)what;
+	if (now - srv->stats.ops_sample_ms >= 1000) {
+		uint64_t dt = now - srv->stats.ops_sample_ms;
+		srv->stats.ops_per_sec =
+			(srv->stats.total_commands - srv->stats.ops_sample_cmds) * 1000 / (dt ? dt : 1);
+		srv->stats.ops_sample_ms = now;
+		srv->stats.ops_sample_cmds = srv->stats.total_commands;
+	}
+	if (++ticks % 10 != 0 || srv->cfg.timeout <= 0) {
+		return;
+	}
+	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+		if (c->blk == NULL && now - c->last_ms > (uint64_t)srv->cfg.timeout * 1000) {
+			echd_log(ECHD_LOG_VERBOSE, "closing idle client %s", c->addr);
+			brk_conn_close_asap(c);
+		}
+	}
+}
+
+static void
+fsync_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct brk_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	meta_flush(srv);
+}
+
+/* ------------------------------------------------------------------------
+ * Life cycle
+ * ---------------------------------------------------------------------- */
+
+static int
+mkdir_p(const char *path)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf)) {
+		return -ENAMETOOLONG;
+	}
+	memcpy(buf, path, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		if (buf[i] == '/' || buf[i] == '\0') {
+			char c = buf[i];
+			buf[i] = '\0';
+			if (mkdir(buf, 0750) != 0 && errno != EEXIST) {
+				return -errno;
+			}
+			buf[i] = c;
+		}
+	}
+	return 0;
+}
+
+int
+brk_server_init(struct brk_server *srv)
+{
+	struct storage_opts so;
+	struct timeval tv100 = {0, 100000}, tv1s = {1, 0};
+	int rc;
+
+	srv->pid = getpid();
+	srv->stats.start_ms = brk_now_ms();
+	srv->stats.ops_sample_ms = srv->stats.start_ms;
+	srv->next_client_id = 1;
+	if (log_open(srv) != 0) {
+		return -1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	srv->cmdstats = echd_calloc(brk_cmd_count(), sizeof(*srv->cmdstats));
+	if (srv->cmdstats == NULL) {
+		return -1;
+	}
+	rc = mkdir_p(srv->cfg.dir);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot create data directory '%s': %s", srv->cfg.dir,
+			echd_strerror(rc));
+		return -1;
+	}
+	memset(&so, 0, sizeof(so));
+	so.dir = srv->cfg.dir;
+	so.map_size = (uint64_t)srv->cfg.map_size;
+	so.max_disk = (uint64_t)srv->cfg.maxdisk;
+	so.sync_mode = srv->cfg.appendfsync == BRK_FSYNC_ALWAYS ? STORAGE_SYNC_FULL
+								: STORAGE_SYNC_DATA;
+	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot open storage '%s' in '%s': %s",
+			srv->cfg.storage_backend, srv->cfg.dir, echd_strerror(rc));
+		return -1;
+	}
+	srv->gc_pending = true; /* finish deletions a previous run left */
+	srv->base = event_base_new();
+	if (srv->base == NULL) {
+		return -1;
+	}
+	if (srv->cfg.port != 0) {
+		for (int i = 0; i < srv->cfg.nbind; i++) {
+			if (listen_tcp(srv, srv->cfg.bind[i]) != 0) {
+				echd_log(ECHD_LOG_WARNING, "failed listening on %s port %d, exiting",
+					srv->cfg.bind[i], srv->cfg.port);
+				return -1;
+			}
+		}
+		if (srv->nlisteners == 0) {
+			echd_log(ECHD_LOG_WARNING, "no TCP address could be bound, exiting");
+			return -1;
+		}
+	}
+	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0] && listen_unix(srv) != 0) {
+		return -1;
+	}
+	if (srv->nlisteners == 0) {
+		echd_log(ECHD_LOG_WARNING, "nothing to listen on: set port or unixsocket");
+		return -1;
+	}
+	srv->sig_term = evsignal_new(srv->base, SIGTERM, signal_cb, srv);
+	srv->sig_int = evsignal_new(srv->base, SIGINT, signal_cb, srv);
+	srv->sig_hup = evsignal_new(srv->base, SIGHUP, signal_cb, srv);
+	srv->cron = event_new(srv->base, -1, EV_PERSIST, cron_cb, srv);
+	srv->fsync_timer = event_new(srv->base, -1, EV_PERSIST, fsync_timer_cb, srv);
+	if (!srv->sig_term || !srv->sig_int || !srv->sig_hup || !srv->cron || !srv->fsync_timer) {
+		return -1;
+	}
+	evsignal_add(srv->sig_term, NULL);
+	evsignal_add(srv->sig_int, NULL);
+	evsignal_add(srv->sig_hup, NULL);
+	event_add(srv->cron, &tv100);
+	if (srv->cfg.appendfsync == BRK_FSYNC_EVERYSEC) {
+		event_add(srv->fsync_timer, &tv1s);
+	}
+	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
+		FILE *f = fopen(srv->cfg.pidfile, "w");
+		if (f != NULL) {
+			fprintf(f, "%d\n", (int)srv->pid);
+			fclose(f);
+		}
+	}
+	echd_log(ECHD_LOG_NOTICE, "echd %s started, pid %d, data in %s, appendfsync %s",
+		ECHD_VERSION, (int)srv->pid, srv->cfg.dir,
+		srv->cfg.appendfsync == BRK_FSYNC_ALWAYS ? "always" : "everysec");
+	if (srv->cfg.port != 0) {
+		echd_log(ECHD_LOG_NOTICE, "Ready to accept connections tcp on port %d",
+			srv->bound_port);
+	}
+	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0]) {
+		echd_log(ECHD_LOG_NOTICE, "Ready to accept connections unix on %s",
+			srv->cfg.unixsocket);
+	}
+	return 0;
+}
+
+static void
+close_pending(struct brk_server *srv)
+{
+	while (srv->closing != NULL) {
+		struct brk_conn *c = srv->closing;
+		srv->closing = c->closing_next;
+		brk_conn_destroy(c);
+	}
+}
+
+/* Runs the requests of connections that have some buffered. */
+static void
+run_pending(struct brk_server *srv)
+{
+	struct brk_conn *list = srv->pending;
+
+	srv->pending = NULL;
+	while (list != NULL) {
+		struct brk_conn *c = list;
+		list = c->pending_next;
+		c->pending_next = NULL;
+		c->flags &= ~BRK_CONN_PENDING;
+		if (!(c->flags & BRK_CONN_CLOSING)) {
+			brk_conn_process(c);
+		}
+	}
+}
+
+int
+brk_server_run(struct brk_server *srv)
+{
+	while (!srv->shutdown) {
+		int flags = EVLOOP_ONCE;
+
+		if (srv->ready_head != NULL || srv->pending != NULL) {
+			flags |= EVLOOP_NONBLOCK;
+		}
+		if (event_base_loop(srv->base, flags) < 0) {
+			echd_log(ECHD_LOG_WARNING, "event loop failed");
+			srv->exit_code = 1;
+			break;
+		}
+		run_pending(srv);
+		serve_ready(srv);
+		batch_end(srv);
+		close_pending(srv);
+	}
+	/* Finish the batch in flight so every reply it holds is true. */
+	batch_end(srv);
+	close_pending(srv);
+	return srv->exit_code;
+}
+
+void
+brk_server_finish(struct brk_server *srv)
+{
+	for (int i = 0; i < srv->nlisteners; i++) {
+		evconnlistener_free(srv->listeners[i]);
+	}
+	srv->nlisteners = 0;
+	if (srv->batch != NULL) {
+		brk_batch_commit(srv);
+	}
+	if (srv->st != NULL) {
+		meta_flush(srv);
+	}
+	while (srv->conns != NULL) {
+		struct brk_conn *c = srv->conns;
+		brk_conn_flush(c, c->out.len);
+		brk_conn_destroy(c);
+	}
+	if (srv->st != NULL) {
+		storage_close(srv->st);
+		srv->st = NULL;
+		echd_log(ECHD_LOG_NOTICE, "storage closed; echd is now ready to exit, bye bye...");
+	}
+	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0]) {
+		unlink(srv->cfg.unixsocket);
+	}
+	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
+		unlink(srv->cfg.pidfile);
+	}
+	if (srv->sig_term) {
+		event_free(srv->sig_term);
+	}
+	if (srv->sig_int) {
+		event_free(srv->sig_int);
+	}
+	if (srv->sig_hup) {
+		event_free(srv->sig_hup);
+	}
+	if (srv->cron) {
+		event_free(srv->cron);
+	}
+	if (srv->fsync_timer) {
+		event_free(srv->fsync_timer);
+	}
+	for (size_t i = 0; i < srv->wk_size; i++) {
+		struct brk_waitkey *wk = srv->wk_table[i], *next;
+		for (; wk != NULL; wk = next) {
+			next = wk->hnext;
+			echd_free(wk->waiters);
+			echd_free(wk->name);
+			echd_free(wk);
+		}
+	}
+	ECHD_FREE(srv->wk_table);
+	if (srv->base) {
+		event_base_free(srv->base);
+	}
+	ECHD_FREE(srv->cmdstats);
+	brk_config_finish(&srv->cfg);
+	if (log_file) {
+		fclose(log_file);
+		log_file = NULL;
+	}
+}

@@ -1,0 +1,897 @@
+/* group.c - consumer groups, consumers and pending-entries lists. */
+#include "group.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "echd.h"
+#include "stream_impl.h"
+
+#define GROUP_VLEN   (8 + 16 + 8 + 8 + 8)
+#define CONSREC_FIXED (8 + 8 + 8)
+#define PEL_VLEN     (8 + 8 + 8)
+
+/* ---- keys ----------------------------------------------------------------- */
+
+/* A key of a fixed prefix and a name, on the stack when small. */
+struct namekey {
+	unsigned char small[256];
+	unsigned char *p;
+	size_t len;
+};
+
+static int
+namekey_init(struct namekey *k, uint64_t prefix, const struct st_buf *name)
+{
+	k->len = 8 + name->len;
+	k->p = k->small;
+	if (k->len > sizeof(k->small)) {
+		k->p = echd_malloc(k->len);
+		if (k->p == NULL) {
+			return -ENOMEM;
+		}
+	}
+	st_put_u64(k->p, prefix);
+	memcpy(k->p + 8, name->data, name->len);
+	return 0;
+}
+
+static void
+namekey_finish(struct namekey *k)
+{
+	if (k->p != k->small) {
+		echd_free(k->p);
+	}
+}
+
+/* ---- groups ------------------------------------------------------------- */
+
+static void
+group_encode(unsigned char *p, const struct group_meta *g)
+{
+	st_put_u64(p, g->gid);
+	st_put_id(p + 8, &g->last_delivered);
+	st_put_u64(p + 24, (uint64_t)g->entries_read);
+	st_put_u64(p + 32, g->pending);
+	st_put_u64(p + 40, g->consumers);
+}
+
+static int
+group_decode(const struct st_buf *v, struct group_meta *g)
+{
+	const unsigned char *p = v->data;
+
+	if (v->len != GROUP_VLEN) {
+		return ECHD_ECORRUPT;
+	}
+	g->gid = st_get_u64(p);
+	st_get_id(p + 8, &g->last_delivered);
+	g->entries_read = (int64_t)st_get_u64(p + 24);
+	g->pending = st_get_u64(p + 32);
+	g->consumers = st_get_u64(p + 40);
+	return 0;
+}
+
+int
+group_lookup(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *name,
+	struct group_meta *out)
+{
+	struct namekey k;
+	struct st_buf kb, v;
+	int rc;
+
+	rc = namekey_init(&k, m->sid, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kb.data = k.p;
+	kb.len = k.len;
+	rc = storage_get(t, STORAGE_T_GROUPS, &kb, &v);
+	if (rc == 0) {
+		rc = group_decode(&v, out);
+	}
+	namekey_finish(&k);
+	return rc;
+}
+
+int
+group_save(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *name,
+	const struct group_meta *g)
+{
+	unsigned char val[GROUP_VLEN];
+	struct namekey k;
+	struct st_buf kb, v = {val, sizeof(val)};
+	int rc;
+
+	rc = namekey_init(&k, m->sid, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kb.data = k.p;
+	kb.len = k.len;
+	group_encode(val, g);
+	rc = storage_put(t, STORAGE_T_GROUPS, &kb, &v, 0);
+	namekey_finish(&k);
+	return rc;
+}
+
+int
+group_create(struct storage_txn *t, struct stream_meta *m, const struct st_buf *name,
+	const struct stream_id *last, int64_t entries_read, struct group_meta *out)
+{
+	struct group_meta g;
+	int rc;
+
+	rc = group_lookup(t, m, name, &g);
+	if (rc == 0) {
+		return ECHD_EEXIST;
+	}
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	memset(&g, 0, sizeof(g));
+	rc = st_next_id(t, &g.gid);
+	if (rc != 0) {
+		return rc;
+	}
+	g.last_delivered = *last;
+	g.entries_read = entries_read;
+	rc = group_save(t, m, name, &g);
+	if (rc != 0) {
+		return rc;
+	}
+	m->groups++;
+	*out = g;
+	return 0;
+}
+
+int
+group_destroy(struct storage_txn *t, struct stream_meta *m, const struct st_buf *name)
+{
+	struct group_meta g;
+	struct namekey k;
+	struct st_buf kb;
+	int rc;
+
+	rc = group_lookup(t, m, name, &g);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = namekey_init(&k, m->sid, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kb.data = k.p;
+	kb.len = k.len;
+	rc = storage_del(t, STORAGE_T_GROUPS, &kb);
+	namekey_finish(&k);
+	if (rc != 0) {
+		return rc;
+	}
+	m->groups--;
+	return st_trash_add(t, ST_TRASH_GROUP, g.gid);
+}
+
+int
+group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void *ud)
+{
+	unsigned char prefix[8];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {prefix, 8};
+	int rc;
+
+	st_put_u64(prefix, m->sid);
+	rc = storage_cursor_open(t, STORAGE_T_GROUPS, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		struct group_meta g;
+		struct st_buf name;
+
+		if (key.len < 8 || memcmp(key.data, prefix, 8) != 0) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		rc = group_decode(&val, &g);
+		if (rc != 0) {
+			break;
+		}
+		name.data = (const unsigned char *)key.data + 8;
+		name.len = key.len - 8;
+		rc = fn(&name, &g, ud);
+		if (rc != 0) {
+			storage_cursor_close(c);
+			return rc;
+		}
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+int64_t
+group_estimate_distance(const struct stream_meta *m, const struct stream_id *id)
+{
+	int cmp_last, cmp_first;
+	bool no_tombstone_ahead;
+
+	if (m->entries_added == 0) {
+		return 0; /* a never-used stream: every id is at 0 */
+	}
+	if (m->length == 0 && stream_id_cmp(id, &m->last) < 1) {
+		return (int64_t)m->entries_added;
+	}
+	cmp_last = stream_id_cmp(id, &m->last);
+	if (cmp_last == 0) {
+		return (int64_t)m->entries_added;
+	}
+	if (cmp_last > 0) {
+		return GROUP_ENTRIES_READ_UNKNOWN;
+	}
+	cmp_first = stream_id_cmp(id, &m->first);
+	no_tombstone_ahead = (m->max_deleted.ms == 0 && m->max_deleted.seq == 0) ||
+		stream_id_cmp(&m->max_deleted, &m->first) < 0;
+	if (no_tombstone_ahead) {
+		if (cmp_first < 0) {
+			return (int64_t)(m->entries_added - m->length);
+		}
+		if (cmp_first == 0) {
+			return (int64_t)(m->entries_added - m->length + 1);
+		}
+	}
+	return GROUP_ENTRIES_READ_UNKNOWN;
+}
+
+bool
+group_range_has_tombstones(const struct stream_meta *m, const struct stream_id *start,
+	const struct stream_id *end)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+
+	if (m->length == 0 || (m->max_deleted.ms == 0 && m->max_deleted.seq == 0)) {
+		return false;
+	}
+	if (stream_id_cmp(&m->first, &m->max_deleted) > 0) {
+		return false;
+	}
+	if (start) {
+		lo = *start;
+	}
+	if (end) {
+		hi = *end;
+	}
+	return stream_id_cmp(&lo, &m->max_deleted) <= 0 && stream_id_cmp(&m->max_deleted, &hi) <= 0;
+}
+
+int
+group_lag(struct storage_txn *t, const struct stream_meta *m, const struct group_meta *g,
+	int64_t *lag, bool *exact_from_counters)
+{
+	struct stream_id start, end = {UINT64_MAX, UINT64_MAX}, id;
+	struct stream_iter *it;
+	struct st_buf f;
+	int64_t n = 0, read;
+	int rc;
+
+	*exact_from_counters = true;
+	if (m->entries_added == 0) {
+		*lag = 0;
+		return 0;
+	}
+	if (g->entries_read != GROUP_ENTRIES_READ_UNKNOWN &&
+		!group_range_has_tombstones(m, &g->last_delivered, NULL)) {
+		*lag = (int64_t)m->entries_added - g->entries_read;
+		return 0;
+	}
+	read = group_estimate_distance(m, &g->last_delivered);
+	if (read != GROUP_ENTRIES_READ_UNKNOWN) {
+		*lag = (int64_t)m->entries_added - read;
+		return 0;
+	}
+	/* Redis answers NULL here; the exact answer is the live entries after
+	 * the cursor, which a range walk counts. */
+	*exact_from_counters = false;
+	start = g->last_delivered;
+	if (!stream_id_incr(&start)) {
+		*lag = 0;
+		return 0;
+	}
+	rc = stream_iter_create(t, m, &start, &end, false, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = stream_iter_next(it, &id, &f)) == 0) {
+		n++;
+	}
+	stream_iter_destroy(it);
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	*lag = n;
+	return 0;
+}
+
+void
+group_advance(const struct stream_meta *m, struct group_meta *g, const struct stream_id *id)
+{
+	if (stream_id_cmp(id, &g->last_delivered) <= 0) {
+		return;
+	}
+	if (g->entries_read != GROUP_ENTRIES_READ_UNKNOWN &&
+		!group_range_has_tombstones(m, id, NULL)) {
+		/* a valid counter and no tombstones ahead: count this read */
+		g->entries_read++;
+	} else if (m->entries_added) {
+		g->entries_read = group_estimate_distance(m, id);
+	}
+	g->last_delivered = *id;
+}
+
+/* ---- consumers ---------------------------------------------------------- */
+
+static size_t
+consrec_key(unsigned char *k, uint64_t gid, uint64_t cid)
+{
+	st_put_u64(k, gid);
+	st_put_u64(k + 8, cid);
+	return 16;
+}
+
+static int
+consrec_decode(const struct st_buf *v, struct consumer_meta *c, struct st_buf *name)
+{
+	const unsigned char *p = v->data;
+
+	if (v->len < CONSREC_FIXED) {
+		return ECHD_ECORRUPT;
+	}
+	c->seen_time = st_get_u64(p);
+	c->active_time = (int64_t)st_get_u64(p + 8);
+	c->pending = st_get_u64(p + 16);
+	if (name) {
+		name->data = p + CONSREC_FIXED;
+		name->len = v->len - CONSREC_FIXED;
+	}
+	return 0;
+}
+
+static int
+consrec_put(struct storage_txn *t, const struct group_meta *g, const struct st_buf *name,
+	const struct consumer_meta *c)
+{
+	unsigned char key[16], small[256], *val = small;
+	size_t vlen = CONSREC_FIXED + name->len;
+	struct st_buf k = {key, 16}, v;
+	int rc;
+
+	if (vlen > sizeof(small)) {
+		val = echd_malloc(vlen);
+		if (val == NULL) {
+			return -ENOMEM;
+		}
+	}
+	consrec_key(key, g->gid, c->cid);
+	st_put_u64(val, c->seen_time);
+	st_put_u64(val + 8, (uint64_t)c->active_time);
+	st_put_u64(val + 16, c->pending);
+	memmove(val + CONSREC_FIXED, name->data, name->len);
+	v.data = val;
+	v.len = vlen;
+	rc = storage_put(t, STORAGE_T_CONSREC, &k, &v, 0);
+	if (val != small) {
+		echd_free(val);
+	}
+	return rc;
+}
+
+int
+consumer_by_id(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
+	struct consumer_meta *out, struct st_buf *name)
+{
+	unsigned char key[16];
+	struct st_buf k = {key, 16}, v;
+	int rc;
+
+	consrec_key(key, g->gid, cid);
+	rc = storage_get(t, STORAGE_T_CONSREC, &k, &v);
+	if (rc != 0) {
+		return rc;
+	}
+	out->cid = cid;
+	return consrec_decode(&v, out, name);
+}
+
+int
+consumer_lookup(struct storage_txn *t, const struct group_meta *g, const struct st_buf *name,
+	struct consumer_meta *out)
+{
+	struct namekey k;
+	struct st_buf kb, v;
+	uint64_t cid;
+	int rc;
+
+	rc = namekey_init(&k, g->gid, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kb.data = k.p;
+	kb.len = k.len;
+	rc = storage_get(t, STORAGE_T_CONSUMERS, &kb, &v);
+	namekey_finish(&k);
+	if (rc != 0) {
+		return rc;
+	}
+	if (v.len != 8) {
+		return ECHD_ECORRUPT;
+	}
+	cid = st_get_u64(v.data);
+	rc = consumer_by_id(t, g, cid, out, NULL);
+	return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+}
+
+int
+consumer_create(struct storage_txn *t, struct group_meta *g, const struct st_buf *name,
+	uint64_t now, struct consumer_meta *out)
+{
+	unsigned char cidbuf[8];
+	struct consumer_meta c;
+	struct namekey k;
+	struct st_buf kb, v = {cidbuf, 8};
+	int rc;
+
+	rc = consumer_lookup(t, g, name, &c);
+	if (rc == 0) {
+		return ECHD_EEXIST;
+	}
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	memset(&c, 0, sizeof(c));
+	rc = st_next_id(t, &c.cid);
+	if (rc != 0) {
+		return rc;
+	}
+	c.seen_time = now;
+	c.active_time = -1;
+	rc = namekey_init(&k, g->gid, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kb.data = k.p;
+	kb.len = k.len;
+	st_put_u64(cidbuf, c.cid);
+	rc = storage_put(t, STORAGE_T_CONSUMERS, &kb, &v, 0);
+	namekey_finish(&k);
+	if (rc == 0) {
+		rc = consrec_put(t, g, name, &c);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	g->consumers++;
+	*out = c;
+	return 0;
+}
+
+int
+consumer_save(struct storage_txn *t, const struct group_meta *g, const struct st_buf *name,
+	const struct consumer_meta *c)
+{
+	return consrec_put(t, g, name, c);
+}
+
+/* Updates only the counters of the consumer record cid, keeping its name. */
+static int
+consumer_adjust(struct storage_txn *t, const struct group_meta *g, uint64_t cid, int64_t delta)
+{
+	struct consumer_meta c;
+	struct st_buf name;
+	unsigned char *copy;
+	int rc;
+
+	rc = consumer_by_id(t, g, cid, &c, &name);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	if (delta < 0 && c.pending < (uint64_t)-delta) {
+		return ECHD_ECORRUPT;
+	}
+	c.pending = (uint64_t)((int64_t)c.pending + delta);
+	/* name points into the stored value, which the put replaces */
+	copy = echd_malloc(name.len ? name.len : 1);
+	if (copy == NULL) {
+		return -ENOMEM;
+	}
+	memcpy(copy, name.data, name.len);
+	name.data = copy;
+	rc = consrec_put(t, g, &name, &c);
+	echd_free(copy);
+	return rc;
+}
+
+int
+consumer_delete(struct storage_txn *t, struct group_meta *g, const struct st_buf *name,
+	uint64_t *pending)
+{
+	struct consumer_meta c;
+	unsigned char prefix[16];
+	struct storage_cursor *cur;
+	struct st_buf key, val, seek = {prefix, 16};
+	struct namekey k;
+	struct st_buf kb;
+	uint64_t n = 0;
+	int rc;
+
+	rc = consumer_lookup(t, g, name, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	/* Walk its PEL index; drop each row from the group PEL too. */
+	consrec_key(prefix, g->gid, c.cid);
+	rc = storage_cursor_open(t, STORAGE_T_CPEL, &cur);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(cur, &seek, &key, &val);
+	while (rc == 0) {
+		unsigned char pk[24];
+		struct st_buf pkb = {pk, 24};
+
+		if (key.len != 32 || memcmp(key.data, prefix, 16) != 0) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		st_put_u64(pk, g->gid);
+		memcpy(pk + 8, (const unsigned char *)key.data + 16, 16);
+		rc = storage_del(t, STORAGE_T_PEL, &pkb);
+		if (rc != 0) {
+			rc = rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+			break;
+		}
+		rc = storage_cursor_del(cur);
+		if (rc != 0) {
+			break;
+		}
+		n++;
+		rc = storage_cursor_next(cur, &key, &val);
+	}
+	storage_cursor_close(cur);
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	rc = namekey_init(&k, g->gid, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kb.data = k.p;
+	kb.len = k.len;
+	rc = storage_del(t, STORAGE_T_CONSUMERS, &kb);
+	namekey_finish(&k);
+	if (rc == 0) {
+		unsigned char ck[16];
+		struct st_buf ckb = {ck, 16};
+		consrec_key(ck, g->gid, c.cid);
+		rc = storage_del(t, STORAGE_T_CONSREC, &ckb);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (g->pending < n || g->consumers == 0) {
+		return ECHD_ECORRUPT;
+	}
+	g->pending -= n;
+	g->consumers--;
+	*pending = n;
+	return 0;
+}
+
+int
+consumer_each(struct storage_txn *t, const struct group_meta *g, consumer_fn fn, void *ud)
+{
+	unsigned char prefix[8];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {prefix, 8};
+	int rc;
+
+	st_put_u64(prefix, g->gid);
+	rc = storage_cursor_open(t, STORAGE_T_CONSUMERS, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		struct consumer_meta cm;
+		struct st_buf name;
+
+		if (key.len < 8 || memcmp(key.data, prefix, 8) != 0) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		if (val.len != 8) {
+			rc = ECHD_ECORRUPT;
+			break;
+		}
+		rc = consumer_by_id(t, g, st_get_u64(val.data), &cm, NULL);
+		if (rc != 0) {
+			rc = rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+			break;
+		}
+		name.data = (const unsigned char *)key.data + 8;
+		name.len = key.len - 8;
+		rc = fn(&name, &cm, ud);
+		if (rc != 0) {
+			storage_cursor_close(c);
+			return rc;
+		}
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+/* ---- pending entries ---------------------------------------------------- */
+
+static size_t
+pel_key(unsigned char *k, uint64_t gid, const struct stream_id *id)
+{
+	st_put_u64(k, gid);
+	st_put_id(k + 8, id);
+	return 24;
+}
+
+static size_t
+cpel_key(unsigned char *k, uint64_t gid, uint64_t cid, const struct stream_id *id)
+{
+	st_put_u64(k, gid);
+	st_put_u64(k + 8, cid);
+	st_put_id(k + 16, id);
+	return 32;
+}
+
+static int
+pel_decode(const struct st_buf *v, const struct stream_id *id, struct pel_row *r)
+{
+	const unsigned char *p = v->data;
+
+	if (v->len != PEL_VLEN) {
+		return ECHD_ECORRUPT;
+	}
+	r->id = *id;
+	r->cid = st_get_u64(p);
+	r->delivery_time = st_get_u64(p + 8);
+	r->delivery_count = st_get_u64(p + 16);
+	return 0;
+}
+
+int
+pel_get(struct storage_txn *t, const struct group_meta *g, const struct stream_id *id,
+	struct pel_row *out)
+{
+	unsigned char key[24];
+	struct st_buf k = {key, 24}, v;
+	int rc;
+
+	pel_key(key, g->gid, id);
+	rc = storage_get(t, STORAGE_T_PEL, &k, &v);
+	if (rc != 0) {
+		return rc;
+	}
+	return pel_decode(&v, id, out);
+}
+
+static int
+pel_write(struct storage_txn *t, const struct group_meta *g, const struct pel_row *r)
+{
+	unsigned char key[24], val[PEL_VLEN];
+	struct st_buf k = {key, 24}, v = {val, sizeof(val)};
+
+	pel_key(key, g->gid, &r->id);
+	st_put_u64(val, r->cid);
+	st_put_u64(val + 8, r->delivery_time);
+	st_put_u64(val + 16, r->delivery_count);
+	return storage_put(t, STORAGE_T_PEL, &k, &v, 0);
+}
+
+static int
+cpel_set(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
+	const struct stream_id *id, bool present)
+{
+	unsigned char key[32];
+	struct st_buf k = {key, 32}, empty = {"", 0};
+
+	cpel_key(key, g->gid, cid, id);
+	if (present) {
+		return storage_put(t, STORAGE_T_CPEL, &k, &empty, 0);
+	}
+	return storage_del(t, STORAGE_T_CPEL, &k);
+}
+
+int
+pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_row *r, uint64_t prev_cid)
+{
+	int rc;
+
+	if (prev_cid != c->cid) {
+		if (prev_cid != 0) {
+			rc = cpel_set(t, g, prev_cid, &r->id, false);
+			if (rc == 0) {
+				rc = consumer_adjust(t, g, prev_cid, -1);
+			}
+			if (rc != 0) {
+				return rc;
+			}
+		} else {
+			g->pending++;
+		}
+		rc = cpel_set(t, g, c->cid, &r->id, true);
+		if (rc != 0) {
+			return rc;
+		}
+		c->pending++;
+	}
+	return pel_write(t, g, r);
+}
+
+int
+pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
+	const struct stream_id *id, uint64_t now)
+{
+	struct pel_row r;
+	uint64_t prev = 0;
+	int rc;
+
+	rc = pel_get(t, g, id, &r);
+	if (rc == 0) {
+		prev = r.cid;
+	} else if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	r.id = *id;
+	r.cid = c->cid;
+	r.delivery_time = now;
+	r.delivery_count = 1;
+	return pel_put(t, g, c, &r, prev);
+}
+
+int
+pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *id)
+{
+	unsigned char key[24];
+	struct st_buf k = {key, 24};
+	struct pel_row r;
+	int rc;
+
+	rc = pel_get(t, g, id, &r);
+	if (rc != 0) {
+		return rc;
+	}
+	pel_key(key, g->gid, id);
+	rc = storage_del(t, STORAGE_T_PEL, &k);
+	if (rc == 0) {
+		rc = cpel_set(t, g, r.cid, id, false);
+	}
+	if (rc == 0) {
+		rc = consumer_adjust(t, g, r.cid, -1);
+	}
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	if (g->pending == 0) {
+		return ECHD_ECORRUPT;
+	}
+	g->pending--;
+	return 0;
+}
+
+int
+pel_last(struct storage_txn *t, const struct group_meta *g, struct stream_id *out)
+{
+	struct stream_id max = {UINT64_MAX, UINT64_MAX};
+	unsigned char sk[24];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {sk, 24};
+	int rc;
+
+	pel_key(sk, g->gid, &max);
+	rc = storage_cursor_open(t, STORAGE_T_PEL, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek_last(c, &seek, &key, &val);
+	if (rc == 0 && (key.len != 24 || memcmp(key.data, sk, 8) != 0)) {
+		rc = ECHD_ENOTFOUND;
+	}
+	if (rc == 0) {
+		st_get_id((const unsigned char *)key.data + 8, out);
+	}
+	storage_cursor_close(c);
+	return rc;
+}
+
+struct pel_iter {
+	struct storage_txn *t;
+	const struct group_meta *g;
+	uint64_t gid, cid;
+	struct stream_id next, end;
+	bool done;
+};
+
+int
+pel_iter_create(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
+	const struct stream_id *start, const struct stream_id *end, struct pel_iter **out)
+{
+	struct pel_iter *it = echd_calloc(1, sizeof(*it));
+
+	if (it == NULL) {
+		return -ENOMEM;
+	}
+	it->t = t;
+	it->g = g;
+	it->gid = g->gid;
+	it->cid = cid;
+	it->next = *start;
+	it->end = *end;
+	it->done = stream_id_cmp(start, end) > 0;
+	*out = it;
+	return 0;
+}
+
+int
+pel_iter_next(struct pel_iter *it, struct pel_row *r)
+{
+	unsigned char sk[32];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {sk, 0};
+	struct stream_id id;
+	size_t plen = it->cid ? 16 : 8;
+	int rc;
+
+	if (it->done) {
+		return ECHD_ENOTFOUND;
+	}
+	/* A fresh seek per row lets callers change the PEL between calls. */
+	seek.len = it->cid ? cpel_key(sk, it->gid, it->cid, &it->next)
+			   : pel_key(sk, it->gid, &it->next);
+	rc = storage_cursor_open(it->t, it->cid ? STORAGE_T_CPEL : STORAGE_T_PEL, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	if (rc == 0 && (key.len != plen + 16 || memcmp(key.data, sk, plen) != 0)) {
+		rc = ECHD_ENOTFOUND;
+	}
+	if (rc == 0) {
+		st_get_id((const unsigned char *)key.data + plen, &id);
+		if (stream_id_cmp(&id, &it->end) > 0) {
+			rc = ECHD_ENOTFOUND;
+		}
+	}
+	if (rc == 0 && it->cid == 0) {
+		rc = pel_decode(&val, &id, r);
+	}
+	storage_cursor_close(c);
+	if (rc == 0 && it->cid != 0) {
+		rc = pel_get(it->t, it->g, &id, r);
+		if (rc == ECHD_ENOTFOUND) {
+			rc = ECHD_ECORRUPT;
+		}
+	}
+	if (rc != 0) {
+		it->done = true;
+		return rc;
+	}
+	it->next = id;
+	if (!stream_id_incr(&it->next)) {
+		it->done = true;
+	}
+	return 0;
+}
+
+void
+pel_iter_destroy(struct pel_iter *it)
+{
+	echd_free(it);
+}

@@ -1,0 +1,133 @@
+/* group.h - consumer groups over the storage interface.
+ *
+ * A group partitions a stream: its cursor (last-delivered id) says what
+ * is new, its pending-entries list (PEL) says what is owed and by whom.
+ * Rows, all keyed by fixed-width integers so one group's or consumer's
+ * rows form one contiguous range:
+ *   groups     sid(8) name            -> group record
+ *   consumers  gid(8) name            -> cid(8)
+ *   consrec    gid(8) cid(8)          -> consumer record (with its name)
+ *   pel        gid(8) ms(8) seq(8)    -> cid(8) delivery-time(8) count(8)
+ *   cpel       gid(8) cid(8) ms seq   -> (empty): one consumer's PEL in id order
+ * Counters (group pending, consumers, consumer pending) are kept exact in
+ * the same transaction as the rows, so summaries cost O(consumers).
+ * Every function runs inside the caller's transaction.
+ */
+#ifndef ECHD_STORAGE_GROUP_H
+#define ECHD_STORAGE_GROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "storage.h"
+#include "stream.h"
+
+#define GROUP_ENTRIES_READ_UNKNOWN (-1) /* Redis' SCG_INVALID_ENTRIES_READ */
+
+struct group_meta {
+	uint64_t gid;
+	struct stream_id last_delivered;
+	int64_t entries_read; /* or GROUP_ENTRIES_READ_UNKNOWN */
+	uint64_t pending;     /* rows in the group PEL */
+	uint64_t consumers;
+};
+
+struct consumer_meta {
+	uint64_t cid;
+	uint64_t seen_time;   /* ms: last attempted interaction */
+	int64_t active_time;  /* ms: last successful one; -1 = never */
+	uint64_t pending;
+};
+
+struct pel_row {
+	struct stream_id id;
+	uint64_t cid;
+	uint64_t delivery_time; /* ms */
+	uint64_t delivery_count;
+};
+
+/* ---- groups ------------------------------------------------------------- */
+
+/* Returns 0 with *out, ECHD_ENOTFOUND, or an error. Borrows name. */
+int group_lookup(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *name,
+	struct group_meta *out);
+/* Creates a group (ECHD_EEXIST if it exists); counts it in m->groups
+ * (the caller saves m). */
+int group_create(struct storage_txn *t, struct stream_meta *m, const struct st_buf *name,
+	const struct stream_id *last, int64_t entries_read, struct group_meta *out);
+int group_save(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *name,
+	const struct group_meta *g);
+/* Deletes the group row at once and schedules its consumers and PEL rows
+ * for deletion by stream_gc_step(). Returns 0 or ECHD_ENOTFOUND. */
+int group_destroy(struct storage_txn *t, struct stream_meta *m, const struct st_buf *name);
+
+/* Calls fn for each group of the stream in name order; name borrowed for
+ * the call. A non-zero return from fn stops the walk and is returned. */
+typedef int (*group_fn)(const struct st_buf *name, const struct group_meta *g, void *ud);
+int group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void *ud);
+
+/* The logical position of id in the stream ("entries read" up to it), or
+ * GROUP_ENTRIES_READ_UNKNOWN (Redis' streamEstimateDistanceFromFirstEverEntry). */
+int64_t group_estimate_distance(const struct stream_meta *m, const struct stream_id *id);
+/* True when a deleted entry may lie in [start, end] (end NULL: to the end). */
+bool group_range_has_tombstones(const struct stream_meta *m, const struct stream_id *start,
+	const struct stream_id *end);
+/* The group's lag: entries added after its cursor. Where Redis' counters
+ * cannot tell (it answers NULL), counts the live entries after the cursor. */
+int group_lag(struct storage_txn *t, const struct stream_meta *m, const struct group_meta *g,
+	int64_t *lag, bool *exact_from_counters);
+/* Advances the cursor to id after delivering it, keeping entries_read as
+ * Redis does. */
+void group_advance(const struct stream_meta *m, struct group_meta *g, const struct stream_id *id);
+
+/* ---- consumers ---------------------------------------------------------- */
+
+int consumer_lookup(struct storage_txn *t, const struct group_meta *g, const struct st_buf *name,
+	struct consumer_meta *out);
+/* Creates a consumer (ECHD_EEXIST if present), counted in g->consumers. */
+int consumer_create(struct storage_txn *t, struct group_meta *g, const struct st_buf *name,
+	uint64_t now, struct consumer_meta *out);
+int consumer_save(struct storage_txn *t, const struct group_meta *g, const struct st_buf *name,
+	const struct consumer_meta *c);
+/* Reads a consumer by id; *name is borrowed like a storage value. */
+int consumer_by_id(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
+	struct consumer_meta *out, struct st_buf *name);
+/* Deletes a consumer and its PEL rows; *pending gets how many it held.
+ * Updates g (pending, consumers). Returns 0 or ECHD_ENOTFOUND. */
+int consumer_delete(struct storage_txn *t, struct group_meta *g, const struct st_buf *name,
+	uint64_t *pending);
+
+typedef int (*consumer_fn)(const struct st_buf *name, const struct consumer_meta *c, void *ud);
+int consumer_each(struct storage_txn *t, const struct group_meta *g, consumer_fn fn, void *ud);
+
+/* ---- pending entries ---------------------------------------------------- */
+
+int pel_get(struct storage_txn *t, const struct group_meta *g, const struct stream_id *id,
+	struct pel_row *out);
+/* Records a delivery of id to consumer c: a new row, or (as Redis does
+ * after SETID moved the cursor back) a row moved to c with count 1.
+ * Updates g->pending and c->pending; a previous owner's record is updated
+ * in storage. */
+int pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
+	const struct stream_id *id, uint64_t now);
+/* Writes row r (owned by c) as it is, moving it from its previous owner
+ * prev_cid when that differs (0 = a new row, as XCLAIM FORCE makes). */
+int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_row *r, uint64_t prev_cid);
+/* Removes id from the group PEL and its owner's; returns ECHD_ENOTFOUND
+ * when it was not pending. Updates g and the owner's record. */
+int pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *id);
+
+/* The highest id in the group PEL; ECHD_ENOTFOUND when it is empty. */
+int pel_last(struct storage_txn *t, const struct group_meta *g, struct stream_id *out);
+
+/* Iterates the group PEL (cid 0) or one consumer's PEL within [start, end]. */
+struct pel_iter;
+int pel_iter_create(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
+	const struct stream_id *start, const struct stream_id *end, struct pel_iter **out);
+/* Returns 0 with *r, or ECHD_ENOTFOUND at the end. Writes between calls
+ * are allowed: the iterator seeks past the last row it returned. */
+int pel_iter_next(struct pel_iter *it, struct pel_row *r);
+void pel_iter_destroy(struct pel_iter *it);
+
+#endif

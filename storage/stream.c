@@ -1,0 +1,1629 @@
+/* stream.c - streams as rows in the storage tables.
+ *
+ * Key layout (all integers big-endian, so byte order is numeric order):
+ *   keys     db(1) namelen(4) name        -> stream metadata (see meta_encode)
+ *   byid     db(1) sid(8)                 -> name
+ *   entries  sid(8) ms(8) seq(8)          -> nfields(4) { len(4) bytes }*
+ *   nodes    sid(8) ms(8) seq(8)          -> node bookkeeping (see node_encode)
+ *   meta     "next-sid"                   -> u64
+ *            "dbsize" db(1)               -> u64
+ *   trash    'S' sid(8) | 'G' gid(8)      -> (empty): rows still to delete
+ *
+ * A node row stands for one of Redis' listpack nodes: it counts live and
+ * deleted entries and the bytes the listpack would hold, so that node
+ * boundaries, and with them `~` trimming, fall where Redis puts them.
+ */
+#include "stream.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "echd.h"
+#include "stream_impl.h"
+
+#define META_VERSION 1
+#define META_LEN     (1 + 8 * 8 + 16 * 4)
+#define KEY_MAX      (1 + 4 + 512 * 1024 * 1024)
+
+/* ---- byte helpers ------------------------------------------------------- */
+
+void
+st_put_u64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)(v & 0xff);
+		v >>= 8;
+	}
+}
+
+uint64_t
+st_get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++) {
+		v = (v << 8) | p[i];
+	}
+	return v;
+}
+
+static void
+put_u32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static uint32_t
+get_u32(const unsigned char *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+void
+st_put_id(unsigned char *p, const struct stream_id *id)
+{
+	st_put_u64(p, id->ms);
+	st_put_u64(p + 8, id->seq);
+}
+
+void
+st_get_id(const unsigned char *p, struct stream_id *id)
+{
+	id->ms = st_get_u64(p);
+	id->seq = st_get_u64(p + 8);
+}
+
+/* ---- ids ---------------------------------------------------------------- */
+
+int
+stream_id_cmp(const struct stream_id *a, const struct stream_id *b)
+{
+	if (a->ms != b->ms) {
+		return a->ms < b->ms ? -1 : 1;
+	}
+	if (a->seq != b->seq) {
+		return a->seq < b->seq ? -1 : 1;
+	}
+	return 0;
+}
+
+/* Strict unsigned decimal: digits only, no sign, fits in 64 bits. */
+static int
+parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 20) {
+		return ECHD_EINVAL;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned d;
+		if (s[i] < '0' || s[i] > '9') {
+			return ECHD_EINVAL;
+		}
+		d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10) {
+			return ECHD_EINVAL;
+		}
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+int
+stream_id_parse(const char *s, size_t len, uint64_t missing_seq, bool allow_minmax,
+	struct stream_id *out)
+{
+	const char *dash;
+	struct stream_id id;
+
+	if (len == 1 && (s[0] == '-' || s[0] == '+')) {
+		if (!allow_minmax) {
+			return ECHD_EINVAL;
+		}
+		id.ms = id.seq = s[0] == '-' ? 0 : UINT64_MAX;
+		*out = id;
+		return 0;
+	}
+	dash = memchr(s, '-', len);
+	if (dash == NULL) {
+		if (parse_u64(s, len, &id.ms) != 0) {
+			return ECHD_EINVAL;
+		}
+		id.seq = missing_seq;
+	} else {
+		if (parse_u64(s, (size_t)(dash - s), &id.ms) != 0 ||
+			parse_u64(dash + 1, len - (size_t)(dash - s) - 1, &id.seq) != 0) {
+			return ECHD_EINVAL;
+		}
+	}
+	*out = id;
+	return 0;
+}
+
+static size_t
+u64_format(uint64_t v, char *buf)
+{
+	char tmp[20];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (i = 0; i < n; i++) {
+		buf[i] = tmp[n - 1 - i];
+	}
+	return n;
+}
+
+size_t
+stream_id_format(const struct stream_id *id, char *buf)
+{
+	size_t n = u64_format(id->ms, buf);
+	buf[n++] = '-';
+	n += u64_format(id->seq, buf + n);
+	buf[n] = '\0';
+	return n;
+}
+
+bool
+stream_id_incr(struct stream_id *id)
+{
+	if (id->seq == UINT64_MAX) {
+		if (id->ms == UINT64_MAX) {
+			return false;
+		}
+		id->ms++;
+		id->seq = 0;
+		return true;
+	}
+	id->seq++;
+	return true;
+}
+
+bool
+stream_id_decr(struct stream_id *id)
+{
+	if (id->seq == 0) {
+		if (id->ms == 0) {
+			return false;
+		}
+		id->ms--;
+		id->seq = UINT64_MAX;
+		return true;
+	}
+	id->seq--;
+	return true;
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+/* Builds the keys-table key in buf; returns its length or 0 if too long. */
+static size_t
+keys_key(unsigned char *buf, size_t cap, unsigned db, const struct st_buf *name)
+{
+	if (name->len > UINT32_MAX || 5 + name->len > cap) {
+		return 0;
+	}
+	buf[0] = (unsigned char)db;
+	put_u32(buf + 1, (uint32_t)name->len);
+	memcpy(buf + 5, name->data, name->len);
+	return 5 + name->len;
+}
+
+static void
+meta_encode(unsigned char *p, const struct stream_meta *m)
+{
+	p[0] = META_VERSION;
+	p += 1;
+	st_put_u64(p, m->sid);
+	st_put_u64(p + 8, m->length);
+	st_put_u64(p + 16, m->entries_added);
+	st_put_u64(p + 24, m->nodes);
+	st_put_u64(p + 32, m->groups);
+	st_put_u64(p + 40, 0); /* reserved */
+	st_put_u64(p + 48, 0);
+	st_put_u64(p + 56, 0);
+	p += 64;
+	st_put_id(p, &m->first);
+	st_put_id(p + 16, &m->last);
+	st_put_id(p + 32, &m->max_deleted);
+	st_put_id(p + 48, &m->tail_node);
+}
+
+static int
+meta_decode(const struct st_buf *v, struct stream_meta *m)
+{
+	const unsigned char *p = v->data;
+
+	if (v->len != META_LEN || p[0] != META_VERSION) {
+		return ECHD_ECORRUPT;
+	}
+	p += 1;
+	m->sid = st_get_u64(p);
+	m->length = st_get_u64(p + 8);
+	m->entries_added = st_get_u64(p + 16);
+	m->nodes = st_get_u64(p + 24);
+	m->groups = st_get_u64(p + 32);
+	p += 64;
+	st_get_id(p, &m->first);
+	st_get_id(p + 16, &m->last);
+	st_get_id(p + 32, &m->max_deleted);
+	st_get_id(p + 48, &m->tail_node);
+	return 0;
+}
+
+/* Runs fn with the keys-table key of (db, name) built on the stack or heap. */
+struct keybuf {
+	unsigned char small[256];
+	unsigned char *p;
+	size_t len;
+};
+
+static int
+keybuf_init(struct keybuf *kb, unsigned db, const struct st_buf *name)
+{
+	size_t need = 5 + name->len;
+
+	kb->p = kb->small;
+	if (name->len > UINT32_MAX) {
+		return ECHD_EINVAL;
+	}
+	if (need > sizeof(kb->small)) {
+		kb->p = echd_malloc(need);
+		if (kb->p == NULL) {
+			return -ENOMEM;
+		}
+	}
+	kb->len = keys_key(kb->p, need, db, name);
+	return 0;
+}
+
+static void
+keybuf_finish(struct keybuf *kb)
+{
+	if (kb->p != kb->small) {
+		echd_free(kb->p);
+	}
+}
+
+int
+stream_lookup(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	struct stream_meta *out)
+{
+	struct keybuf kb;
+	struct st_buf k, v;
+	int rc;
+
+	rc = keybuf_init(&kb, db, name);
+	if (rc != 0) {
+		return rc;
+	}
+	k.data = kb.p;
+	k.len = kb.len;
+	rc = storage_get(t, STORAGE_T_KEYS, &k, &v);
+	if (rc == 0) {
+		rc = meta_decode(&v, out);
+	}
+	keybuf_finish(&kb);
+	return rc;
+}
+
+int
+stream_meta_save(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	const struct stream_meta *m)
+{
+	unsigned char val[META_LEN];
+	struct keybuf kb;
+	struct st_buf k, v;
+	int rc;
+
+	rc = keybuf_init(&kb, db, name);
+	if (rc != 0) {
+		return rc;
+	}
+	meta_encode(val, m);
+	k.data = kb.p;
+	k.len = kb.len;
+	v.data = val;
+	v.len = sizeof(val);
+	rc = storage_put(t, STORAGE_T_KEYS, &k, &v, 0);
+	keybuf_finish(&kb);
+	return rc;
+}
+
+static int
+meta_u64_get(struct storage_txn *t, const void *key, size_t klen, uint64_t *out)
+{
+	struct st_buf k = {key, klen}, v;
+	int rc = storage_get(t, STORAGE_T_META, &k, &v);
+
+	if (rc == ECHD_ENOTFOUND) {
+		*out = 0;
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (v.len != 8) {
+		return ECHD_ECORRUPT;
+	}
+	*out = st_get_u64(v.data);
+	return 0;
+}
+
+static int
+meta_u64_put(struct storage_txn *t, const void *key, size_t klen, uint64_t val)
+{
+	unsigned char buf[8];
+	struct st_buf k = {key, klen}, v = {buf, 8};
+
+	st_put_u64(buf, val);
+	return storage_put(t, STORAGE_T_META, &k, &v, 0);
+}
+
+static int
+dbsize_add(struct storage_txn *t, unsigned db, int delta)
+{
+	unsigned char key[7] = {'d', 'b', 's', 'i', 'z', 'e', (unsigned char)db};
+	uint64_t n;
+	int rc = meta_u64_get(t, key, sizeof(key), &n);
+
+	if (rc != 0) {
+		return rc;
+	}
+	if (delta < 0 && n < (uint64_t)-delta) {
+		return ECHD_ECORRUPT;
+	}
+	return meta_u64_put(t, key, sizeof(key), n + (uint64_t)(int64_t)delta);
+}
+
+int
+stream_db_size(struct storage_txn *t, unsigned db, uint64_t *out)
+{
+	unsigned char key[7] = {'d', 'b', 's', 'i', 'z', 'e', (unsigned char)db};
+	return meta_u64_get(t, key, sizeof(key), out);
+}
+
+static int
+byid_put(struct storage_txn *t, unsigned db, uint64_t sid, const struct st_buf *name)
+{
+	unsigned char key[9];
+	struct st_buf k = {key, 9};
+
+	key[0] = (unsigned char)db;
+	st_put_u64(key + 1, sid);
+	return storage_put(t, STORAGE_T_BYID, &k, name, 0);
+}
+
+static int
+byid_del(struct storage_txn *t, unsigned db, uint64_t sid)
+{
+	unsigned char key[9];
+	struct st_buf k = {key, 9};
+
+	key[0] = (unsigned char)db;
+	st_put_u64(key + 1, sid);
+	return storage_del(t, STORAGE_T_BYID, &k);
+}
+
+int
+st_next_id(struct storage_txn *t, uint64_t *out)
+{
+	static const char next_key[] = "next-sid";
+	uint64_t id;
+	int rc;
+
+	rc = meta_u64_get(t, next_key, sizeof(next_key) - 1, &id);
+	if (rc != 0) {
+		return rc;
+	}
+	id++; /* ids start at 1; 0 is the SCAN end marker */
+	rc = meta_u64_put(t, next_key, sizeof(next_key) - 1, id);
+	if (rc == 0) {
+		*out = id;
+	}
+	return rc;
+}
+
+int
+st_trash_add(struct storage_txn *t, enum st_trash_kind kind, uint64_t id)
+{
+	unsigned char tk[9];
+	struct st_buf k = {tk, 9}, empty = {"", 0};
+
+	tk[0] = (unsigned char)kind;
+	st_put_u64(tk + 1, id);
+	return storage_put(t, STORAGE_T_TRASH, &k, &empty, 0);
+}
+
+/* Schedules a dropped stream's rows, and its groups', for deletion. The
+ * group rows go at once (a stream has few groups); their PEL and consumer
+ * rows, like the entries, go in later batches. */
+static int
+trash_stream(struct storage_txn *t, uint64_t sid)
+{
+	unsigned char prefix[8];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {prefix, 8};
+	int rc;
+
+	st_put_u64(prefix, sid);
+	rc = storage_cursor_open(t, STORAGE_T_GROUPS, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		if (key.len < 8 || memcmp(key.data, prefix, 8) != 0 || val.len < 8) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		rc = st_trash_add(t, ST_TRASH_GROUP, st_get_u64(val.data));
+		if (rc == 0) {
+			rc = storage_cursor_del(c);
+		}
+		if (rc == 0) {
+			rc = storage_cursor_next(c, &key, &val);
+		}
+	}
+	storage_cursor_close(c);
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	return st_trash_add(t, ST_TRASH_STREAM, sid);
+}
+
+int
+stream_create(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	struct stream_meta *out)
+{
+	struct stream_meta m;
+	uint64_t sid;
+	int rc;
+
+	rc = st_next_id(t, &sid);
+	if (rc != 0) {
+		return rc;
+	}
+	memset(&m, 0, sizeof(m));
+	m.sid = sid;
+	rc = stream_meta_save(t, db, name, &m);
+	if (rc == 0) {
+		rc = byid_put(t, db, sid, name);
+	}
+	if (rc == 0) {
+		rc = dbsize_add(t, db, 1);
+	}
+	if (rc == 0) {
+		*out = m;
+	}
+	return rc;
+}
+
+/* Removes the key row and schedules its rows for deletion. */
+static int
+key_drop(struct storage_txn *t, unsigned db, const struct st_buf *name, const struct stream_meta *m)
+{
+	struct keybuf kb;
+	struct st_buf kk;
+	int rc;
+
+	rc = keybuf_init(&kb, db, name);
+	if (rc != 0) {
+		return rc;
+	}
+	kk.data = kb.p;
+	kk.len = kb.len;
+	rc = storage_del(t, STORAGE_T_KEYS, &kk);
+	keybuf_finish(&kb);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = byid_del(t, db, m->sid);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	rc = dbsize_add(t, db, -1);
+	if (rc != 0) {
+		return rc;
+	}
+	return trash_stream(t, m->sid);
+}
+
+int
+stream_delete(struct storage_txn *t, unsigned db, const struct st_buf *name)
+{
+	struct stream_meta m;
+	int rc = stream_lookup(t, db, name, &m);
+
+	if (rc != 0) {
+		return rc;
+	}
+	return key_drop(t, db, name, &m);
+}
+
+int
+stream_rename(struct storage_txn *t, unsigned db, const struct st_buf *from,
+	const struct st_buf *to)
+{
+	struct stream_meta m, dst;
+	struct keybuf kb;
+	struct st_buf k;
+	int rc;
+
+	rc = stream_lookup(t, db, from, &m);
+	if (rc != 0) {
+		return rc;
+	}
+	if (from->len == to->len && memcmp(from->data, to->data, from->len) == 0) {
+		return 0;
+	}
+	rc = stream_lookup(t, db, to, &dst);
+	if (rc == 0) {
+		rc = key_drop(t, db, to, &dst);
+	} else if (rc == ECHD_ENOTFOUND) {
+		rc = 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = keybuf_init(&kb, db, from);
+	if (rc != 0) {
+		return rc;
+	}
+	k.data = kb.p;
+	k.len = kb.len;
+	rc = storage_del(t, STORAGE_T_KEYS, &k);
+	keybuf_finish(&kb);
+	if (rc == 0) {
+		rc = stream_meta_save(t, db, to, &m);
+	}
+	if (rc == 0) {
+		rc = byid_put(t, db, m.sid, to);
+	}
+	return rc;
+}
+
+int
+stream_flush(struct storage_txn *t, unsigned db, bool all_dbs)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val, seek;
+	unsigned char start = (unsigned char)db;
+	int rc;
+
+	rc = storage_cursor_open(t, STORAGE_T_KEYS, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	seek.data = &start;
+	seek.len = 1;
+	rc = storage_cursor_seek(c, all_dbs ? NULL : &seek, &key, &val);
+	while (rc == 0) {
+		const unsigned char *kp = key.data;
+		struct stream_meta m;
+		struct st_buf name;
+
+		if (key.len < 5 || (!all_dbs && kp[0] != db)) {
+			break;
+		}
+		rc = meta_decode(&val, &m);
+		if (rc != 0) {
+			break;
+		}
+		name.data = kp + 5;
+		name.len = key.len - 5;
+		rc = byid_del(t, kp[0], m.sid);
+		if (rc != 0 && rc != ECHD_ENOTFOUND) {
+			break;
+		}
+		rc = trash_stream(t, m.sid);
+		if (rc != 0) {
+			break;
+		}
+		(void)name;
+		rc = storage_cursor_del(c);
+		if (rc != 0) {
+			break;
+		}
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	for (unsigned d = all_dbs ? 0 : db; d <= (all_dbs ? 255u : db); d++) {
+		unsigned char dk[7] = {'d', 'b', 's', 'i', 'z', 'e', (unsigned char)d};
+		struct st_buf k = {dk, sizeof(dk)};
+		rc = storage_del(t, STORAGE_T_META, &k);
+		if (rc != 0 && rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int
+stream_scan(struct storage_txn *t, unsigned db, uint64_t *cursor, unsigned count,
+	stream_key_fn fn, void *ud)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val, seek;
+	unsigned char sk[9];
+	unsigned seen = 0;
+	int rc;
+
+	rc = storage_cursor_open(t, STORAGE_T_BYID, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	sk[0] = (unsigned char)db;
+	st_put_u64(sk + 1, *cursor);
+	seek.data = sk;
+	seek.len = sizeof(sk);
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		const unsigned char *kp = key.data;
+		if (key.len != 9 || kp[0] != db) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		if (seen == count) {
+			*cursor = st_get_u64(kp + 1);
+			break;
+		}
+		rc = fn(&val, ud);
+		if (rc != 0) {
+			storage_cursor_close(c);
+			return rc;
+		}
+		seen++;
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	if (rc == ECHD_ENOTFOUND) {
+		*cursor = 0;
+		return 0;
+	}
+	return rc;
+}
+
+/* Deletes rows of table tb whose key starts with prefix, up to *budget. */
+static int
+delete_prefix(struct storage_txn *t, enum storage_table tb, const unsigned char *prefix,
+	size_t plen, unsigned *budget, bool *done)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {prefix, plen};
+	int rc;
+
+	*done = false;
+	rc = storage_cursor_open(t, tb, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0 && *budget > 0) {
+		if (key.len < plen || memcmp(key.data, prefix, plen) != 0) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		rc = storage_cursor_del(c);
+		if (rc != 0) {
+			break;
+		}
+		(*budget)--;
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	if (rc == ECHD_ENOTFOUND) {
+		*done = true;
+		return 0;
+	}
+	return rc;
+}
+
+int
+stream_gc_step(struct storage_txn *t, unsigned budget, bool *more)
+{
+	static const enum storage_table stream_tables[] = {STORAGE_T_ENTRIES, STORAGE_T_NODES};
+	static const enum storage_table group_tables[] = {STORAGE_T_PEL, STORAGE_T_CPEL,
+		STORAGE_T_CONSREC, STORAGE_T_CONSUMERS};
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	int rc;
+
+	*more = false;
+	for (;;) {
+		unsigned char tk[9];
+		struct st_buf k = {tk, 9};
+		const enum storage_table *tables;
+		size_t ntables;
+		bool done = true;
+
+		rc = storage_cursor_open(t, STORAGE_T_TRASH, &c);
+		if (rc != 0) {
+			return rc;
+		}
+		rc = storage_cursor_seek(c, NULL, &key, &val);
+		if (rc == 0) {
+			if (key.len != 9) {
+				rc = ECHD_ECORRUPT;
+			} else {
+				memcpy(tk, key.data, 9);
+			}
+		}
+		storage_cursor_close(c);
+		if (rc != 0) {
+			return rc == ECHD_ENOTFOUND ? 0 : rc;
+		}
+		if (budget == 0) {
+			*more = true;
+			return 0;
+		}
+		tables = tk[0] == ST_TRASH_STREAM ? stream_tables : group_tables;
+		ntables = tk[0] == ST_TRASH_STREAM ? 2 : 4;
+		for (size_t i = 0; i < ntables && done; i++) {
+			rc = delete_prefix(t, tables[i], tk + 1, 8, &budget, &done);
+			if (rc != 0) {
+				return rc;
+			}
+		}
+		if (!done) {
+			*more = true;
+			return 0;
+		}
+		rc = storage_del(t, STORAGE_T_TRASH, &k);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+}
+
+/* ---- nodes: Redis' listpack sizes --------------------------------------- */
+
+/* Bytes of a listpack element holding an integer. */
+static uint64_t
+lp_int_size(int64_t v)
+{
+	uint64_t enc;
+
+	if (v >= 0 && v <= 127) {
+		enc = 1;
+	} else if (v >= -4096 && v <= 4095) {
+		enc = 2;
+	} else if (v >= -32768 && v <= 32767) {
+		enc = 3;
+	} else if (v >= -8388608 && v <= 8388607) {
+		enc = 4;
+	} else if (v >= INT32_MIN && v <= INT32_MAX) {
+		enc = 5;
+	} else {
+		enc = 9;
+	}
+	return enc + 1; /* backlen of 1 byte: enc < 128 */
+}
+
+static uint64_t
+lp_backlen_size(uint64_t l)
+{
+	if (l <= 127) {
+		return 1;
+	} else if (l < 16383) {
+		return 2;
+	} else if (l < 2097151) {
+		return 3;
+	} else if (l < 268435455) {
+		return 4;
+	}
+	return 5;
+}
+
+/* A string the listpack would store as an integer (lpStringToInt64 rules). */
+static bool
+lp_string_int(const unsigned char *s, size_t len, int64_t *out)
+{
+	size_t i = 0;
+	bool neg = false;
+	uint64_t v = 0;
+
+	if (len == 0 || len > 20) {
+		return false;
+	}
+	if (len == 1 && s[0] == '0') {
+		*out = 0;
+		return true;
+	}
+	if (s[0] == '-') {
+		neg = true;
+		i = 1;
+		if (len == 1) {
+			return false;
+		}
+	}
+	if (s[i] < '1' || s[i] > '9') {
+		return false;
+	}
+	for (; i < len; i++) {
+		unsigned d;
+		if (s[i] < '0' || s[i] > '9') {
+			return false;
+		}
+		d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10) {
+			return false;
+		}
+		v = v * 10 + d;
+	}
+	if (neg) {
+		if (v > (uint64_t)INT64_MAX + 1) {
+			return false;
+		}
+		*out = (int64_t)(0 - v);
+	} else {
+		if (v > INT64_MAX) {
+			return false;
+		}
+		*out = (int64_t)v;
+	}
+	return true;
+}
+
+static uint64_t
+lp_str_size(const void *p, size_t len)
+{
+	int64_t iv;
+	uint64_t enc;
+
+	if (lp_string_int(p, len, &iv)) {
+		return lp_int_size(iv);
+	}
+	if (len < 64) {
+		enc = 1 + len;
+	} else if (len < 4096) {
+		enc = 2 + len;
+	} else {
+		enc = 5 + len;
+	}
+	return enc + lp_backlen_size(enc);
+}
+
+/* Node row value: live(8) deleted(8) entry_bytes(8) last(16) nfields(4)
+ * { len(4) field }* -- the master fields decide Redis' SAMEFIELDS flag. */
+struct node {
+	struct stream_id first; /* the node's key */
+	uint64_t live, deleted, entry_bytes;
+	struct stream_id last; /* last entry, deleted or not */
+	const unsigned char *fields; /* borrowed master fields part */
+	size_t fields_len;
+	uint32_t nfields;
+};
+
+#define NODE_FIXED (8 * 3 + 16 + 4)
+
+static int
+node_decode(const struct st_buf *key, const struct st_buf *v, struct node *n)
+{
+	const unsigned char *p = v->data;
+
+	if (key->len != 24 || v->len < NODE_FIXED) {
+		return ECHD_ECORRUPT;
+	}
+	st_get_id((const unsigned char *)key->data + 8, &n->first);
+	n->live = st_get_u64(p);
+	n->deleted = st_get_u64(p + 8);
+	n->entry_bytes = st_get_u64(p + 16);
+	st_get_id(p + 24, &n->last);
+	n->nfields = get_u32(p + 40);
+	n->fields = p + NODE_FIXED;
+	n->fields_len = v->len - NODE_FIXED;
+	return 0;
+}
+
+static size_t
+node_key(unsigned char *k, uint64_t sid, const struct stream_id *first)
+{
+	st_put_u64(k, sid);
+	st_put_id(k + 8, first);
+	return 24;
+}
+
+/* Writes the node row; fields/fields_len are the master fields part. */
+static int
+node_save(struct storage_txn *t, uint64_t sid, const struct node *n)
+{
+	unsigned char key[24], small[512], *val = small;
+	size_t vlen = NODE_FIXED + n->fields_len;
+	struct st_buf k = {key, 24}, v;
+	int rc;
+
+	if (vlen > sizeof(small)) {
+		val = echd_malloc(vlen);
+		if (val == NULL) {
+			return -ENOMEM;
+		}
+	}
+	node_key(key, sid, &n->first);
+	st_put_u64(val, n->live);
+	st_put_u64(val + 8, n->deleted);
+	st_put_u64(val + 16, n->entry_bytes);
+	st_put_id(val + 24, &n->last);
+	put_u32(val + 40, n->nfields);
+	memmove(val + NODE_FIXED, n->fields, n->fields_len);
+	v.data = val;
+	v.len = vlen;
+	rc = storage_put(t, STORAGE_T_NODES, &k, &v, 0);
+	if (val != small) {
+		echd_free(val);
+	}
+	return rc;
+}
+
+static int
+node_load(struct storage_txn *t, uint64_t sid, const struct stream_id *first, struct node *n)
+{
+	unsigned char key[24];
+	struct st_buf k = {key, 24}, v;
+	int rc;
+
+	node_key(key, sid, first);
+	rc = storage_get(t, STORAGE_T_NODES, &k, &v);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	return node_decode(&k, &v, n);
+}
+
+/* The listpack's total bytes: header, master entry, entries, end byte. */
+static uint64_t
+node_lp_bytes(const struct node *n)
+{
+	uint64_t b = 6 + 1;
+	size_t pos = 0;
+
+	b += lp_int_size((int64_t)n->live) + lp_int_size((int64_t)n->deleted);
+	b += lp_int_size(n->nfields);
+	for (uint32_t i = 0; i < n->nfields && pos + 4 <= n->fields_len; i++) {
+		uint32_t l = get_u32(n->fields + pos);
+		b += lp_str_size(n->fields + pos + 4, l);
+		pos += 4 + l;
+	}
+	b += lp_int_size(0);
+	return b + n->entry_bytes;
+}
+
+static bool
+node_same_fields(const struct node *n, const struct st_buf *fv, size_t nfv)
+{
+	size_t pos = 0;
+
+	if (n->nfields != nfv / 2) {
+		return false;
+	}
+	for (size_t i = 0; i < nfv; i += 2) {
+		uint32_t l;
+		if (pos + 4 > n->fields_len) {
+			return false;
+		}
+		l = get_u32(n->fields + pos);
+		if (l != fv[i].len || pos + 4 + l > n->fields_len ||
+			memcmp(n->fields + pos + 4, fv[i].data, l) != 0) {
+			return false;
+		}
+		pos += 4 + l;
+	}
+	return true;
+}
+
+/* The bytes one entry adds to its node's listpack. */
+static uint64_t
+entry_lp_size(const struct node *n, const struct stream_id *id, const struct st_buf *fv,
+	size_t nfv, bool same)
+{
+	uint64_t b = 0, numfields = nfv / 2;
+	int64_t lp_count;
+
+	b += lp_int_size(same ? 2 : 0);
+	b += lp_int_size((int64_t)(id->ms - n->first.ms));
+	b += lp_int_size((int64_t)(id->seq - n->first.seq));
+	if (!same) {
+		b += lp_int_size((int64_t)numfields);
+	}
+	for (size_t i = 0; i < nfv; i++) {
+		if (same && i % 2 == 0) {
+			continue;
+		}
+		b += lp_str_size(fv[i].data, fv[i].len);
+	}
+	lp_count = (int64_t)numfields + 3;
+	if (!same) {
+		lp_count += (int64_t)numfields + 1;
+	}
+	return b + lp_int_size(lp_count);
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+static size_t
+entry_key(unsigned char *k, uint64_t sid, const struct stream_id *id)
+{
+	st_put_u64(k, sid);
+	st_put_id(k + 8, id);
+	return 24;
+}
+
+static int
+entry_put(struct storage_txn *t, uint64_t sid, const struct stream_id *id,
+	const struct st_buf *fv, size_t nfv)
+{
+	unsigned char key[24], small[1024], *val = small;
+	size_t vlen = 4, pos;
+	struct st_buf k = {key, 24}, v;
+	int rc;
+
+	for (size_t i = 0; i < nfv; i++) {
+		vlen += 4 + fv[i].len;
+	}
+	if (vlen > sizeof(small)) {
+		val = echd_malloc(vlen);
+		if (val == NULL) {
+			return -ENOMEM;
+		}
+	}
+	put_u32(val, (uint32_t)(nfv / 2));
+	pos = 4;
+	for (size_t i = 0; i < nfv; i++) {
+		put_u32(val + pos, (uint32_t)fv[i].len);
+		memcpy(val + pos + 4, fv[i].data, fv[i].len);
+		pos += 4 + fv[i].len;
+	}
+	entry_key(key, sid, id);
+	v.data = val;
+	v.len = vlen;
+	/* Ids only grow, so the row goes at the end of its stream's range; a
+	 * plain put keeps working when another stream's rows sort after it. */
+	rc = storage_put(t, STORAGE_T_ENTRIES, &k, &v, 0);
+	if (val != small) {
+		echd_free(val);
+	}
+	return rc;
+}
+
+static int
+master_fields_encode(const struct st_buf *fv, size_t nfv, unsigned char **out, size_t *len)
+{
+	size_t n = 0, pos = 0;
+	unsigned char *p;
+
+	for (size_t i = 0; i < nfv; i += 2) {
+		n += 4 + fv[i].len;
+	}
+	p = echd_malloc(n ? n : 1);
+	if (p == NULL) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nfv; i += 2) {
+		put_u32(p + pos, (uint32_t)fv[i].len);
+		memcpy(p + pos + 4, fv[i].data, fv[i].len);
+		pos += 4 + fv[i].len;
+	}
+	*out = p;
+	*len = n;
+	return 0;
+}
+
+int
+stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id,
+	const struct st_buf *fv, size_t nfv, uint64_t node_max_entries, uint64_t node_max_bytes)
+{
+	struct node n;
+	unsigned char *mf = NULL;
+	bool new_node = true, same;
+	uint64_t totelelen = 0;
+	int rc;
+
+	for (size_t i = 0; i < nfv; i++) {
+		totelelen += fv[i].len;
+	}
+	if (node_max_bytes == 0 || node_max_bytes > (1u << 30)) {
+		node_max_bytes = 1u << 30;
+	}
+	if (m->nodes > 0) {
+		rc = node_load(t, m->sid, &m->tail_node, &n);
+		if (rc != 0) {
+			return rc;
+		}
+		new_node = node_lp_bytes(&n) + totelelen >= node_max_bytes ||
+			(node_max_entries && n.live + n.deleted >= node_max_entries);
+	}
+	rc = entry_put(t, m->sid, id, fv, nfv);
+	if (rc != 0) {
+		return rc;
+	}
+	if (new_node) {
+		memset(&n, 0, sizeof(n));
+		n.first = *id;
+		n.nfields = (uint32_t)(nfv / 2);
+		rc = master_fields_encode(fv, nfv, &mf, &n.fields_len);
+		if (rc != 0) {
+			return rc;
+		}
+		n.fields = mf;
+		same = true;
+	} else {
+		same = node_same_fields(&n, fv, nfv);
+	}
+	n.entry_bytes += entry_lp_size(&n, id, fv, nfv, same);
+	n.live++;
+	n.last = *id;
+	rc = node_save(t, m->sid, &n);
+	echd_free(mf);
+	if (rc != 0) {
+		return rc;
+	}
+	if (new_node) {
+		m->nodes++;
+		m->tail_node = *id;
+	}
+	if (m->length == 0) {
+		m->first = *id;
+	}
+	m->length++;
+	m->last = *id;
+	m->entries_added++;
+	return 0;
+}
+
+/* Finds the first live entry at or after from (or the stream's end). */
+static int
+first_live(struct storage_txn *t, struct stream_meta *m)
+{
+	struct stream_iter *it;
+	struct stream_id start = {0, 0}, end = {UINT64_MAX, UINT64_MAX}, id;
+	struct st_buf f;
+	int rc;
+
+	if (m->length == 0) {
+		m->first.ms = m->first.seq = 0;
+		return 0;
+	}
+	rc = stream_iter_create(t, m, &start, &end, false, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_iter_next(it, &id, &f);
+	stream_iter_destroy(it);
+	if (rc == 0) {
+		m->first = id;
+	}
+	return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+}
+
+/* Removes every entry row of node n and the node row itself. */
+static int
+node_remove(struct storage_txn *t, struct stream_meta *m, const struct node *n)
+{
+	unsigned char from[24], nk[24];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {from, 24}, k = {nk, 24};
+	int rc;
+
+	entry_key(from, m->sid, &n->first);
+	rc = storage_cursor_open(t, STORAGE_T_ENTRIES, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		struct stream_id id;
+		if (key.len != 24 || memcmp(key.data, from, 8) != 0) {
+			break;
+		}
+		st_get_id((const unsigned char *)key.data + 8, &id);
+		if (stream_id_cmp(&id, &n->last) > 0) {
+			break;
+		}
+		rc = storage_cursor_del(c);
+		if (rc != 0) {
+			break;
+		}
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	node_key(nk, m->sid, &n->first);
+	rc = storage_del(t, STORAGE_T_NODES, &k);
+	if (rc != 0) {
+		return rc;
+	}
+	m->nodes--;
+	return 0;
+}
+
+/* After the tail node was removed, the previous node (if any) is the tail. */
+static int
+tail_refresh(struct storage_txn *t, struct stream_meta *m)
+{
+	unsigned char sk[24];
+	struct stream_id max = {UINT64_MAX, UINT64_MAX};
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {sk, 24};
+	int rc;
+
+	if (m->nodes == 0) {
+		m->tail_node.ms = m->tail_node.seq = 0;
+		return 0;
+	}
+	node_key(sk, m->sid, &max);
+	rc = storage_cursor_open(t, STORAGE_T_NODES, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek_last(c, &seek, &key, &val);
+	if (rc == 0 && (key.len != 24 || memcmp(key.data, sk, 8) != 0)) {
+		rc = ECHD_ECORRUPT;
+	}
+	if (rc == 0) {
+		st_get_id((const unsigned char *)key.data + 8, &m->tail_node);
+	}
+	storage_cursor_close(c);
+	return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+}
+
+/* Deletes one entry row that is known to be in node n; updates n. */
+static int
+entry_del_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
+	const struct stream_id *id)
+{
+	unsigned char key[24];
+	struct st_buf k = {key, 24};
+	int rc;
+
+	entry_key(key, m->sid, id);
+	rc = storage_del(t, STORAGE_T_ENTRIES, &k);
+	if (rc != 0) {
+		return rc;
+	}
+	n->live--;
+	n->deleted++;
+	m->length--;
+	return 0;
+}
+
+/* Exact trimming inside the first node: deletes its entries in id order
+ * until the stream is short enough or reaches minid. */
+static int
+trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
+	const struct stream_trim *tr, uint64_t *deleted)
+{
+	unsigned char from[24];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {from, 24};
+	int rc;
+
+	entry_key(from, m->sid, &n->first);
+	rc = storage_cursor_open(t, STORAGE_T_ENTRIES, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		struct stream_id id;
+		if (key.len != 24 || memcmp(key.data, from, 8) != 0) {
+			break;
+		}
+		st_get_id((const unsigned char *)key.data + 8, &id);
+		if (stream_id_cmp(&id, &n->last) > 0) {
+			break;
+		}
+		if (tr->strategy == STREAM_TRIM_MAXLEN ? m->length <= tr->maxlen
+						       : stream_id_cmp(&id, &tr->minid) >= 0) {
+			break;
+		}
+		rc = storage_cursor_del(c);
+		if (rc != 0) {
+			break;
+		}
+		n->live--;
+		n->deleted++;
+		m->length--;
+		(*deleted)++;
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	return node_save(t, m->sid, n);
+}
+
+int
+stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
+	uint64_t *removed)
+{
+	unsigned char sk[24];
+	uint64_t deleted = 0;
+	int rc = 0;
+
+	*removed = 0;
+	if (tr->strategy == STREAM_TRIM_NONE) {
+		return 0;
+	}
+	st_put_u64(sk, m->sid);
+	memset(sk + 8, 0, 16);
+	for (;;) {
+		struct storage_cursor *c;
+		struct st_buf key, val, seek = {sk, 24};
+		struct node n;
+		bool remove_node;
+
+		if (tr->strategy == STREAM_TRIM_MAXLEN && m->length <= tr->maxlen) {
+			break;
+		}
+		rc = storage_cursor_open(t, STORAGE_T_NODES, &c);
+		if (rc != 0) {
+			return rc;
+		}
+		rc = storage_cursor_seek(c, &seek, &key, &val);
+		if (rc == 0 && (key.len != 24 || memcmp(key.data, sk, 8) != 0)) {
+			rc = ECHD_ENOTFOUND;
+		}
+		if (rc == 0) {
+			rc = node_decode(&key, &val, &n);
+		}
+		storage_cursor_close(c);
+		if (rc == ECHD_ENOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		if (tr->limit && deleted + n.live > tr->limit) {
+			break;
+		}
+		if (tr->strategy == STREAM_TRIM_MAXLEN) {
+			remove_node = m->length - n.live >= tr->maxlen;
+		} else {
+			remove_node = stream_id_cmp(&n.last, &tr->minid) < 0;
+		}
+		if (remove_node) {
+			bool was_tail = stream_id_cmp(&n.first, &m->tail_node) == 0;
+			rc = node_remove(t, m, &n);
+			if (rc != 0) {
+				return rc;
+			}
+			m->length -= n.live;
+			deleted += n.live;
+			if (was_tail) {
+				rc = tail_refresh(t, m);
+				if (rc != 0) {
+					return rc;
+				}
+			}
+			/* the next node is now the first with this sid: seek again */
+			continue;
+		}
+		if (tr->approx) {
+			break;
+		}
+		/* Remove entries inside this node, in id order, until the target. */
+		rc = trim_in_node(t, m, &n, tr, &deleted);
+		if (rc != 0) {
+			return rc;
+		}
+		break;
+	}
+	if (m->length == 0) {
+		m->first.ms = m->first.seq = 0;
+	} else if (deleted) {
+		rc = first_live(t, m);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	*removed = deleted;
+	return 0;
+}
+
+int
+stream_delete_entry(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id)
+{
+	unsigned char ek[24], sk[24];
+	struct st_buf k = {ek, 24}, v, key, val, seek = {sk, 24};
+	struct storage_cursor *c;
+	struct node n;
+	int rc;
+
+	entry_key(ek, m->sid, id);
+	rc = storage_get(t, STORAGE_T_ENTRIES, &k, &v);
+	if (rc != 0) {
+		return rc;
+	}
+	node_key(sk, m->sid, id);
+	rc = storage_cursor_open(t, STORAGE_T_NODES, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek_last(c, &seek, &key, &val);
+	if (rc == 0 && (key.len != 24 || memcmp(key.data, sk, 8) != 0)) {
+		rc = ECHD_ENOTFOUND;
+	}
+	if (rc == 0) {
+		rc = node_decode(&key, &val, &n);
+	}
+	storage_cursor_close(c);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	rc = entry_del_in_node(t, m, &n, id);
+	if (rc != 0) {
+		return rc;
+	}
+	if (n.live == 0) {
+		unsigned char nk[24];
+		struct st_buf nkb = {nk, 24};
+		node_key(nk, m->sid, &n.first);
+		rc = storage_del(t, STORAGE_T_NODES, &nkb);
+		if (rc != 0) {
+			return rc;
+		}
+		m->nodes--;
+		if (stream_id_cmp(&n.first, &m->tail_node) == 0) {
+			rc = tail_refresh(t, m);
+		}
+	} else {
+		rc = node_save(t, m->sid, &n);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (stream_id_cmp(id, &m->max_deleted) > 0) {
+		m->max_deleted = *id;
+	}
+	if (m->length == 0) {
+		m->first.ms = m->first.seq = 0;
+	} else if (stream_id_cmp(id, &m->first) == 0) {
+		rc = first_live(t, m);
+	}
+	return rc;
+}
+
+int
+stream_get_entry(struct storage_txn *t, const struct stream_meta *m, const struct stream_id *id,
+	struct st_buf *fields)
+{
+	unsigned char key[24];
+	struct st_buf k = {key, 24};
+
+	entry_key(key, m->sid, id);
+	return storage_get(t, STORAGE_T_ENTRIES, &k, fields);
+}
+
+/* ---- iteration ---------------------------------------------------------- */
+
+struct stream_iter {
+	struct storage_cursor *c;
+	uint64_t sid;
+	struct stream_id start, end;
+	bool rev;
+	bool started;
+	bool done;
+};
+
+int
+stream_iter_create(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_id *start, const struct stream_id *end, bool rev,
+	struct stream_iter **out)
+{
+	struct stream_iter *it = echd_calloc(1, sizeof(*it));
+	int rc;
+
+	if (it == NULL) {
+		return -ENOMEM;
+	}
+	rc = storage_cursor_open(t, STORAGE_T_ENTRIES, &it->c);
+	if (rc != 0) {
+		echd_free(it);
+		return rc;
+	}
+	it->sid = m->sid;
+	it->start = *start;
+	it->end = *end;
+	it->rev = rev;
+	it->done = stream_id_cmp(start, end) > 0 || m->length == 0;
+	*out = it;
+	return 0;
+}
+
+int
+stream_iter_next(struct stream_iter *it, struct stream_id *id, struct st_buf *fields)
+{
+	unsigned char sk[24];
+	struct st_buf key, val, seek = {sk, 24};
+	struct stream_id cur;
+	int rc;
+
+	if (it->done) {
+		return ECHD_ENOTFOUND;
+	}
+	if (!it->started) {
+		it->started = true;
+		entry_key(sk, it->sid, it->rev ? &it->end : &it->start);
+		rc = it->rev ? storage_cursor_seek_last(it->c, &seek, &key, &val)
+			     : storage_cursor_seek(it->c, &seek, &key, &val);
+	} else {
+		rc = it->rev ? storage_cursor_prev(it->c, &key, &val)
+			     : storage_cursor_next(it->c, &key, &val);
+	}
+	if (rc != 0) {
+		it->done = true;
+		return rc;
+	}
+	st_put_u64(sk, it->sid);
+	if (key.len != 24 || memcmp(key.data, sk, 8) != 0) {
+		it->done = true;
+		return ECHD_ENOTFOUND;
+	}
+	st_get_id((const unsigned char *)key.data + 8, &cur);
+	if (it->rev ? stream_id_cmp(&cur, &it->start) < 0 : stream_id_cmp(&cur, &it->end) > 0) {
+		it->done = true;
+		return ECHD_ENOTFOUND;
+	}
+	*id = cur;
+	*fields = val;
+	return 0;
+}
+
+void
+stream_iter_destroy(struct stream_iter *it)
+{
+	if (it == NULL) {
+		return;
+	}
+	storage_cursor_close(it->c);
+	echd_free(it);
+}
+
+size_t
+stream_fields_count(const struct st_buf *fields)
+{
+	if (fields->len < 4) {
+		return 0;
+	}
+	return get_u32(fields->data);
+}
+
+bool
+stream_fields_next(const struct st_buf *fields, size_t *pos, struct st_buf *f, struct st_buf *v)
+{
+	const unsigned char *p = fields->data;
+	size_t at = *pos == 0 ? 4 : *pos;
+	uint32_t l;
+
+	if (at + 4 > fields->len) {
+		return false;
+	}
+	l = get_u32(p + at);
+	if (at + 4 + l + 4 > fields->len) {
+		return false;
+	}
+	f->data = p + at + 4;
+	f->len = l;
+	at += 4 + l;
+	l = get_u32(p + at);
+	if (at + 4 + l > fields->len) {
+		return false;
+	}
+	v->data = p + at + 4;
+	v->len = l;
+	*pos = at + 4 + l;
+	return true;
+}

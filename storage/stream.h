@@ -1,0 +1,124 @@
+/* stream.h - the stream data model over the storage interface.
+ *
+ * Streams live in the tables of storage.h: a metadata row per key, one
+ * row per entry, and node bookkeeping rows that mirror Redis' radix-tree
+ * nodes so that approximate (~) trimming removes the same entries Redis
+ * would. Every function runs inside the caller's transaction and changes
+ * nothing outside it; callers save metadata with stream_meta_save().
+ */
+#ifndef ECHD_STORAGE_STREAM_H
+#define ECHD_STORAGE_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage.h"
+
+struct stream_id {
+	uint64_t ms;
+	uint64_t seq;
+};
+
+/* Per-stream metadata, kept exact in the same transaction as the rows. */
+struct stream_meta {
+	uint64_t sid;                 /* internal id; rows refer to it, not to the name */
+	uint64_t length;              /* live entries */
+	struct stream_id first;       /* first live entry, 0-0 when empty */
+	struct stream_id last;        /* last generated id (survives XDEL) */
+	struct stream_id max_deleted; /* max-deleted-entry-id */
+	uint64_t entries_added;
+	uint64_t nodes;  /* node rows (XINFO radix-tree-keys) */
+	struct stream_id tail_node; /* first id of the last node, when nodes > 0 */
+	uint64_t groups; /* consumer groups */
+};
+
+/* ---- ids ---------------------------------------------------------------- */
+
+int stream_id_cmp(const struct stream_id *a, const struct stream_id *b);
+/* Parses "ms-seq" or "ms" (seq then missing_seq). "-" and "+" are accepted
+ * when allow_minmax. Borrows s. Returns 0 or ECHD_EINVAL. */
+int stream_id_parse(const char *s, size_t len, uint64_t missing_seq, bool allow_minmax,
+	struct stream_id *out);
+/* Formats as "ms-seq" into buf (at least 42 bytes); returns the length. */
+size_t stream_id_format(const struct stream_id *id, char *buf);
+/* Increments/decrements; returns false on overflow (id stays). */
+bool stream_id_incr(struct stream_id *id);
+bool stream_id_decr(struct stream_id *id);
+
+/* ---- keys --------------------------------------------------------------- */
+
+/* Looks up a stream. db is the SELECTed database. Borrows name.
+ * Returns 0 (and *out), ECHD_ENOTFOUND, or a negative error. */
+int stream_lookup(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	struct stream_meta *out);
+/* Creates an empty stream (the key must not exist). Returns 0 and *out. */
+int stream_create(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	struct stream_meta *out);
+int stream_meta_save(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	const struct stream_meta *m);
+/* Deletes the key at once; its rows are removed later by stream_gc_step().
+ * Returns 0 or ECHD_ENOTFOUND. */
+int stream_delete(struct storage_txn *t, unsigned db, const struct st_buf *name);
+/* Renames; an existing destination is deleted first. Same name is a no-op.
+ * Returns 0 or ECHD_ENOTFOUND (no source). */
+int stream_rename(struct storage_txn *t, unsigned db, const struct st_buf *from,
+	const struct st_buf *to);
+/* Deletes every key of db, or of every database when all_dbs. */
+int stream_flush(struct storage_txn *t, unsigned db, bool all_dbs);
+/* Number of keys in db. */
+int stream_db_size(struct storage_txn *t, unsigned db, uint64_t *out);
+/* Removes up to budget rows of deleted streams. *more is set when rows remain. */
+int stream_gc_step(struct storage_txn *t, unsigned budget, bool *more);
+
+/* Key iteration in creation order (SCAN cursors): calls fn for keys whose
+ * internal id >= *cursor, up to count of them; *cursor becomes the next
+ * internal id to visit, or 0 when done. fn's name is borrowed for the call.
+ * A non-zero return from fn stops the walk and is returned. */
+typedef int (*stream_key_fn)(const struct st_buf *name, void *ud);
+int stream_scan(struct storage_txn *t, unsigned db, uint64_t *cursor, unsigned count,
+	stream_key_fn fn, void *ud);
+
+/* ---- entries ------------------------------------------------------------ */
+
+/* Encodes nfv field/value buffers as one entry under id, appended after
+ * m->last (the caller checked id > m->last). Updates m. */
+int stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id,
+	const struct st_buf *fv, size_t nfv, uint64_t node_max_entries, uint64_t node_max_bytes);
+
+enum stream_trim_strategy { STREAM_TRIM_NONE, STREAM_TRIM_MAXLEN, STREAM_TRIM_MINID };
+struct stream_trim {
+	enum stream_trim_strategy strategy;
+	bool approx;           /* ~: only whole nodes */
+	uint64_t maxlen;
+	struct stream_id minid;
+	uint64_t limit;        /* max entries removed, 0 = no limit */
+};
+/* Trims; *removed counts the entries removed. Updates m. */
+int stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
+	uint64_t *removed);
+/* Deletes one entry. Returns 0 or ECHD_ENOTFOUND. Updates m (length,
+ * first, max_deleted). */
+int stream_delete_entry(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id);
+/* Reads one entry; *fields is borrowed (see storage_get). */
+int stream_get_entry(struct storage_txn *t, const struct stream_meta *m, const struct stream_id *id,
+	struct st_buf *fields);
+
+/* Iterates live entries within [start, end] (inclusive), forwards or in
+ * reverse. Returns owned (free with stream_iter_destroy()). */
+struct stream_iter;
+int stream_iter_create(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_id *start, const struct stream_id *end, bool rev,
+	struct stream_iter **out);
+/* Returns 0 with *id and *fields (borrowed until the next call), or
+ * ECHD_ENOTFOUND at the end. */
+int stream_iter_next(struct stream_iter *it, struct stream_id *id, struct st_buf *fields);
+void stream_iter_destroy(struct stream_iter *it);
+
+/* Decodes an entry's field/value pairs: *count pairs. */
+size_t stream_fields_count(const struct st_buf *fields);
+/* Walks pairs: *pos starts at 0; returns false at the end or on a malformed row. */
+bool stream_fields_next(const struct st_buf *fields, size_t *pos, struct st_buf *f,
+	struct st_buf *v);
+
+#endif
