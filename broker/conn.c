@@ -412,6 +412,11 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
 		resp_add_error(x->w, "ERR out of memory");
 		return;
 	}
+	if (rc == ECHD_ETOOLONG) {
+		resp_add_errorf(x->w, "ERR consumer group and consumer names are limited to %d bytes",
+			GROUP_NAME_MAX);
+		return;
+	}
 	resp_add_errorf(x->w, "ERR storage error: %s", echd_strerror(rc));
 }
 
@@ -512,7 +517,10 @@ again:
 			}
 		}
 		if (rc != 0) {
-			echd_log(ECHD_LOG_WARNING, "%s failed: %s", cmd->name, echd_strerror(rc));
+			if (rc != ECHD_ETOOLONG) {
+				echd_log(ECHD_LOG_WARNING, "%s failed: %s", cmd->name,
+					echd_strerror(rc));
+			}
 			brk_reply_error_rc(&x, rc);
 		}
 	}

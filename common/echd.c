@@ -83,6 +83,8 @@ echd_strerror(int err)
 		return "limit reached";
 	case ECHD_EINVAL:
 		return "invalid argument";
+	case ECHD_ETOOLONG:
+		return "name too long";
 	}
 	if (err < 0 && err > -4096) {
 		return strerror(-err);

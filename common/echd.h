@@ -20,6 +20,7 @@
 #define ECHD_EMAPFULL  -1004 /* storage map full; may be grown and retried */
 #define ECHD_ELIMIT    -1005 /* a configured limit was reached */
 #define ECHD_EINVAL    -1006 /* argument out of domain */
+#define ECHD_ETOOLONG  -1007 /* a name longer than storage keys allow */
 
 /* Returns borrowed static text for -errno values and ECHD_E* codes. */
 const char *echd_strerror(int err);

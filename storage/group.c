@@ -23,6 +23,9 @@ struct namekey {
 static int
 namekey_init(struct namekey *k, uint64_t prefix, const struct st_buf *name)
 {
+	if (name->len > GROUP_NAME_MAX) {
+		return ECHD_ETOOLONG;
+	}
 	k->len = 8 + name->len;
 	k->p = k->small;
 	if (k->len > sizeof(k->small)) {
@@ -82,7 +85,7 @@ group_lookup(struct storage_txn *t, const struct stream_meta *m, const struct st
 
 	rc = namekey_init(&k, m->sid, name);
 	if (rc != 0) {
-		return rc;
+		return rc == ECHD_ETOOLONG ? ECHD_ENOTFOUND : rc;
 	}
 	kb.data = k.p;
 	kb.len = k.len;
@@ -122,6 +125,9 @@ group_create(struct storage_txn *t, struct stream_meta *m, const struct st_buf *
 	struct group_meta g;
 	int rc;
 
+	if (name->len > GROUP_NAME_MAX) {
+		return ECHD_ETOOLONG;
+	}
 	rc = group_lookup(t, m, name, &g);
 	if (rc == 0) {
 		return ECHD_EEXIST;
@@ -414,7 +420,7 @@ consumer_lookup(struct storage_txn *t, const struct group_meta *g, const struct 
 
 	rc = namekey_init(&k, g->gid, name);
 	if (rc != 0) {
-		return rc;
+		return rc == ECHD_ETOOLONG ? ECHD_ENOTFOUND : rc;
 	}
 	kb.data = k.p;
 	kb.len = k.len;
@@ -441,6 +447,9 @@ consumer_create(struct storage_txn *t, struct group_meta *g, const struct st_buf
 	struct st_buf kb, v = {cidbuf, 8};
 	int rc;
 
+	if (name->len > GROUP_NAME_MAX) {
+		return ECHD_ETOOLONG;
+	}
 	rc = consumer_lookup(t, g, name, &c);
 	if (rc == 0) {
 		return ECHD_EEXIST;

@@ -23,6 +23,9 @@
 #include "stream.h"
 
 #define GROUP_ENTRIES_READ_UNKNOWN (-1) /* Redis' SCG_INVALID_ENTRIES_READ */
+/* Group and consumer names are keys (after an 8-byte prefix), and LMDB
+ * keys stop at 511 bytes: longer names are refused with ECHD_ETOOLONG. */
+#define GROUP_NAME_MAX 400
 
 struct group_meta {
 	uint64_t gid;

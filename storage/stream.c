@@ -240,7 +240,7 @@ meta_decode(const struct st_buf *v, struct stream_meta *m)
 {
 	const unsigned char *p = v->data;
 
-	if (v->len != META_LEN || p[0] != META_VERSION) {
+	if (v->len < META_LEN || p[0] != META_VERSION) {
 		return ECHD_ECORRUPT;
 	}
 	p += 1;
@@ -258,28 +258,51 @@ meta_decode(const struct st_buf *v, struct stream_meta *m)
 }
 
 /* Runs fn with the keys-table key of (db, name) built on the stack or heap. */
+/* LMDB keys are at most 511 bytes. A longer name keeps its first
+ * KEY_NAME_INLINE bytes in the key, then two 64-bit hashes of the whole
+ * name; the whole name is kept in the value and checked on lookup. */
+#define KEY_NAME_DIRECT 470
+#define KEY_NAME_INLINE 443
+
 struct keybuf {
-	unsigned char small[256];
+	unsigned char small[KEY_NAME_DIRECT + 5];
 	unsigned char *p;
 	size_t len;
+	bool hashed;
 };
+
+static uint64_t
+hash64(const unsigned char *p, size_t n, uint64_t h, uint64_t prime)
+{
+	for (size_t i = 0; i < n; i++) {
+		h = (h ^ p[i]) * prime;
+	}
+	return h ^ (h >> 29);
+}
 
 static int
 keybuf_init(struct keybuf *kb, unsigned db, const struct st_buf *name)
 {
-	size_t need = 5 + name->len;
+	const unsigned char *np = name->data;
 
 	kb->p = kb->small;
+	kb->hashed = false;
 	if (name->len > UINT32_MAX) {
 		return ECHD_EINVAL;
 	}
-	if (need > sizeof(kb->small)) {
-		kb->p = echd_malloc(need);
-		if (kb->p == NULL) {
-			return -ENOMEM;
-		}
+	if (name->len <= KEY_NAME_DIRECT) {
+		kb->len = keys_key(kb->p, sizeof(kb->small), db, name);
+		return 0;
 	}
-	kb->len = keys_key(kb->p, need, db, name);
+	kb->hashed = true;
+	kb->p[0] = (unsigned char)db;
+	put_u32(kb->p + 1, (uint32_t)name->len);
+	memcpy(kb->p + 5, np, KEY_NAME_INLINE);
+	st_put_u64(kb->p + 5 + KEY_NAME_INLINE,
+		hash64(np, name->len, 14695981039346656037ULL, 1099511628211ULL));
+	st_put_u64(kb->p + 13 + KEY_NAME_INLINE,
+		hash64(np, name->len, 0x9e3779b97f4a7c15ULL, 0x100000001b3ULL ^ 0x5bd1e995ULL));
+	kb->len = 21 + KEY_NAME_INLINE;
 	return 0;
 }
 
@@ -306,6 +329,12 @@ stream_lookup(struct storage_txn *t, unsigned db, const struct st_buf *name,
 	k.data = kb.p;
 	k.len = kb.len;
 	rc = storage_get(t, STORAGE_T_KEYS, &k, &v);
+	if (rc == 0 && kb.hashed &&
+		(v.len != META_LEN + name->len ||
+			memcmp((const unsigned char *)v.data + META_LEN, name->data, name->len) != 0)) {
+		/* another long name with the same prefix and hashes */
+		rc = ECHD_EINVAL;
+	}
 	if (rc == 0) {
 		rc = meta_decode(&v, out);
 	}
@@ -317,7 +346,7 @@ int
 stream_meta_save(struct storage_txn *t, unsigned db, const struct st_buf *name,
 	const struct stream_meta *m)
 {
-	unsigned char val[META_LEN];
+	unsigned char small[META_LEN], *val = small;
 	struct keybuf kb;
 	struct st_buf k, v;
 	int rc;
@@ -326,12 +355,24 @@ stream_meta_save(struct storage_txn *t, unsigned db, const struct st_buf *name,
 	if (rc != 0) {
 		return rc;
 	}
+	v.len = META_LEN;
+	if (kb.hashed) {
+		v.len += name->len;
+		val = echd_malloc(v.len);
+		if (val == NULL) {
+			keybuf_finish(&kb);
+			return -ENOMEM;
+		}
+		memcpy(val + META_LEN, name->data, name->len);
+	}
 	meta_encode(val, m);
 	k.data = kb.p;
 	k.len = kb.len;
 	v.data = val;
-	v.len = sizeof(val);
 	rc = storage_put(t, STORAGE_T_KEYS, &k, &v, 0);
+	if (val != small) {
+		echd_free(val);
+	}
 	keybuf_finish(&kb);
 	return rc;
 }
@@ -899,10 +940,18 @@ struct node {
 	struct stream_id first; /* the node's key */
 	uint64_t live, deleted, entry_bytes;
 	struct stream_id last; /* last entry, deleted or not */
-	const unsigned char *fields; /* borrowed master fields part */
+	const unsigned char *fields; /* master fields part */
 	size_t fields_len;
 	uint32_t nfields;
+	unsigned char *owned; /* fields copied out of the row (a later write in
+			       * the transaction may move the stored value) */
 };
+
+static void
+node_finish(struct node *n)
+{
+	ECHD_FREE(n->owned);
+}
 
 #define NODE_FIXED (8 * 3 + 16 + 4)
 
@@ -911,6 +960,7 @@ node_decode(const struct st_buf *key, const struct st_buf *v, struct node *n)
 {
 	const unsigned char *p = v->data;
 
+	n->owned = NULL;
 	if (key->len != 24 || v->len < NODE_FIXED) {
 		return ECHD_ECORRUPT;
 	}
@@ -920,8 +970,13 @@ node_decode(const struct st_buf *key, const struct st_buf *v, struct node *n)
 	n->entry_bytes = st_get_u64(p + 16);
 	st_get_id(p + 24, &n->last);
 	n->nfields = get_u32(p + 40);
-	n->fields = p + NODE_FIXED;
 	n->fields_len = v->len - NODE_FIXED;
+	n->owned = echd_malloc(n->fields_len ? n->fields_len : 1);
+	if (n->owned == NULL) {
+		return -ENOMEM;
+	}
+	memcpy(n->owned, p + NODE_FIXED, n->fields_len);
+	n->fields = n->owned;
 	return 0;
 }
 
@@ -1133,6 +1188,7 @@ stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_
 	if (node_max_bytes == 0 || node_max_bytes > (1u << 30)) {
 		node_max_bytes = 1u << 30;
 	}
+	memset(&n, 0, sizeof(n));
 	if (m->nodes > 0) {
 		rc = node_load(t, m->sid, &m->tail_node, &n);
 		if (rc != 0) {
@@ -1143,9 +1199,11 @@ stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_
 	}
 	rc = entry_put(t, m->sid, id, fv, nfv);
 	if (rc != 0) {
+		node_finish(&n);
 		return rc;
 	}
 	if (new_node) {
+		node_finish(&n);
 		memset(&n, 0, sizeof(n));
 		n.first = *id;
 		n.nfields = (uint32_t)(nfv / 2);
@@ -1163,6 +1221,7 @@ stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_
 	n.last = *id;
 	rc = node_save(t, m->sid, &n);
 	echd_free(mf);
+	node_finish(&n);
 	if (rc != 0) {
 		return rc;
 	}
@@ -1344,6 +1403,50 @@ trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
 	return node_save(t, m->sid, n);
 }
 
+/* What trim_node() tells the trimming loop. */
+#define TRIM_NEXT 1 /* the node went: look at the next one */
+#define TRIM_STOP 2 /* done */
+
+/* Trims the first node n of the stream as Redis' streamTrim() does. */
+static int
+trim_node(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
+	struct node *n, uint64_t *deleted)
+{
+	bool remove_node;
+	int rc;
+
+	if (tr->limit && *deleted + n->live > tr->limit) {
+		return TRIM_STOP;
+	}
+	if (tr->strategy == STREAM_TRIM_MAXLEN) {
+		remove_node = m->length - n->live >= tr->maxlen;
+	} else {
+		remove_node = stream_id_cmp(&n->last, &tr->minid) < 0;
+	}
+	if (remove_node) {
+		bool was_tail = stream_id_cmp(&n->first, &m->tail_node) == 0;
+		rc = node_remove(t, m, n);
+		if (rc != 0) {
+			return rc;
+		}
+		m->length -= n->live;
+		*deleted += n->live;
+		if (was_tail) {
+			rc = tail_refresh(t, m);
+			if (rc != 0) {
+				return rc;
+			}
+		}
+		return TRIM_NEXT;
+	}
+	if (tr->approx) {
+		return TRIM_STOP;
+	}
+	/* Remove entries inside this node, in id order, until the target. */
+	rc = trim_in_node(t, m, n, tr, deleted);
+	return rc != 0 ? rc : TRIM_STOP;
+}
+
 int
 stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
 	uint64_t *removed)
@@ -1362,7 +1465,6 @@ stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_tr
 		struct storage_cursor *c;
 		struct st_buf key, val, seek = {sk, 24};
 		struct node n;
-		bool remove_node;
 
 		if (tr->strategy == STREAM_TRIM_MAXLEN && m->length <= tr->maxlen) {
 			break;
@@ -1386,39 +1488,15 @@ stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_tr
 		if (rc != 0) {
 			return rc;
 		}
-		if (tr->limit && deleted + n.live > tr->limit) {
-			break;
-		}
-		if (tr->strategy == STREAM_TRIM_MAXLEN) {
-			remove_node = m->length - n.live >= tr->maxlen;
-		} else {
-			remove_node = stream_id_cmp(&n.last, &tr->minid) < 0;
-		}
-		if (remove_node) {
-			bool was_tail = stream_id_cmp(&n.first, &m->tail_node) == 0;
-			rc = node_remove(t, m, &n);
-			if (rc != 0) {
-				return rc;
-			}
-			m->length -= n.live;
-			deleted += n.live;
-			if (was_tail) {
-				rc = tail_refresh(t, m);
-				if (rc != 0) {
-					return rc;
-				}
-			}
-			/* the next node is now the first with this sid: seek again */
+		rc = trim_node(t, m, tr, &n, &deleted);
+		node_finish(&n);
+		if (rc == TRIM_NEXT) {
 			continue;
 		}
-		if (tr->approx) {
-			break;
-		}
-		/* Remove entries inside this node, in id order, until the target. */
-		rc = trim_in_node(t, m, &n, tr, &deleted);
-		if (rc != 0) {
+		if (rc != TRIM_STOP) {
 			return rc;
 		}
+		rc = 0;
 		break;
 	}
 	if (m->length == 0) {
@@ -1465,6 +1543,7 @@ stream_delete_entry(struct storage_txn *t, struct stream_meta *m, const struct s
 	}
 	rc = entry_del_in_node(t, m, &n, id);
 	if (rc != 0) {
+		node_finish(&n);
 		return rc;
 	}
 	if (n.live == 0) {
@@ -1472,16 +1551,16 @@ stream_delete_entry(struct storage_txn *t, struct stream_meta *m, const struct s
 		struct st_buf nkb = {nk, 24};
 		node_key(nk, m->sid, &n.first);
 		rc = storage_del(t, STORAGE_T_NODES, &nkb);
-		if (rc != 0) {
-			return rc;
-		}
-		m->nodes--;
-		if (stream_id_cmp(&n.first, &m->tail_node) == 0) {
-			rc = tail_refresh(t, m);
+		if (rc == 0) {
+			m->nodes--;
+			if (stream_id_cmp(&n.first, &m->tail_node) == 0) {
+				rc = tail_refresh(t, m);
+			}
 		}
 	} else {
 		rc = node_save(t, m->sid, &n);
 	}
+	node_finish(&n);
 	if (rc != 0) {
 		return rc;
 	}
