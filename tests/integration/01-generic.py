@@ -1,0 +1,772 @@
+"""Generic commands, connection handling and the RESP protocol.
+
+Replies are those of Redis 7.4; keys are created with XADD only (echd has streams only).
+"""
+
+import re
+import time
+
+from echdtest import RespError, Verbatim, wait_until
+
+ARITY = "ERR wrong number of arguments for '%s' command"
+
+
+def info_fields(text):
+    """INFO text -> {field: value} (section headers dropped)."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def client_fields(line):
+    """One CLIENT LIST/INFO line -> {field: value}."""
+    if isinstance(line, bytes):
+        line = line.decode()
+    return dict(kv.split("=", 1) for kv in line.strip().split(" "))
+
+
+# ---------------------------------------------------------------------------
+# PING, ECHO, HELLO, QUIT, RESET
+# ---------------------------------------------------------------------------
+
+def test_ping(server):
+    c = server.raw()
+    assert c.call_raw("PING") == b"+PONG\r\n"
+    assert c.call_raw("PING", "hello") == b"$5\r\nhello\r\n"
+    assert c.call_raw("ping", "") == b"$0\r\n\r\n"
+    assert c.err("PING", "a", "b") == ARITY % "ping"
+    assert server.client().ping() is True
+    assert server.cli("PING") == "PONG\n"
+
+
+def test_echo(server):
+    c = server.raw()
+    assert c.call("ECHO", "hello") == b"hello"
+    binary = b"a\r\nb\x00c\xff" * 100
+    assert c.call("ECHO", binary) == binary
+    assert c.call_raw("ECHO", "") == b"$0\r\n\r\n"
+    assert c.err("ECHO") == ARITY % "echo"
+    assert c.err("ECHO", "a", "b") == ARITY % "echo"
+    assert server.client(decode_responses=False).echo(binary) == binary
+
+
+HELLO_KEYS = ["server", "version", "proto", "id", "mode", "role", "modules"]
+
+
+def check_hello_map(m, proto, cid, server):
+    assert list(m.keys()) == [k.encode() for k in HELLO_KEYS], m
+    if not server.is_echd:
+        assert m[b"server"] == b"redis"
+    assert isinstance(m[b"server"], bytes) and m[b"server"]
+    assert re.fullmatch(rb"\d+\.\d+\.\d+", m[b"version"]), m[b"version"]
+    assert m[b"proto"] == proto
+    assert m[b"id"] == cid
+    assert m[b"mode"] == b"standalone"
+    assert m[b"role"] == b"master"
+    assert m[b"modules"] == []
+
+
+def test_hello_resp2(server):
+    c = server.raw()
+    cid = c.call("CLIENT", "ID")
+    r = c.call("HELLO", "2")
+    # RESP2: the map is a flat array of 14 elements, keys as bulk strings
+    assert isinstance(r, list) and len(r) == 14, r
+    check_hello_map(dict(zip(r[0::2], r[1::2])), 2, cid, server)
+    # HELLO without arguments: same, protocol unchanged
+    r = c.call("HELLO")
+    check_hello_map(dict(zip(r[0::2], r[1::2])), 2, cid, server)
+    assert c.call_raw("CLIENT", "GETNAME") == b"$-1\r\n"
+
+
+def test_hello_resp3(server):
+    c = server.raw()
+    cid = c.call("CLIENT", "ID")
+    c.send("HELLO", "3")
+    raw = c.read_raw()
+    assert raw.startswith(b"%7\r\n$6\r\nserver\r\n"), raw
+    c.send("HELLO")
+    m = c.read()
+    assert isinstance(m, dict)
+    check_hello_map(m, 3, cid, server)
+    # nulls are '_' in RESP3
+    assert c.call_raw("CLIENT", "GETNAME") == b"_\r\n"
+    assert c.call_raw("XADD", "nokey", "NOMKSTREAM", "*", "f", "v") == b"_\r\n"
+    assert c.call_raw("XREAD", "BLOCK", "10", "STREAMS", "nokey", "$") == b"_\r\n"
+    # simple strings and integers are unchanged
+    assert c.call_raw("PING") == b"+PONG\r\n"
+    assert c.call_raw("XADD", "s", "1-1", "f", "v") == b"$3\r\n1-1\r\n"
+    assert c.call_raw("XLEN", "s") == b":1\r\n"
+    # maps: CONFIG GET, XREAD, XINFO STREAM
+    assert c.call_raw("CONFIG", "GET", "stream-node-max-entries") == (
+        b"%1\r\n$23\r\nstream-node-max-entries\r\n$3\r\n100\r\n")
+    assert c.call_raw("XREAD", "STREAMS", "s", "0") == (
+        b"%1\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n")
+    info = c.call("XINFO", "STREAM", "s")
+    assert isinstance(info, dict) and info[b"length"] == 1
+    # CLIENT LIST/INFO are verbatim strings in RESP3
+    v = c.call("CLIENT", "INFO")
+    assert isinstance(v, Verbatim) and v.fmt == "txt", repr(v)
+    assert client_fields(v)["resp"] == "3"
+    # back to RESP2
+    c.call("HELLO", "2")
+    assert c.call_raw("CLIENT", "GETNAME") == b"$-1\r\n"
+    assert c.call_raw("XREAD", "BLOCK", "10", "STREAMS", "nokey", "$") == b"*-1\r\n"
+    assert c.call_raw("XADD", "nokey", "NOMKSTREAM", "*", "f", "v") == b"$-1\r\n"
+
+
+def test_hello_setname_and_errors(server):
+    c = server.raw()
+    r = c.call("HELLO", "3", "SETNAME", "worker-1")
+    assert r[b"proto"] == 3
+    assert c.call("CLIENT", "GETNAME") == b"worker-1"
+    assert c.err("HELLO", "4") == "NOPROTO unsupported protocol version"
+    assert c.err("HELLO", "1") == "NOPROTO unsupported protocol version"
+    assert c.err("HELLO", "abc") == "ERR Protocol version is not an integer or out of range"
+    assert c.err("HELLO", "3", "foo") == "ERR Syntax error in HELLO option 'foo'"
+    # a failed HELLO leaves the protocol alone
+    assert c.call_raw("CLIENT", "GETNAME") == b"$8\r\nworker-1\r\n"
+    assert c.call_raw("XADD", "nokey", "NOMKSTREAM", "*", "f", "v") == b"_\r\n"
+    assert c.call("HELLO")[b"proto"] == 3
+
+
+def test_quit(server):
+    c = server.raw()
+    c.send("QUIT")
+    assert c.read_raw() == b"+OK\r\n"
+    assert c.wait_closed(5), "connection not closed after QUIT"
+    # pipelined commands after QUIT are not executed
+    c2 = server.raw()
+    c2.send_raw(b"*1\r\n$4\r\nQUIT\r\n*5\r\n$4\r\nXADD\r\n$1\r\nq\r\n$3\r\n1-1\r\n$1\r\nf\r\n$1\r\nv\r\n")
+    assert c2.read_raw() == b"+OK\r\n"
+    assert c2.wait_closed(5)
+    assert server.raw().call("EXISTS", "q") == 0
+
+
+def test_reset(server):
+    c = server.raw()
+    cid = c.call("CLIENT", "ID")
+    c.call("SELECT", "5")
+    c.call("CLIENT", "SETNAME", "before-reset")
+    c.call("HELLO", "3")
+    assert c.call_raw("RESET") == b"+RESET\r\n"
+    # back to RESP2, db 0, no name; same connection id
+    assert c.call_raw("CLIENT", "GETNAME") == b"$-1\r\n"
+    f = client_fields(c.call("CLIENT", "INFO"))
+    assert f["db"] == "0" and f["name"] == "" and f["resp"] == "2", f
+    assert c.call("CLIENT", "ID") == cid
+
+
+# ---------------------------------------------------------------------------
+# Keyspace commands
+# ---------------------------------------------------------------------------
+
+def test_select(server):
+    c = server.raw()
+    for db in range(16):
+        assert c.call_raw("SELECT", str(db)) == b"+OK\r\n"
+    assert c.err("SELECT", "16") == "ERR DB index is out of range"
+    assert c.err("SELECT", "-1") == "ERR DB index is out of range"
+    assert c.err("SELECT", "abc") == "ERR value is not an integer or out of range"
+    assert c.err("SELECT") == ARITY % "select"
+    assert c.err("SELECT", "0", "1") == ARITY % "select"
+    # databases are separate keyspaces
+    c.call("SELECT", "1")
+    c.call("XADD", "k", "1-1", "f", "v")
+    assert c.call("DBSIZE") == 1
+    c.call("SELECT", "0")
+    assert c.call("DBSIZE") == 0
+    assert c.call("EXISTS", "k") == 0
+    c.call("XADD", "k", "1-1", "f", "zero")
+    c.call("SELECT", "1")
+    assert c.call("XRANGE", "k", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    # a new connection starts in db 0
+    assert server.raw().call("XRANGE", "k", "-", "+") == [[b"1-1", [b"f", b"zero"]]]
+
+
+def test_dbsize(server):
+    c = server.raw()
+    assert c.call_raw("DBSIZE") == b":0\r\n"
+    for i in range(10):
+        c.call("XADD", "k%d" % i, "*", "f", "v")
+    assert c.call("DBSIZE") == 10
+    c.call("DEL", "k0")
+    assert c.call("DBSIZE") == 9
+    assert c.err("DBSIZE", "x") == ARITY % "dbsize"
+
+
+def test_time(server):
+    c = server.raw()
+    r = c.call("TIME")
+    assert isinstance(r, list) and len(r) == 2 and all(isinstance(x, bytes) for x in r), r
+    secs, usecs = int(r[0]), int(r[1])
+    assert abs(secs + usecs / 1e6 - time.time()) < 5
+    assert 0 <= usecs < 1000000
+    assert c.err("TIME", "x") == ARITY % "time"
+
+
+def test_del_unlink_exists(server):
+    c = server.raw()
+    for k in ("a", "b", "c", "d"):
+        c.call("XADD", k, "1-1", "f", "v")
+    assert c.call("EXISTS", "a") == 1
+    assert c.call("EXISTS", "a", "b", "nokey") == 2
+    assert c.call("EXISTS", "a", "a", "a") == 3  # repeated keys count each time
+    assert c.call("DEL", "a", "a", "nokey") == 1
+    assert c.call("EXISTS", "a") == 0
+    assert c.call("UNLINK", "b", "c", "nokey") == 2
+    assert c.call("DEL", "nokey") == 0
+    assert c.call("UNLINK", "nokey") == 0
+    assert c.call("DBSIZE") == 1
+    for cmd in ("DEL", "UNLINK", "EXISTS"):
+        assert c.err(cmd) == ARITY % cmd.lower()
+    # a deleted stream is gone entirely: re-created from scratch
+    c.call("XADD", "d", "5-1", "f", "v")
+    c.call("DEL", "d")
+    assert c.call("XADD", "d", "1-1", "f", "v") == b"1-1"
+    assert c.call("XINFO", "STREAM", "d")[10:12] == [b"entries-added", 1]  # restarted
+
+
+def test_type(server):
+    c = server.raw()
+    c.call("XADD", "s", "*", "f", "v")
+    assert c.call_raw("TYPE", "s") == b"+stream\r\n"
+    assert c.call_raw("TYPE", "nokey") == b"+none\r\n"
+    assert c.err("TYPE") == ARITY % "type"
+    assert server.client().type("s") == "stream"
+
+
+def test_keys(server):
+    c = server.raw()
+    names = ["hello", "hallo", "hxllo", "hllo", "heeeello", "h*llo", "other", "key:1", "key:2",
+             "key:10"]
+    for k in names:
+        c.call("XADD", k, "1-1", "f", "v")
+
+    def keys(pattern):
+        r = c.call("KEYS", pattern)
+        assert isinstance(r, list)
+        return sorted(x.decode() for x in r)
+
+    assert keys("*") == sorted(names)
+    assert keys("h?llo") == ["h*llo", "hallo", "hello", "hxllo"]
+    assert keys("h*llo") == sorted(["hello", "hallo", "hxllo", "hllo", "heeeello", "h*llo"])
+    assert keys("h[ae]llo") == ["hallo", "hello"]
+    assert keys("h[^e]llo") == ["h*llo", "hallo", "hxllo"]
+    assert keys("h[a-b]llo") == ["hallo"]
+    assert keys("h\\*llo") == ["h*llo"]
+    assert keys("key:?") == ["key:1", "key:2"]
+    assert keys("key:*") == ["key:1", "key:10", "key:2"]
+    assert keys("nomatch*") == []
+    assert keys("other") == ["other"]
+    assert c.err("KEYS") == ARITY % "keys"
+    # per database
+    c.call("SELECT", "3")
+    assert keys("*") == []
+
+
+def scan_all(c, *opts):
+    cursor = b"0"
+    seen = []
+    rounds = 0
+    while True:
+        r = c.call("SCAN", cursor, *opts)
+        assert isinstance(r, list) and len(r) == 2 and isinstance(r[0], bytes), r
+        cursor, batch = r
+        seen += [k.decode() for k in batch]
+        rounds += 1
+        assert rounds < 10000, "SCAN does not terminate"
+        if cursor == b"0":
+            return seen, rounds
+
+
+def test_scan(server):
+    c = server.raw()
+    names = ["user:%d" % i for i in range(150)] + ["order:%d" % i for i in range(60)]
+    c.pipeline([("XADD", k, "1-1", "f", "v") for k in names])
+    seen, _ = scan_all(c)
+    assert set(seen) == set(names)
+    seen, _ = scan_all(c, "COUNT", "7")
+    assert set(seen) == set(names)
+    seen, _ = scan_all(c, "COUNT", "1000")
+    assert set(seen) == set(names)
+    seen, _ = scan_all(c, "MATCH", "order:*", "COUNT", "5")
+    assert set(seen) == {k for k in names if k.startswith("order:")}
+    seen, _ = scan_all(c, "MATCH", "user:1?")
+    assert set(seen) == {"user:%d" % i for i in range(10, 20)}
+    seen, _ = scan_all(c, "TYPE", "stream")
+    assert set(seen) == set(names)
+    seen, _ = scan_all(c, "TYPE", "string")
+    assert seen == []
+    seen, _ = scan_all(c, "MATCH", "user:*", "TYPE", "stream", "COUNT", "20")
+    assert set(seen) == {k for k in names if k.startswith("user:")}
+    # empty database
+    c.call("SELECT", "2")
+    assert c.call("SCAN", "0") == [b"0", []]
+    assert c.err("SCAN", "abc") == "ERR invalid cursor"
+    assert c.err("SCAN", "0", "COUNT", "0") == "ERR syntax error"
+    assert c.err("SCAN", "0", "COUNT", "abc") == "ERR value is not an integer or out of range"
+    assert c.err("SCAN", "0", "FOO") == "ERR syntax error"
+    assert c.err("SCAN", "0", "MATCH") == "ERR syntax error"
+    assert c.err("SCAN") == ARITY % "scan"
+    # redis-py's iterator
+    assert set(server.client().scan_iter(match="user:*", count=10)) == {
+        k for k in names if k.startswith("user:")}
+
+
+def test_rename(server):
+    c = server.raw()
+    assert c.err("RENAME", "nokey", "x") == "ERR no such key"
+    assert c.err("RENAME", "nokey", "nokey") == "ERR no such key"
+    c.call("XADD", "a", "1-1", "f", "a1")
+    c.call("XADD", "a", "2-1", "f", "a2")
+    c.call("XDEL", "a", "1-1")
+    assert c.call_raw("RENAME", "a", "b") == b"+OK\r\n"
+    assert c.call("EXISTS", "a") == 0
+    assert c.call("XRANGE", "b", "-", "+") == [[b"2-1", [b"f", b"a2"]]]
+    info = c.call("XINFO", "STREAM", "b")
+    assert info[6:12] == [b"last-generated-id", b"2-1", b"max-deleted-entry-id", b"1-1",
+                          b"entries-added", 2], info
+    # overwrite an existing destination
+    c.call("XADD", "c", "9-1", "f", "c9")
+    assert c.call("RENAME", "b", "c") == "OK"
+    assert c.call("XRANGE", "c", "-", "+") == [[b"2-1", [b"f", b"a2"]]]
+    assert c.call("DBSIZE") == 1
+    # rename onto itself
+    assert c.call("RENAME", "c", "c") == "OK"
+    assert c.call("XLEN", "c") == 1
+    assert c.err("RENAME", "c") == ARITY % "rename"
+    # the renamed stream keeps growing from its last id
+    assert c.err("XADD", "c", "2-1", "f", "v") == (
+        "ERR The ID specified in XADD is equal or smaller than the target stream top item")
+
+
+def test_flushdb_flushall(server):
+    c = server.raw()
+    for db in ("0", "1"):
+        c.call("SELECT", db)
+        c.call("XADD", "k", "1-1", "f", "v")
+        c.call("XADD", "k2", "1-1", "f", "v")
+    c.call("SELECT", "1")
+    assert c.call_raw("FLUSHDB") == b"+OK\r\n"
+    assert c.call("DBSIZE") == 0
+    c.call("SELECT", "0")
+    assert c.call("DBSIZE") == 2
+    c.call("SELECT", "1")
+    c.call("XADD", "k", "1-1", "f", "v")
+    assert c.call_raw("FLUSHALL") == b"+OK\r\n"
+    assert c.call("DBSIZE") == 0
+    c.call("SELECT", "0")
+    assert c.call("DBSIZE") == 0
+    c.call("XADD", "k", "1-1", "f", "v")
+    assert c.call("FLUSHALL", "SYNC") == "OK"
+    c.call("XADD", "k", "1-1", "f", "v")
+    assert c.call("FLUSHALL", "ASYNC") == "OK"
+    assert c.call("DBSIZE") == 0
+    c.call("XADD", "k", "1-1", "f", "v")
+    assert c.call("FLUSHDB", "ASYNC") == "OK"
+    assert c.call("DBSIZE") == 0
+    assert c.err("FLUSHALL", "foo") == "ERR syntax error"
+    assert c.err("FLUSHDB", "foo") == "ERR syntax error"
+
+
+# ---------------------------------------------------------------------------
+# INFO, CONFIG, CLIENT, COMMAND
+# ---------------------------------------------------------------------------
+
+def test_info(server):
+    c = server.raw()
+    for i in range(3):
+        c.call("XADD", "k%d" % i, "1-1", "f", "v")
+    c.call("SELECT", "4")
+    c.call("XADD", "k", "1-1", "f", "v")
+    text = c.call("INFO")
+    assert isinstance(text, bytes)
+    text = text.decode()
+    for section in ("Server", "Clients", "Memory", "Persistence", "Stats", "Keyspace"):
+        assert ("# %s\r\n" % section) in text, "section %s missing" % section
+    f = info_fields(text)
+    assert f["db0"].startswith("keys=3,"), f["db0"]
+    assert f["db4"].startswith("keys=1,"), f["db4"]
+    assert "db1" not in f
+    for field in ("connected_clients", "blocked_clients", "total_connections_received",
+                  "total_commands_processed", "tcp_port", "process_id"):
+        assert re.fullmatch(r"\d+", f[field]), (field, f.get(field))
+    assert int(f["tcp_port"]) == server.port
+    assert int(f["connected_clients"]) >= 1
+    # one section only
+    ks = c.call("INFO", "keyspace").decode()
+    assert ks.startswith("# Keyspace\r\n")
+    assert "# Server" not in ks
+    assert set(info_fields(ks)) == {"db0", "db4"}
+    cl = c.call("INFO", "clients").decode()
+    assert cl.startswith("# Clients\r\n") and "blocked_clients:" in cl
+
+
+def test_info_commandstats_errorstats(server):
+    c = server.raw()
+    assert c.call("CONFIG", "RESETSTAT") == "OK"
+    c.call("XADD", "s", "1-1", "f", "v")
+    c.err("XADD", "s", "1-1", "f", "v")      # fails while executing: failed_calls
+    c.err("XADD", "s")                       # wrong arity: rejected_calls
+    c.err("NOSUCHCMD")                       # only in errorstats
+    cs = info_fields(c.call("INFO", "commandstats"))
+    m = re.fullmatch(r"calls=(\d+),usec=\d+,usec_per_call=[\d.]+,rejected_calls=(\d+),"
+                     r"failed_calls=(\d+)", cs["cmdstat_xadd"])
+    assert m, cs["cmdstat_xadd"]
+    assert m.groups() == ("2", "1", "1"), cs["cmdstat_xadd"]
+    es = info_fields(c.call("INFO", "errorstats"))
+    assert es["errorstat_ERR"] == "count=3", es
+
+
+def test_info_blocked_clients(server):
+    c = server.raw()
+    b = server.raw()
+    b.send("XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    wait_until(lambda: info_fields(c.call("INFO", "clients"))["blocked_clients"] == "1",
+               what="blocked_clients:1")
+    c.call("XADD", "s", "1-1", "f", "v")
+    assert b.read() == [[b"s", [[b"1-1", [b"f", b"v"]]]]]
+    wait_until(lambda: info_fields(c.call("INFO", "clients"))["blocked_clients"] == "0",
+               what="blocked_clients:0")
+
+
+def test_config(server):
+    c = server.raw()
+    assert c.call("CONFIG", "GET", "stream-node-max-entries") == [b"stream-node-max-entries",
+                                                                   b"100"]
+    assert c.call_raw("CONFIG", "SET", "stream-node-max-entries", "7") == b"+OK\r\n"
+    try:
+        assert c.call("CONFIG", "GET", "stream-node-max-entries") == [
+            b"stream-node-max-entries", b"7"]
+        r = c.call("CONFIG", "GET", "stream-node-*")
+        d = dict(zip(r[0::2], r[1::2]))
+        assert d[b"stream-node-max-entries"] == b"7" and b"stream-node-max-bytes" in d, r
+        assert c.err("CONFIG", "SET", "stream-node-max-entries", "abc") == (
+            "ERR CONFIG SET failed (possibly related to argument 'stream-node-max-entries') - "
+            "argument couldn't be parsed into an integer")
+        assert c.err("CONFIG", "SET", "stream-node-max-entries", "-1") == (
+            "ERR CONFIG SET failed (possibly related to argument 'stream-node-max-entries') - "
+            "argument must be between 0 and 9223372036854775807 inclusive")
+        assert c.call("CONFIG", "GET", "stream-node-max-entries")[1] == b"7"
+    finally:
+        c.call("CONFIG", "SET", "stream-node-max-entries", "100")
+    # other runtime options read back as set
+    for name in ("timeout", "maxclients"):
+        v = c.call("CONFIG", "GET", name)
+        assert len(v) == 2 and v[0] == name.encode() and re.fullmatch(rb"\d+", v[1]), v
+    assert c.call("CONFIG", "GET", "port") == [b"port", str(server.port).encode()]
+    assert c.call("CONFIG", "GET", "no-such-option") == []
+    assert c.err("CONFIG", "SET", "no-such-option", "1") == (
+        "ERR Unknown option or number of arguments for CONFIG SET - 'no-such-option'")
+    assert c.err("CONFIG", "SET", "stream-node-max-entries") == ARITY % "config|set"
+    assert c.err("CONFIG", "GET") == ARITY % "config|get"
+    assert c.err("CONFIG", "FOO") == "ERR unknown subcommand 'FOO'. Try CONFIG HELP."
+    assert c.call("CONFIG", "RESETSTAT") == "OK"
+    # redis-py view
+    assert server.client().config_get("stream-node-max-entries") == {
+        "stream-node-max-entries": "100"}
+
+
+def test_client_id_name_info(server):
+    c = server.raw()
+    cid = c.call("CLIENT", "ID")
+    assert isinstance(cid, int) and cid > 0
+    other = server.raw()
+    assert other.call("CLIENT", "ID") > cid  # ids increase
+    assert c.call_raw("CLIENT", "GETNAME") == b"$-1\r\n"
+    assert c.call_raw("CLIENT", "SETNAME", "app-1") == b"+OK\r\n"
+    assert c.call("CLIENT", "GETNAME") == b"app-1"
+    assert c.err("CLIENT", "SETNAME", "a b") == (
+        "ERR Client names cannot contain spaces, newlines or special characters.")
+    assert c.err("CLIENT", "SETNAME", "a\nb") == (
+        "ERR Client names cannot contain spaces, newlines or special characters.")
+    assert c.call("CLIENT", "GETNAME") == b"app-1"
+    c.call("CLIENT", "SETNAME", "")            # clears the name
+    assert c.call("CLIENT", "GETNAME") is None
+    c.call("CLIENT", "SETNAME", "app-1")
+    c.call("SELECT", "3")
+    info = c.call("CLIENT", "INFO")
+    assert isinstance(info, bytes) and info.endswith(b"\n") and info.count(b"\n") == 1
+    f = client_fields(info)
+    for k in ("id", "addr", "laddr", "fd", "name", "age", "idle", "flags", "db", "cmd", "resp"):
+        assert k in f, (k, f)
+    assert f["id"] == str(cid) and f["name"] == "app-1" and f["db"] == "3", f
+    assert f["cmd"] == "client|info", f
+    assert f["laddr"] == "127.0.0.1:%d" % server.port
+    assert f["addr"] == "127.0.0.1:%d" % c.sock.getsockname()[1]
+    assert c.err("CLIENT", "FOO") == "ERR unknown subcommand 'FOO'. Try CLIENT HELP."
+    assert c.err("CLIENT") == ARITY % "client"
+
+
+def test_client_list(server):
+    a = server.raw()
+    b = server.raw()
+    a.call("CLIENT", "SETNAME", "alpha")
+    bid = b.call("CLIENT", "ID")
+    text = a.call("CLIENT", "LIST")
+    assert isinstance(text, bytes)
+    lines = [client_fields(x) for x in text.decode().splitlines()]
+    ids = {x["id"] for x in lines}
+    assert {str(a.call("CLIENT", "ID")), str(bid)} <= ids
+    me = [x for x in lines if x["name"] == "alpha"]
+    assert len(me) == 1 and me[0]["cmd"] == "client|list", me
+    only = a.call("CLIENT", "LIST", "ID", str(bid)).decode().splitlines()
+    assert len(only) == 1 and client_fields(only[0])["id"] == str(bid)
+    normal = a.call("CLIENT", "LIST", "TYPE", "normal").decode().splitlines()
+    assert len(normal) == len(lines)
+    assert server.client().client_setname("py") is True
+
+
+def test_client_kill(server):
+    c = server.raw()
+    victim = server.raw()
+    vid = victim.call("CLIENT", "ID")
+    assert c.call("CLIENT", "KILL", "ID", str(vid)) == 1
+    assert victim.wait_closed(5), "killed client still connected"
+    assert c.call("CLIENT", "KILL", "ID", str(vid)) == 0
+    assert c.call("CLIENT", "KILL", "ID", "999999") == 0
+    # old form: addr
+    v2 = server.raw()
+    v2.call("PING")
+    addr = "127.0.0.1:%d" % v2.sock.getsockname()[1]
+    assert c.call_raw("CLIENT", "KILL", addr) == b"+OK\r\n"
+    assert v2.wait_closed(5)
+    assert c.err("CLIENT", "KILL", "1.2.3.4:5") == "ERR No such client"
+    # new form: ADDR filter
+    v3 = server.raw()
+    v3.call("PING")
+    addr = "127.0.0.1:%d" % v3.sock.getsockname()[1]
+    assert c.call("CLIENT", "KILL", "ADDR", addr) == 1
+    assert v3.wait_closed(5)
+    # the new form skips the caller unless SKIPME no; then it closes after the reply
+    myid = c.call("CLIENT", "ID")
+    assert c.call("CLIENT", "KILL", "ID", str(myid)) == 0
+    assert c.call("CLIENT", "KILL", "ID", str(myid), "SKIPME", "no") == 1
+    assert c.wait_closed(5)
+    assert server.raw().call("PING") == "PONG"
+
+
+def test_command(server):
+    c = server.raw()
+    n = c.call("COMMAND", "COUNT")
+    assert isinstance(n, int) and n > 0
+    names = [x.decode() for x in c.call("COMMAND", "LIST")]
+    required = ["ping", "echo", "hello", "quit", "reset", "select", "dbsize", "time", "del",
+                "unlink", "exists", "type", "keys", "scan", "rename", "flushdb", "flushall",
+                "info", "config", "client", "command", "shutdown", "xadd", "xlen", "xrange",
+                "xrevrange", "xdel", "xtrim", "xread", "xsetid", "xinfo"]
+    for name in required:
+        assert name in names, "%s missing from COMMAND LIST" % name
+    # COMMAND COUNT counts top-level commands; COMMAND LIST also lists "parent|sub"
+    assert n == len([x for x in names if "|" not in x]), (n, len(names))
+    info = c.call("COMMAND", "INFO", "xadd")
+    assert len(info) == 1 and len(info[0]) == 10, info
+    name, arity, flags, first, last, step, acl = info[0][:7]
+    assert (name, arity, first, last, step) == (b"xadd", -5, 1, 1, 1), info
+    assert flags == ["write", "denyoom", "fast"], flags          # status replies
+    assert acl == ["@write", "@stream", "@fast"], acl
+    info = c.call("COMMAND", "INFO", "xread", "no-such-command", "XLEN")
+    assert info[0][:6] == [b"xread", -4, ["readonly", "blocking", "movablekeys"], 0, 0, 0], info[0]
+    assert info[1] is None
+    assert info[2][:6] == [b"xlen", 2, ["readonly", "fast"], 1, 1, 1], info[2]
+    docs = c.call("COMMAND", "DOCS", "xadd")
+    assert len(docs) == 2 and docs[0] == b"xadd", docs
+    d = dict(zip(docs[1][0::2], docs[1][1::2]))
+    assert d[b"group"] == b"stream" and d[b"since"] == b"5.0.0", d
+    assert isinstance(d[b"summary"], bytes) and d[b"summary"]
+    assert isinstance(d[b"arguments"], list) and d[b"arguments"]
+    assert c.call("COMMAND", "DOCS", "no-such-command") == []
+    assert c.err("COMMAND", "FOO") == "ERR unknown subcommand 'FOO'. Try COMMAND HELP."
+
+
+# ---------------------------------------------------------------------------
+# Errors, protocol, pipelining
+# ---------------------------------------------------------------------------
+
+def test_unknown_command(server):
+    c = server.raw()
+    assert c.err("foo", "a", "b") == "ERR unknown command 'foo', with args beginning with: 'a' 'b' "
+    assert c.err("FOO") == "ERR unknown command 'FOO', with args beginning with: "
+    assert c.err("foo", "a", "b", "c", "d", "e", "f") == (
+        "ERR unknown command 'foo', with args beginning with: 'a' 'b' 'c' 'd' 'e' 'f' ")
+    # arguments are shown up to 128 characters, the name up to 128
+    assert c.err("foo", "x" * 200, "y") == (
+        "ERR unknown command 'foo', with args beginning with: '%s' " % ("x" * 128))
+    assert c.err("f" * 200, "a") == (
+        "ERR unknown command '%s', with args beginning with: 'a' " % ("f" * 128))
+    # the connection stays usable
+    assert c.call("PING") == "PONG"
+
+
+def test_wrong_arity(server):
+    c = server.raw()
+    cases = [("XADD",), ("XADD", "s"), ("XADD", "s", "*"), ("XADD", "s", "*", "f"),
+             ("XLEN",), ("XLEN", "a", "b"), ("XRANGE", "s", "-"), ("XREVRANGE", "s"),
+             ("XDEL", "s"), ("XTRIM", "s"), ("XREAD",), ("XREAD", "STREAMS"),
+             ("XSETID", "s"), ("XINFO",), ("TYPE",), ("RENAME", "a")]
+    for args in cases:
+        name = args[0].lower()
+        assert c.err(*args) == ARITY % name, args
+    assert c.err("xadd") == ARITY % "xadd"
+    assert c.err("XaDd", "s") == ARITY % "xadd"
+
+
+def protocol_error(server, data, expected):
+    """Send garbage on a fresh connection: exact error, then the server closes it."""
+    c = server.raw()
+    c.send_raw(data)
+    r = c.read_raw()
+    assert r == expected, (data[:60], r)
+    assert c.wait_closed(5), "connection left open after %r" % data[:60]
+
+
+def test_protocol_errors(server):
+    bystander = server.raw()
+    bystander.call("XADD", "s", "1-1", "f", "v")
+    protocol_error(server, b"*abc\r\n", b"-ERR Protocol error: invalid multibulk length\r\n")
+    protocol_error(server, b"*3000000000\r\n", b"-ERR Protocol error: invalid multibulk length\r\n")
+    protocol_error(server, b"*1\r\n$abc\r\n", b"-ERR Protocol error: invalid bulk length\r\n")
+    protocol_error(server, b"*1\r\n$-1\r\n", b"-ERR Protocol error: invalid bulk length\r\n")
+    protocol_error(server, b"*1\r\nfoo\r\n", b"-ERR Protocol error: expected '$', got 'f'\r\n")
+    protocol_error(server, b"*2\r\n$4\r\nECHO\r\n:12\r\n",
+                   b"-ERR Protocol error: expected '$', got ':'\r\n")
+    protocol_error(server, b'ECHO "unbalanced\r\n',
+                   b"-ERR Protocol error: unbalanced quotes in request\r\n")
+    protocol_error(server, b"x" * 70000, b"-ERR Protocol error: too big inline request\r\n")
+    protocol_error(server, b"*" + b"1" * 70000, b"-ERR Protocol error: too big mbulk count string\r\n")
+    protocol_error(server, b"*1\r\n$" + b"1" * 70000,
+                   b"-ERR Protocol error: too big bulk count string\r\n")
+    # other clients are unaffected
+    assert bystander.call("XLEN", "s") == 1
+    assert server.raw().call("PING") == "PONG"
+
+
+def test_protocol_error_after_reply(server):
+    c = server.raw()
+    c.send_raw(b"*1\r\n$4\r\nPING\r\n*x\r\n")
+    assert c.read_raw() == b"+PONG\r\n"
+    assert c.read_raw() == b"-ERR Protocol error: invalid multibulk length\r\n"
+    assert c.wait_closed(5)
+
+
+def test_empty_and_null_multibulk(server):
+    c = server.raw()
+    # '*0' and '*-1' are ignored, empty inline lines too
+    c.send_raw(b"*0\r\n*-1\r\n\r\n\r\n*1\r\n$4\r\nPING\r\n")
+    assert c.read_raw() == b"+PONG\r\n"
+
+
+def test_pipeline_1000(server):
+    c = server.raw()
+    cmds = []
+    for i in range(500):
+        cmds.append(("XADD", "p", "%d-1" % (i + 1), "n", str(i)))
+        cmds.append(("XLEN", "p"))
+    replies = c.pipeline(cmds)
+    assert len(replies) == 1000
+    for i in range(500):
+        assert replies[2 * i] == b"%d-1" % (i + 1), (i, replies[2 * i])
+        assert replies[2 * i + 1] == i + 1, (i, replies[2 * i + 1])
+    # errors inside a pipeline don't disturb the order
+    replies = c.pipeline([("XLEN", "p"), ("XADD", "p", "1-1", "f", "v"), ("NOSUCH",),
+                          ("XLEN", "p"), ("PING",)])
+    assert replies[0] == 500
+    assert replies[1] == RespError(
+        "ERR The ID specified in XADD is equal or smaller than the target stream top item")
+    assert isinstance(replies[2], RespError)
+    assert replies[3:] == [500, "PONG"]
+    # redis-py pipeline, 1000 commands in one round trip
+    r = server.client()
+    p = r.pipeline(transaction=False)
+    for i in range(1000):
+        p.xadd("q", {"i": str(i)}, id="%d-0" % (i + 1))
+    out = p.execute()
+    assert out == ["%d-0" % (i + 1) for i in range(1000)]
+    assert r.xlen("q") == 1000
+
+
+def test_pipelined_read_sees_own_writes(server):
+    c = server.raw()
+    replies = c.pipeline([("XADD", "w", "1-1", "a", "1"), ("XRANGE", "w", "-", "+"),
+                          ("XADD", "w", "2-1", "a", "2"), ("XREVRANGE", "w", "+", "-", "COUNT", "1"),
+                          ("DEL", "w"), ("EXISTS", "w")])
+    assert replies == [b"1-1", [[b"1-1", [b"a", b"1"]]], b"2-1", [[b"2-1", [b"a", b"2"]]], 1, 0]
+
+
+def test_inline_commands(server):
+    c = server.raw()
+    c.send_raw(b"PING\r\n")
+    assert c.read_raw() == b"+PONG\r\n"
+    c.send_raw(b"ECHO hello\r\n")
+    assert c.read_raw() == b"$5\r\nhello\r\n"
+    c.send_raw(b"ECHO \"a b\"\r\n")
+    assert c.read_raw() == b"$3\r\na b\r\n"
+    c.send_raw(b"ECHO 'c d'\r\n")
+    assert c.read_raw() == b"$3\r\nc d\r\n"
+    c.send_raw(b"ECHO \"a\\x41\\n\"\r\n")
+    assert c.read_raw() == b"$3\r\naA\n\r\n"
+    c.send_raw(b"PING\n")  # a bare LF ends an inline command too
+    assert c.read_raw() == b"+PONG\r\n"
+    c.send_raw(b"XADD s 1-1 field value\r\nXLEN s\r\n")
+    assert c.read_raw() == b"$3\r\n1-1\r\n"
+    assert c.read_raw() == b":1\r\n"
+    c.send_raw(b"   PING   \r\n")
+    assert c.read_raw() == b"+PONG\r\n"
+    # inline and multibulk mixed in one packet
+    c.send_raw(b"PING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\nPING\r\n")
+    assert [c.read_raw() for _ in range(3)] == [b"+PONG\r\n", b"$1\r\nx\r\n", b"+PONG\r\n"]
+
+
+def test_one_byte_at_a_time(server):
+    c = server.raw()
+    data = (b"*5\r\n$4\r\nXADD\r\n$1\r\nb\r\n$3\r\n1-1\r\n$5\r\nfield\r\n$5\r\nvalue\r\n"
+            b"ECHO abc\r\n")
+    for i in range(len(data)):
+        c.send_raw(data[i:i + 1])
+        time.sleep(0.002)
+    assert c.read_raw() == b"$3\r\n1-1\r\n"
+    assert c.read_raw() == b"$3\r\nabc\r\n"
+
+
+def test_big_values(server):
+    c = server.raw()
+    big = bytes(range(256)) * 4096   # 1 MiB, every byte value
+    assert c.call("XADD", "big", "1-1", "blob", big) == b"1-1"
+    assert c.call("XRANGE", "big", "-", "+") == [[b"1-1", [b"blob", big]]]
+    r = server.client(decode_responses=False)
+    assert r.xrange("big") == [(b"1-1", {b"blob": big})]
+
+
+def test_redis_cli(server):
+    assert server.cli("XADD", "cli", "1-1", "name", "hello world") == "1-1\n"
+    assert server.cli("XLEN", "cli") == "1\n"
+    assert server.cli("XRANGE", "cli", "-", "+") == "1-1\nname\nhello world\n"
+    assert server.cli("TYPE", "cli") == "stream\n"
+    assert server.cli("XADD", "cli", "1-1", "a", "b") == (
+        "ERR The ID specified in XADD is equal or smaller than the target stream top item\n\n")
+    # commands from standard input (redis-cli's pipe-less batch mode)
+    out = server.cli(input="XADD cli 2-1 a b\nXLEN cli\n")
+    assert out == "2-1\n2\n"
+    # --pipe mass insertion uses raw RESP
+    payload = "".join("*5\r\n$4\r\nXADD\r\n$4\r\nmass\r\n$1\r\n*\r\n$1\r\nf\r\n$1\r\nv\r\n"
+                      for _ in range(100))
+    out = server.cli("--pipe", input=payload)
+    assert "errors: 0, replies: 100" in out, out
+    assert server.cli("XLEN", "mass") == "100\n"
+
+
+def test_shutdown(server):
+    s = server.spawn()
+    c = s.raw()
+    c.call("XADD", "k", "1-1", "f", "v")
+    c.send("SHUTDOWN")
+    assert c.wait_closed(10)
+    rc = s.proc.wait(10)
+    assert rc == 0, rc
+    s.proc = None

@@ -1,0 +1,240 @@
+"""Durability: everything acknowledged survives kill -9 and a restart on the same dir.
+
+echd promises this by default (every write committed and fsynced before its reply). Redis
+keeps nothing without persistence, so against Redis these tests run with its AOF and
+`appendfsync always`, its equivalent promise: that validates the tests themselves.
+"""
+
+import signal
+import threading
+import time
+
+from echdtest import Closed, RespConn, RespError, echd_only, fill, wait_until
+
+# Redis: the AOF with an fsync before every reply. echd needs nothing: durable by default.
+REDIS_ARGS = ["--appendonly", "yes", "--appendfsync", "always"]
+# Node boundaries (for `~` trimming) must survive a restart as well.
+SERVER_ARGS = ["--stream-node-max-entries", "10"]
+TIMEOUT = 120
+
+META = ("length", "last-generated-id", "max-deleted-entry-id", "entries-added",
+        "recorded-first-entry-id", "first-entry", "last-entry")
+
+
+def snapshot(c, dbs=(0, 1)):
+    """Everything observable about the keyspace: per db, key -> (entries, metadata)."""
+    out = {}
+    for db in dbs:
+        c.call("SELECT", str(db))
+        keys = sorted(c.call("KEYS", "*"))
+        state = {}
+        for k in keys:
+            info = c.call("XINFO", "STREAM", k)
+            d = dict(zip([x.decode() for x in info[0::2]], info[1::2]))
+            state[k] = (c.call("XRANGE", k, "-", "+"), {m: d[m] for m in META})
+        out[db] = state
+    c.call("SELECT", "0")
+    return out
+
+
+def test_entries_survive_sigkill(server):
+    c = server.raw()
+    acked = []
+    for i in range(300):
+        r = c.call("XADD", "s%d" % (i % 3), "*", "n", str(i), "payload", "x" * (i % 50))
+        acked.append(r)
+    c.call("XADD", "explicit", "5-5", "a", "b")
+    c.call("XDEL", "s0", acked[0], acked[3])
+    c.call("XTRIM", "s1", "MAXLEN", "50")
+    c.call("XSETID", "explicit", "9-9", "ENTRIESADDED", "7", "MAXDELETEDID", "6-0")
+    c.call("XADD", "gone", "1-1", "f", "v")
+    c.call("DEL", "gone")
+    c.call("XADD", "before", "1-1", "f", "v")
+    c.call("RENAME", "before", "after")
+    c.call("XADD", "emptied", "1-1", "f", "v")
+    c.call("XDEL", "emptied", "1-1")
+    c.call("SELECT", "1")
+    c.call("XADD", "s0", "7-7", "db", "one")
+    c.call("SELECT", "0")
+    before = snapshot(c)
+    assert len(before[0]) == 6 and len(before[1]) == 1, before.keys()
+
+    server.restart(kill=signal.SIGKILL)
+    c = server.raw()
+    after = snapshot(c)
+    assert after == before
+    assert c.call("DBSIZE") == 6
+    # ids keep growing from where they were
+    assert c.call("XADD", "explicit", "9-10", "f", "v") == b"9-10"
+    last = before[0][b"s2"][1]["last-generated-id"]
+    new = c.call("XADD", "s2", "*", "f", "v")
+    assert tuple(map(int, new.split(b"-"))) > tuple(map(int, last.split(b"-")))
+
+
+def test_flush_and_delete_survive_sigkill(server):
+    c = server.raw()
+    fill(c, "a", 10)
+    fill(c, "b", 10)
+    c.call("SELECT", "2")
+    fill(c, "c", 10)
+    assert c.call("FLUSHALL") == "OK"
+    c.call("SELECT", "0")
+    fill(c, "d", 3)
+    c.call("DEL", "d")
+    server.restart(kill=signal.SIGKILL)
+    c = server.raw()
+    assert c.call("DBSIZE") == 0
+    c.call("SELECT", "2")
+    assert c.call("DBSIZE") == 0
+
+
+def test_pipelined_burst_then_sigkill(server):
+    """A burst pipelined on one connection: every acknowledged entry is there after kill -9,
+    and what is there is a prefix of what was sent, each entry whole."""
+    n, kill_after = 20000, 3000
+    c = server.raw()
+    payload = b"".join(b"*7\r\n$4\r\nXADD\r\n$5\r\nburst\r\n$%d\r\n%d-1\r\n$1\r\nn\r\n$%d\r\n%d\r\n"
+                       b"$4\r\npad8\r\n$8\r\n01234567\r\n"
+                       % (len(str(i)) + 2, i, len(str(i)), i) for i in range(1, n + 1))
+    sender_error = []
+
+    def send():
+        try:
+            c.sock.sendall(payload)
+        except OSError as e:
+            sender_error.append(e)
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    acked = 0
+    while acked < kill_after:
+        r = c.read()
+        assert r == b"%d-1" % (acked + 1), (acked, r)
+        acked += 1
+    server.kill(signal.SIGKILL)
+    # replies already on their way were acknowledged too
+    try:
+        c.sock.settimeout(2)
+        while True:
+            r = c.read()
+            assert r == b"%d-1" % (acked + 1), (acked, r)
+            acked += 1
+    except (Closed, OSError):
+        pass
+    t.join(10)
+    server.start()
+    c = server.raw()
+    length = c.call("XLEN", "burst")
+    assert acked <= length <= n, (acked, length)
+    got = c.call("XRANGE", "burst", "-", "+")
+    assert len(got) == length
+    for i, (eid, fields) in enumerate(got, 1):
+        assert eid == b"%d-1" % i and fields == [b"n", str(i).encode(), b"pad8", b"01234567"], (
+            i, eid, fields)
+
+
+def test_concurrent_writers_then_sigkill(server):
+    """Several clients write at once; kill -9; every acknowledged entry of each is there."""
+    writers = 4
+    acked = [[] for _ in range(writers)]
+    stop = threading.Event()
+    errors = []
+
+    def writer(w):
+        try:
+            conn = RespConn(server.port, timeout=10)
+        except OSError as e:
+            errors.append(e)
+            return
+        i = 0
+        try:
+            while not stop.is_set():
+                i += 1
+                r = conn.call("XADD", "w%d" % w, "%d-1" % i, "i", str(i))
+                acked[w].append(r)
+        except (Closed, OSError, RespError):
+            pass
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=writer, args=(w,), daemon=True) for w in range(writers)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while sum(map(len, acked)) < 2000 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not errors, errors
+    server.kill(signal.SIGKILL)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert all(acked), [len(a) for a in acked]
+    server.start()
+    c = server.raw()
+    for w in range(writers):
+        got = c.call("XRANGE", "w%d" % w, "-", "+")
+        ids_ = [e[0] for e in got]
+        assert ids_[:len(acked[w])] == acked[w], (w, len(acked[w]), len(ids_))
+        assert ids_ == [b"%d-1" % i for i in range(1, len(ids_) + 1)]  # no holes
+
+
+def test_woken_reader_saw_durable_entry(server):
+    """A blocked XREAD is woken only by a committed XADD: what the reader got survives
+    kill -9 even though the writer never read its own reply."""
+    reader = server.raw()
+    writer = server.raw()
+    reader.send("XREAD", "BLOCK", "10000", "STREAMS", "s", "$")
+    check = server.raw()
+    wait_until(lambda: b"blocked_clients:1\r\n" in check.call("INFO", "clients"),
+               what="reader blocked")
+    writer.send("XADD", "s", "42-1", "f", "v")
+    assert reader.read() == [[b"s", [[b"42-1", [b"f", b"v"]]]]]
+    server.restart(kill=signal.SIGKILL)
+    assert server.raw().call("XRANGE", "s", "-", "+") == [[b"42-1", [b"f", b"v"]]]
+
+
+def test_restart_cycles(server):
+    c = server.raw()
+    total = 0
+    for cycle in range(5):
+        for i in range(50):
+            total += 1
+            c.call("XADD", "cycles", "%d-1" % total, "cycle", str(cycle))
+        server.restart(kill=signal.SIGKILL)
+        c = server.raw()
+        assert c.call("XLEN", "cycles") == total
+    assert c.call("XRANGE", "cycles", "-", "+", "COUNT", "1") == [[b"1-1", [b"cycle", b"0"]]]
+    info = c.call("XINFO", "STREAM", "cycles")
+    assert info[info.index(b"entries-added") + 1] == total
+
+
+def test_graceful_restart(server):
+    c = server.raw()
+    fill(c, "s", 100)
+    server.restart(kill=signal.SIGTERM)   # records a non-zero exit status as a failure
+    assert server.raw().call("XLEN", "s") == 100
+
+
+def test_node_boundaries_survive_restart(server):
+    # stream-node-max-entries is 10 for this module: nodes [1..10] [11..20] [21..25]
+    c = server.raw()
+    fill(c, "s", 25)
+    server.restart(kill=signal.SIGKILL)
+    c = server.raw()
+    fill(c, "s", 5, start_ms=26)            # completes [21..30]
+    fill(c, "s", 3, start_ms=31)            # [31..33]
+    assert c.call("XTRIM", "s", "MAXLEN", "~", "12") == 20
+    assert c.call("XTRIM", "s", "MAXLEN", "~", "3") == 10
+    assert c.call("XLEN", "s") == 3
+
+
+@echd_only("Redis' everysec may postpone the AOF write() while a background fsync runs, "
+           "replying meanwhile, so a killed Redis can lose acknowledged writes")
+def test_everysec_survives_process_kill(server):
+    """appendfsync everysec may lose the last second on a machine crash, but a killed
+    process loses nothing that was acknowledged: only the fsync is deferred."""
+    s = server.spawn("--appendfsync", "everysec")
+    c = s.raw()
+    fill(c, "s", 500)
+    s.restart(kill=signal.SIGKILL)
+    assert s.raw().call("XLEN", "s") == 500

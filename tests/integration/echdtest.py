@@ -1,0 +1,492 @@
+"""Support library for echd's end-to-end tests (see run.py).
+
+A test module (NN-area-what.py) defines functions ``test_*(server)``.  ``server`` is a
+:class:`Server`: a real echd (or, to validate the tests themselves, a real redis-server)
+on a free loopback port with a fresh temporary data directory.  One server is shared by
+all tests of a module and FLUSHALL runs before each test.
+
+Module-level settings a test module may define:
+    SERVER_ARGS = [...]   extra server arguments for echd and redis alike
+    ECHD_ARGS = [...]     extra arguments for echd only
+    REDIS_ARGS = [...]    extra arguments for redis only
+    TIMEOUT = 60          default per-test timeout in seconds
+
+Decorators:
+    @echd_only("why")     collected only when testing echd (e.g. Redis 7.0, the oracle on
+                          this machine, differs from the Redis 7.4 documentation, or the
+                          behaviour is echd's own).  Such a test always runs against echd.
+    @timeout(seconds)     per-test timeout other than the module's.
+
+Replies from :class:`RespConn` are decoded without interpretation: simple strings are
+``str``, bulk strings ``bytes``, errors :class:`RespError` (raised by ``call``, returned by
+``err``), nulls ``None``, arrays ``list``, RESP3 maps ``dict``, sets :class:`RSet`, pushes
+:class:`Push`, verbatim strings :class:`Verbatim`, doubles ``float``, booleans ``bool``.
+Use it wherever the exact reply matters: redis-py strips the "ERR " prefix from errors
+and converts many replies.
+"""
+
+import collections
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+STARTUP_TIMEOUT = float(os.environ.get("E2E_STARTUP_TIMEOUT", "5"))
+REDIS_CLI = os.environ.get("REDIS_CLI", shutil.which("redis-cli") or "/usr/bin/redis-cli")
+
+
+# ---------------------------------------------------------------------------
+# Decorators
+# ---------------------------------------------------------------------------
+
+def echd_only(reason):
+    """Collect the decorated test only when the server under test is echd."""
+    def deco(fn):
+        fn.echd_only = reason
+        return fn
+    return deco
+
+
+def timeout(seconds):
+    def deco(fn):
+        fn.timeout = seconds
+        return fn
+    return deco
+
+
+# ---------------------------------------------------------------------------
+# A minimal RESP2/RESP3 client on a raw socket
+# ---------------------------------------------------------------------------
+
+class RespError(Exception):
+    """An error reply; .msg is the whole line without '-' (e.g. 'ERR syntax error')."""
+
+    def __init__(self, msg):
+        super().__init__(msg)
+        self.msg = msg
+
+    def __eq__(self, other):
+        return isinstance(other, RespError) and other.msg == self.msg
+
+    def __hash__(self):
+        return hash(self.msg)
+
+    def __repr__(self):
+        return "RespError(%r)" % self.msg
+
+
+class RSet(list):
+    """A RESP3 set (order as sent)."""
+
+
+class Push(list):
+    """A RESP3 push message."""
+
+
+class Verbatim(bytes):
+    """A RESP3 verbatim string; .fmt is its 3-letter format ('txt', 'mkd')."""
+    fmt = None
+
+
+class Closed(Exception):
+    """The server closed the connection."""
+
+
+def encode_command(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, int):
+            a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class RespConn:
+    def __init__(self, port, host="127.0.0.1", timeout=30.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.pos = 0
+        self.history = collections.deque(maxlen=6)  # (command, reply) for failure reports
+
+    def _note(self, args, reply):
+        def short(x, n):
+            r = repr(x)
+            return r if len(r) <= n else r[:n] + "...(%d chars)" % len(r)
+        self.history.append("%s -> %s" % (" ".join(short(a, 40) for a in args)
+                                          if args else "(read)", short(reply, 300)))
+
+    def describe(self):
+        try:
+            port = self.sock.getsockname()[1]
+        except OSError:
+            port = "?"
+        return "connection :%s, last exchanges:\n    %s" % (port, "\n    ".join(self.history))
+
+    # -- sending
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, *args):
+        self.sock.sendall(encode_command(*args))
+
+    # -- receiving
+    def _compact(self):
+        # only between replies: read_raw() slices the buffer from a reply's start
+        if self.pos > 65536 and self.pos > len(self.buf) // 2:
+            del self.buf[:self.pos]
+            self.pos = 0
+
+    def _fill(self):
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise Closed("connection closed by server")
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = bytes(self.buf[self.pos:i])
+                self.pos = i + 2
+                return line
+            self._fill()
+
+    def _exact(self, n):
+        while len(self.buf) - self.pos < n + 2:
+            self._fill()
+        data = bytes(self.buf[self.pos:self.pos + n])
+        if self.buf[self.pos + n:self.pos + n + 2] != b"\r\n":
+            raise AssertionError("bulk string not terminated by CRLF")
+        self.pos += n + 2
+        return data
+
+    def read(self, _args=None):
+        """Read one reply. Errors are returned (not raised) as RespError."""
+        self._compact()
+        r = self._read()
+        self._note(_args, r)
+        return r
+
+    def _read(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return RespError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if t in (b"*", b"~", b">"):
+            n = int(rest)
+            if n < 0:
+                return None
+            items = [self._read() for _ in range(n)]
+            return items if t == b"*" else (RSet(items) if t == b"~" else Push(items))
+        if t == b"%":
+            n = int(rest)
+            d = {}
+            for _ in range(n):
+                k = self._read()
+                if isinstance(k, list):
+                    k = tuple(k)
+                d[k] = self._read()
+            return d
+        if t == b"|":  # attribute: skip it, return the reply it annotates
+            n = int(rest)
+            for _ in range(2 * n):
+                self._read()
+            return self._read()
+        if t == b"_":
+            return None
+        if t == b",":
+            return float(rest)          # also "inf", "-inf", "nan"
+        if t == b"#":
+            return rest == b"t"
+        if t == b"(":
+            return int(rest)
+        if t == b"=":
+            data = self._exact(int(rest))
+            v = Verbatim(data[4:])
+            v.fmt = data[:3].decode()
+            return v
+        if t == b"!":
+            return RespError(self._exact(int(rest)).decode())
+        raise AssertionError("unexpected RESP type byte in %r" % line[:80])
+
+    def read_raw(self, _args=None):
+        """Read one reply and return its exact bytes on the wire."""
+        self._compact()
+        start = self.pos
+        self._read()
+        raw = bytes(self.buf[start:self.pos])
+        self._note(_args, raw)
+        return raw
+
+    def call(self, *args):
+        self.send(*args)
+        r = self.read(args)
+        if isinstance(r, RespError):
+            raise r
+        return r
+
+    def call_raw(self, *args):
+        self.send(*args)
+        return self.read_raw(args)
+
+    def err(self, *args):
+        """Send a command that must fail; return its error message (e.g. 'ERR syntax error')."""
+        self.send(*args)
+        r = self.read(args)
+        assert isinstance(r, RespError), "expected an error reply to %r, got %r" % (args, r)
+        return r.msg
+
+    def pipeline(self, commands):
+        """Send all commands in one write, then read one reply per command (errors returned)."""
+        self.sock.sendall(b"".join(encode_command(*c) for c in commands))
+        return [self.read(c) for c in commands]
+
+    def wait_closed(self, timeout=5.0):
+        """True if the server closes the connection within timeout (pending input is discarded)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+                try:
+                    data = self.sock.recv(1 << 20)
+                except socket.timeout:
+                    continue
+                if not data:
+                    return True
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------
+# Servers
+# ---------------------------------------------------------------------------
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+class ServerError(Exception):
+    pass
+
+
+class Server:
+    """One echd or redis-server process on 127.0.0.1, data in its own temporary dir."""
+
+    def __init__(self, kind, exe, extra_args=(), root=None):
+        assert kind in ("echd", "redis")
+        self.kind = kind
+        self.exe = exe
+        self.is_echd = kind == "echd"
+        self.extra_args = list(extra_args)
+        self.root = root or tempfile.mkdtemp(prefix="echd-e2e-")
+        self.dir = os.path.join(self.root, "data")
+        os.makedirs(self.dir, exist_ok=True)
+        self.log_path = os.path.join(self.root, "server.log")
+        self.port = free_port()
+        self.proc = None
+        self.bad_exits = []      # "exit status N" of stops that should have been clean
+        self._resources = []     # clients/connections to close after each test
+        self._children = []      # servers started by spawn()
+
+    # -- process management
+    def args(self):
+        a = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir]
+        if self.is_echd:
+            a += ["--loglevel", "notice"]
+        else:
+            a += ["--save", "", "--appendonly", "no"]
+        return a + self.extra_args
+
+    def start(self, timeout=None):
+        timeout = STARTUP_TIMEOUT if timeout is None else timeout
+        log = open(self.log_path, "ab")
+        log.write(("\n=== start: %s\n" % " ".join(self.args())).encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, cwd=self.root,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise ServerError("%s exited with status %s during start-up\n%s"
+                                  % (self.kind, self.proc.returncode, self.log_tail()))
+            try:
+                c = RespConn(self.port, timeout=1.0)
+                try:
+                    if c.call("PING") == "PONG":
+                        return self
+                finally:
+                    c.close()
+            except (OSError, Closed, RespError, AssertionError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise ServerError("%s did not answer PING within %.1f s\n%s"
+                                  % (self.kind, timeout, self.log_tail()))
+            time.sleep(0.02)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=10.0):
+        """SIGTERM, wait; SIGKILL if it does not exit. Records a non-zero exit status."""
+        if self.proc is None:
+            return None
+        timed_out = False
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                self.bad_exits.append("did not exit within %.0f s of SIGTERM" % timeout)
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        if rc != 0 and not timed_out:
+            self.bad_exits.append("exit status %s after SIGTERM" % rc)
+        self.proc = None
+        return rc
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(sig)
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            self.proc = None
+
+    def restart(self, kill=signal.SIGKILL):
+        """Stop the server with signal `kill` (SIGKILL: no chance to flush anything), wait for
+        it, and start it again on the same port and data directory."""
+        self.close_clients()
+        if kill == signal.SIGTERM:
+            self.stop()
+        else:
+            self.kill(kill)
+        self.start()
+        return self
+
+    def spawn(self, *extra_args):
+        """Start another server of the same kind with extra arguments (own port and dir);
+        it is stopped when the test ends."""
+        s = Server(self.kind, self.exe, list(extra_args))
+        self._children.append(s)
+        return s.start()
+
+    def cleanup_after_test(self):
+        """Close the test's clients, stop the servers it spawned. Returns (problems, logs):
+        non-zero exits of spawned servers, and their log tails (read after they stopped,
+        so that everything they wrote is there)."""
+        self.close_clients()
+        bad, logs = [], []
+        for s in self._children:
+            s.close_clients()
+            s.stop()
+            bad += s.bad_exits
+            logs.append("spawned " + s.log_tail(15))
+            s.remove()
+        self._children = []
+        return bad, logs
+
+    def remove(self):
+        if os.environ.get("E2E_KEEP"):
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def log_tail(self, lines=40):
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "--- %s log (last %d lines) ---\n%s" % (self.kind, lines, "\n".join(data[-lines:]))
+
+    # -- clients
+    def client(self, **kw):
+        kw.setdefault("decode_responses", True)
+        kw.setdefault("socket_timeout", 30)
+        c = redis.Redis(host="127.0.0.1", port=self.port, **kw)
+        self._resources.append(c)
+        return c
+
+    def raw(self, timeout=30.0):
+        """A RespConn (raw RESP2 unless HELLO 3 is sent on it)."""
+        c = RespConn(self.port, timeout=timeout)
+        self._resources.append(c)
+        return c
+
+    def cli(self, *args, input=None, check=True, timeout=20):
+        """Run redis-cli against the server and return its stdout (str)."""
+        cmd = [REDIS_CLI, "-h", "127.0.0.1", "-p", str(self.port)] + [str(a) for a in args]
+        p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError("redis-cli %s failed (%d): %s" % (args, p.returncode, p.stderr))
+        return p.stdout
+
+    def describe_connections(self):
+        return "\n".join(c.describe() for c in self._resources
+                         if isinstance(c, RespConn) and c.history)
+
+    def close_clients(self):
+        for c in self._resources:
+            try:
+                c.close()
+            except Exception:
+                pass
+        self._resources = []
+
+
+# ---------------------------------------------------------------------------
+# Helpers for tests
+# ---------------------------------------------------------------------------
+
+def wait_until(pred, timeout=5.0, interval=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def fill(conn, key, n, start_ms=1, fields=("f", "v")):
+    """XADD n entries with ids start_ms-1 .. start_ms+n-1 - 1 in one pipeline."""
+    replies = conn.pipeline([("XADD", key, "%d-1" % (start_ms + i)) + tuple(fields)
+                             for i in range(n)])
+    for r in replies:
+        assert not isinstance(r, RespError), r
+    return [r.decode() for r in replies]

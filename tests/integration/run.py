@@ -1,0 +1,231 @@
+#!/usr/bin/python3
+"""echd end-to-end test runner.
+
+    run.py --echd build/broker/echd          run every NN-*.py module against echd
+    run.py --redis /usr/bin/redis-server     run them against real Redis (validates the tests)
+    options: -k PATTERN (substring or glob of 'module::test', repeatable), -v
+
+For each module one server is started (fresh temporary dir, free loopback port); FLUSHALL
+runs before each test. Each test has a timeout (SIGALRM). Output: 'PASS name' / 'FAIL name'
+with a traceback, then exactly 'e2e: N passed, M failed' as the last line; exit status 1 if
+any test failed. See echdtest.py for the fixture and the module conventions.
+"""
+
+import argparse
+import fnmatch
+import glob
+import importlib.util
+import os
+import signal
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import echdtest  # noqa: E402
+
+DEFAULT_TIMEOUT = 60
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise TestTimeout("test timed out")
+
+
+def on_term(signum, frame):
+    # meson (or a user) stops us: unwind through the finally blocks that stop servers.
+    raise SystemExit("terminated by signal %d" % signum)
+
+
+def load_module(path):
+    name = "e2e_" + os.path.basename(path)[:-3].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def selected(full_name, patterns):
+    if not patterns:
+        return True
+    return any(p in full_name or fnmatch.fnmatch(full_name, p) for p in patterns)
+
+
+class Runner:
+    def __init__(self, kind, exe, patterns, verbose):
+        self.kind = kind
+        self.exe = exe
+        self.patterns = patterns
+        self.verbose = verbose
+        self.passed = 0
+        self.failed = 0
+        self.not_collected = []
+
+    def log(self, msg):
+        print(msg, flush=True)
+
+    def fail(self, name, detail):
+        self.failed += 1
+        self.log("FAIL %s" % name)
+        if detail:
+            self.log(detail.rstrip())
+
+    def collect(self, modname, mod):
+        tests = []
+        for name, fn in list(vars(mod).items()):
+            if not name.startswith("test_") or not callable(fn):
+                continue
+            full = "%s::%s" % (modname, name)
+            if not selected(full, self.patterns):
+                continue
+            reason = getattr(fn, "echd_only", None) or getattr(mod, "ECHD_ONLY", None)
+            if reason and self.kind != "echd":
+                self.not_collected.append((full, reason))
+                continue
+            tests.append((full, fn))
+        return tests
+
+    def run_module(self, path):
+        modname = os.path.basename(path)[:-3]
+        try:
+            mod = load_module(path)
+        except Exception:
+            self.fail(modname + "::<import>", traceback.format_exc())
+            return
+        tests = self.collect(modname, mod)
+        if not tests:
+            return
+        extra = list(getattr(mod, "SERVER_ARGS", []))
+        extra += list(getattr(mod, "ECHD_ARGS" if self.kind == "echd" else "REDIS_ARGS", []))
+        mod_timeout = getattr(mod, "TIMEOUT", DEFAULT_TIMEOUT)
+
+        server = echdtest.Server(self.kind, self.exe, extra)
+        try:
+            try:
+                server.start()
+            except Exception:
+                detail = traceback.format_exc()
+                for full, _ in tests:
+                    self.fail(full, detail)
+                    detail = None
+                return
+            if self.verbose:
+                self.log("# %s: %s on port %d, dir %s" % (modname, self.kind, server.port, server.dir))
+            for full, fn in tests:
+                self.run_test(server, full, fn, getattr(fn, "timeout", mod_timeout))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            server.close_clients()
+            for s in server._children:
+                s.stop()
+                s.remove()
+            server.stop()
+            if server.bad_exits:
+                self.fail(modname + "::<server-exit>",
+                          "; ".join(server.bad_exits) + "\n" + server.log_tail())
+            server.remove()
+
+    def run_test(self, server, full, fn, seconds):
+        detail = None
+        t0 = time.monotonic()
+        try:
+            if not server.alive():
+                server.proc = None
+                server.start()
+            c = echdtest.RespConn(server.port, timeout=10)
+            try:
+                r = c.call("FLUSHALL")
+                assert r == "OK", "FLUSHALL replied %r" % (r,)
+            finally:
+                c.close()
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            try:
+                fn(server)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except TestTimeout:
+            detail = "timed out after %d s\n%s" % (seconds, traceback.format_exc())
+        except Exception:
+            detail = traceback.format_exc()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if detail is not None:
+            for s in [server] + server._children:
+                conns = s.describe_connections()
+                if conns:
+                    detail += conns + "\n"
+        try:
+            bad, logs = server.cleanup_after_test()
+        except Exception:
+            bad, logs = [traceback.format_exc()], []
+        if bad:
+            detail = (detail or "") + "spawned server: " + "; ".join(bad) + "\n"
+        if detail is not None and logs:
+            detail += "\n".join(logs) + "\n"
+
+        # The server must survive every test (unless the test itself stopped it and
+        # restarted it, which restart() does).
+        if not server.alive():
+            rc = server.proc.returncode if server.proc else None
+            detail = (detail or "") + "server not running after the test (status %s)\n%s\n" % (
+                rc, server.log_tail())
+            server.proc = None
+            try:
+                server.start()
+            except Exception:
+                detail += "restart failed:\n" + traceback.format_exc()
+        elif detail is not None:
+            detail += server.log_tail(15) + "\n"
+
+        dt = time.monotonic() - t0
+        if detail is None:
+            self.passed += 1
+            self.log("PASS %s%s" % (full, " (%.2fs)" % dt if self.verbose else ""))
+        else:
+            self.fail(full, detail)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--echd", metavar="PATH", help="echd binary to test")
+    g.add_argument("--redis", metavar="PATH", help="redis-server binary (to validate the tests)")
+    ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
+                    help="run only tests whose 'module::test' name contains or globs PATTERN")
+    ap.add_argument("-v", action="store_true", help="verbose")
+    ap.add_argument("extra", nargs="*", help=argparse.SUPPRESS)  # tolerated (meson passes none)
+    a = ap.parse_args()
+
+    kind, exe = ("echd", a.echd) if a.echd else ("redis", a.redis)
+    exe = os.path.abspath(exe) if os.sep in exe else exe
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_term)
+
+    runner = Runner(kind, exe, a.k, a.v)
+    try:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            runner.fail("<setup>", "%s binary not found or not executable: %s" % (kind, exe))
+        else:
+            for path in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]-*.py"))):
+                runner.run_module(path)
+    except SystemExit as e:
+        runner.fail("<runner>", str(e))
+    except KeyboardInterrupt:
+        runner.fail("<runner>", "interrupted")
+    if runner.not_collected:
+        print("# not collected for %s (echd-only): %d" % (kind, len(runner.not_collected)))
+        if a.v:
+            for full, reason in runner.not_collected:
+                print("#   %s: %s" % (full, reason))
+    if runner.passed + runner.failed == 0:
+        runner.fail("<runner>", "no test was selected")
+    print("e2e: %d passed, %d failed" % (runner.passed, runner.failed), flush=True)
+    return 1 if runner.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
