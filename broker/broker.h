@@ -60,6 +60,7 @@ struct brk_config {
 	char *storage_backend;
 	long long batch_max_commands; /* commands in one group commit */
 	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
+	long long flush_wait_us;      /* wait for a next commit before flushing alone */
 	bool daemonize;               /* accepted, must be no */
 };
 
@@ -117,6 +118,7 @@ enum {
 	BRK_CONN_HELD = 1 << 3,              /* on the held list */
 	BRK_CONN_PENDING = 1 << 4,           /* on the pending-input list */
 	BRK_CONN_CLOSING = 1 << 5,           /* on the closing list */
+	BRK_CONN_WAITING = 1 << 6,           /* on the waiting-for-durability list */
 };
 
 struct brk_conn {
@@ -144,6 +146,14 @@ struct brk_conn {
 	struct brk_conn *held_next;     /* held list */
 	struct brk_conn *pending_next;  /* pending-input list */
 	struct brk_conn *closing_next;  /* closing list */
+	struct brk_conn *waiting_next;  /* waiting list */
+	/* Replies in out up to end may go once commit generation gen is
+	 * durable (appendfsync always); in order, oldest first. */
+	struct {
+		uint64_t gen;
+		size_t end;
+	} marks[4];
+	int nmarks;
 };
 
 struct brk_cmdstat {
@@ -208,7 +218,14 @@ struct brk_server {
 	struct brk_conn *pending;    /* conns with parsed-but-unrun input */
 	struct brk_conn *closing;    /* conns to free at the end of the turn */
 	bool meta_pending;           /* everysec: a commit's meta page is not flushed yet */
+	uint64_t commit_gen;         /* commits so far (appendfsync always) */
+	uint64_t durable_gen;        /* of those, the ones whose meta page is flushed */
+	struct brk_conn *waiting;    /* conns with replies waiting for a flush */
+	struct event *flush_timer;   /* flushes a lone commit's meta page */
+	bool flush_armed;
 	bool gc_pending;
+	bool savepoints;             /* map nearly full at maxdisk: nest every write */
+	bool disk_full;              /* at maxdisk: commands that add data are refused */
 	/* blocking */
 	struct brk_waitkey **wk_table;
 	size_t wk_size, wk_count;
@@ -309,6 +326,9 @@ struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
 /* Commits the batch now (mid-turn, e.g. before growing the map). On failure
  * every reply held for the batch becomes an error reply. */
 int brk_batch_commit(struct brk_server *srv);
+
+/* Aborts the batch: every reply held for it becomes an error. */
+void brk_batch_abort(struct brk_server *srv, int rc);
 /* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT. */
 int brk_storage_grow(struct brk_server *srv);
 /* Queues c to be closed at the end of the loop turn. */
@@ -341,6 +361,8 @@ void brk_conn_flush(struct brk_conn *c, size_t upto);
 void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
 
 /* Replies shared by handlers */
+/* The error text for a storage failure rc (maxdisk named when full). */
+void brk_error_text(struct brk_server *srv, int rc, char *buf, size_t len);
 void brk_reply_error_rc(struct brk_ctx *x, int rc);
 void brk_count_error(struct brk_server *srv, const char *msg);
 

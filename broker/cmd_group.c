@@ -521,7 +521,10 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			if (is_new[i]) {
 				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, &n);
 				if (rc == 0 && n > 0) {
-					c.active_time = (int64_t)now;
+					if (!noack) {
+						/* NOACK takes nothing on: not activity (7.2+) */
+						c.active_time = (int64_t)now;
+					}
 					x->dirty++;
 				}
 			} else {
@@ -957,6 +960,9 @@ brk_cmd_xclaim(struct brk_ctx *x)
 				if (rc != 0) {
 					return rc;
 				}
+				if (r.cid == c.cid) {
+					c.pending--; /* keep our copy equal to the stored record */
+				}
 				x->dirty++;
 			}
 			continue;
@@ -969,8 +975,9 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		}
 		prev = found ? r.cid : 0;
 		if (!found) {
+			/* FORCE: a new row starts as a first delivery would */
 			r.id = id;
-			r.delivery_count = 0;
+			r.delivery_count = 1;
 		}
 		r.cid = c.cid;
 		r.delivery_time = (uint64_t)deliverytime;
@@ -1079,6 +1086,9 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 				rc = pel_remove(x->txn, &g, &r.id);
 				if (rc != 0) {
 					goto out;
+				}
+				if (r.cid == c.cid) {
+					c.pending--; /* keep our copy equal to the stored record */
 				}
 				if (ndeleted == cap) {
 					struct stream_id *nd = echd_realloc(deleted,
@@ -1267,15 +1277,29 @@ consumers_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 int
 brk_xinfo_consumers(struct brk_ctx *x)
 {
+	struct st_buf key = arg_buf(&x->argv[2]), gname = arg_buf(&x->argv[3]);
 	struct stream_meta m;
 	struct group_meta g;
 	struct info_walk iw = {x, &m, 0, 0};
 	size_t h;
 	int rc;
 
-	rc = lookup_stream_group(x, &x->argv[2], &x->argv[3], &m, &g, "");
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, "ERR no such key");
+		return 0;
+	}
+	if (rc == 0) {
+		rc = group_lookup(x->txn, &m, &gname, &g);
+		if (rc == ECHD_ENOTFOUND) {
+			resp_add_errorf(x->w, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
+				(int)gname.len, (const char *)gname.data, (int)key.len,
+				(const char *)key.data);
+			return 0;
+		}
+	}
 	if (rc != 0) {
-		return rc == 1 ? 0 : rc;
+		return rc;
 	}
 	h = resp_add_deferred(x->w);
 	rc = consumer_each(x->txn, &g, consumers_cb, &iw);

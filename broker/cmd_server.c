@@ -744,7 +744,8 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 			n += (size_t)snprintf(flags + n, sizeof(flags) - n, "%s ", flagnames[i].name);
 		}
 	}
-	if (cmd->first_key > 0 || (cmd->flags & BRK_CMD_BLOCKING)) {
+	if (cmd->first_key == 0 && (cmd->fn == brk_cmd_xread || cmd->fn == brk_cmd_xreadgroup)) {
+		/* their keys follow STREAMS, wherever that is */
 		n += (size_t)snprintf(flags + n, sizeof(flags) - n, "movablekeys ");
 	}
 	resp_add_array(w, 10);

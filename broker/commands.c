@@ -120,13 +120,53 @@ static const struct brk_cmd cmds[] = {
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+_Static_assert(NCMDS < 255, "the lookup table stores indexes in a byte");
+
+/* Lookups run once per request: a small open-addressing table over the
+ * lower-cased names, built on first use. */
+#define LOOKUP_SLOTS 256
+static unsigned char slots[LOOKUP_SLOTS]; /* index + 1; 0 = empty */
+static bool slots_ready;
+
+static unsigned
+name_hash(const char *name, size_t len)
+{
+	unsigned h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++) {
+		h = (h ^ (unsigned char)tolower((unsigned char)name[i])) * 16777619u;
+	}
+	return h;
+}
+
+static void
+slots_build(void)
+{
+	for (size_t i = 0; i < NCMDS; i++) {
+		unsigned h = name_hash(cmds[i].name, strlen(cmds[i].name));
+		while (slots[h % LOOKUP_SLOTS] != 0) {
+			h++;
+		}
+		slots[h % LOOKUP_SLOTS] = (unsigned char)(i + 1);
+	}
+	slots_ready = true;
+}
 
 const struct brk_cmd *
 brk_cmd_lookup(const char *name, size_t len)
 {
-	for (size_t i = 0; i < NCMDS; i++) {
-		if (strlen(cmds[i].name) == len && strncasecmp(cmds[i].name, name, len) == 0) {
-			return &cmds[i];
+	unsigned h;
+
+	if (!slots_ready) {
+		slots_build();
+	}
+	if (len == 0 || len > 32) {
+		return NULL;
+	}
+	for (h = name_hash(name, len); slots[h % LOOKUP_SLOTS] != 0; h++) {
+		const struct brk_cmd *c = &cmds[slots[h % LOOKUP_SLOTS] - 1];
+		if (strlen(c->name) == len && strncasecmp(c->name, name, len) == 0) {
+			return c;
 		}
 	}
 	return NULL;
@@ -306,7 +346,7 @@ brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool no
 				pat++;
 				plen--;
 			}
-			/* fall through */
+			__attribute__((fallthrough));
 		default:
 			if (slen == 0) {
 				return false;

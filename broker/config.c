@@ -81,6 +81,9 @@ static const struct opt opts[] = {
 		"storage backend name"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
+	{"flush-wait-us", OPT_INT, true, "200", OFF(flush_wait_us), 0, 1000000, NULL,
+		"appendfsync always: how long replies may wait for the next commit's flush "
+		"before their commit is flushed alone"},
 	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,
 		"rows of deleted streams removed per batch"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,

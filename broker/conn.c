@@ -113,6 +113,9 @@ brk_conn_destroy(struct brk_conn *c)
 	if (c->flags & BRK_CONN_CLOSING) {
 		unlink_from(&srv->closing, c, offsetof(struct brk_conn, closing_next));
 	}
+	if (c->flags & BRK_CONN_WAITING) {
+		unlink_from(&srv->waiting, c, offsetof(struct brk_conn, waiting_next));
+	}
 	if (c->prev) {
 		c->prev->next = c->next;
 	} else {
@@ -399,13 +402,25 @@ brk_count_error(struct brk_server *srv, const char *msg)
 }
 
 void
+brk_error_text(struct brk_server *srv, int rc, char *buf, size_t len)
+{
+	if (rc == ECHD_ELIMIT || rc == ECHD_EMAPFULL || rc == -ENOSPC) {
+		snprintf(buf, len,
+			"ERR storage full: the data file may not grow beyond maxdisk (%lld bytes); "
+			"trim or delete streams, or raise maxdisk",
+			srv->cfg.maxdisk);
+	} else {
+		snprintf(buf, len, "ERR storage error: %s", echd_strerror(rc));
+	}
+}
+
+void
 brk_reply_error_rc(struct brk_ctx *x, int rc)
 {
 	if (rc == ECHD_ELIMIT || rc == ECHD_EMAPFULL || rc == -ENOSPC) {
-		resp_add_errorf(x->w,
-			"ERR storage full: the data file may not grow beyond maxdisk (%lld bytes); "
-			"trim or delete streams, or raise maxdisk",
-			x->srv->cfg.maxdisk);
+		char msg[256];
+		brk_error_text(x->srv, rc, msg, sizeof(msg));
+		resp_add_error(x->w, msg);
 		return;
 	}
 	if (rc == -ENOMEM) {
@@ -420,14 +435,28 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
 	resp_add_errorf(x->w, "ERR storage error: %s", echd_strerror(rc));
 }
 
-/* Runs the handler inside the right transaction; returns its result. */
+/* Writes bigger than this run in their own nested transaction, so a full
+ * map fails only them. */
+#define NEST_ARG_BYTES (1024 * 1024)
+
+/* Runs the handler inside the right transaction; returns its result.
+ *
+ * A write command runs straight on the batch transaction: each command
+ * checks its arguments before it writes, so only a storage failure can
+ * stop one half-way, and then the whole batch is aborted (every reply it
+ * holds becomes an error), which keeps each command all-or-nothing. Nested
+ * transactions cost a copy of every page a command touches, so they are
+ * kept for when a failure is likely: a near-full map at maxdisk, or a
+ * large command. *nested says which way it ran. */
 static int
-run_handler(struct brk_ctx *x, const struct brk_cmd *cmd)
+run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 {
 	struct brk_server *srv = x->srv;
 	struct storage_txn *batch = NULL, *child = NULL;
+	size_t bytes = 0;
 	int rc;
 
+	*nested = false;
 	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) {
 		batch = brk_batch_txn(srv, &rc);
 		if (batch == NULL) {
@@ -435,17 +464,27 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd)
 		}
 		x->txn = batch;
 	}
-	if (cmd->flags & BRK_CMD_WRITE) {
-		rc = storage_txn_begin(srv->st, batch, 0, &child);
-		if (rc != 0) {
-			return rc;
-		}
-		x->txn = child;
+	if (!(cmd->flags & BRK_CMD_WRITE)) {
+		return cmd->fn(x);
 	}
-	rc = cmd->fn(x);
-	if (child == NULL) {
+	for (int i = 0; i < x->argc && bytes <= NEST_ARG_BYTES; i++) {
+		bytes += x->argv[i].len;
+	}
+	if (!srv->savepoints && bytes <= NEST_ARG_BYTES) {
+		rc = cmd->fn(x);
+		if (rc == 0 && (x->dirty > 0 || x->modified)) {
+			srv->batch_writes++;
+			srv->stats.dirty += x->dirty;
+		}
 		return rc;
 	}
+	*nested = true;
+	rc = storage_txn_begin(srv->st, batch, 0, &child);
+	if (rc != 0) {
+		return rc;
+	}
+	x->txn = child;
+	rc = cmd->fn(x);
 	if (rc != 0 || (x->dirty == 0 && !x->modified)) {
 		storage_txn_abort(child);
 		return rc;
@@ -466,6 +505,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	struct brk_ctx x;
 	size_t mark = c->out.len, idx;
 	uint64_t t0;
+	bool nested;
 	int rc, tries = 0;
 
 	memset(&x, 0, sizeof(x));
@@ -501,14 +541,26 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		srv->cmdstats[idx].rejected++;
 		goto replied;
 	}
+	if (srv->disk_full && (cmd->flags & BRK_CMD_DENYOOM)) {
+		char msg[256];
+		brk_error_text(srv, ECHD_ELIMIT, msg, sizeof(msg));
+		resp_add_error(&c->w, msg);
+		srv->cmdstats[idx].rejected++;
+		goto replied;
+	}
 	t0 = brk_now_us();
 again:
 	x.dirty = 0;
 	x.modified = false;
 	x.blocked = false;
-	rc = run_handler(&x, cmd);
+	rc = run_handler(&x, cmd, &nested);
 	if (rc < 0) {
 		resp_buf_truncate(&c->out, mark);
+		if (!nested && (cmd->flags & BRK_CMD_WRITE)) {
+			/* it may have written half: nothing of this batch stands */
+			brk_batch_abort(srv, rc);
+			mark = c->out.len;
+		}
 		if (rc == ECHD_EMAPFULL && tries++ < 4) {
 			rc = brk_storage_grow(srv);
 			mark = c->out.len; /* the commit may have rewritten held replies */

@@ -113,15 +113,42 @@ static void
 fail_held_replies(struct brk_conn *c, int rc)
 {
 	unsigned n = c->batch_replies;
+	char msg[256];
 
+	if (rc == ECHD_EMAPFULL || rc == ECHD_ELIMIT || rc == -ENOSPC) {
+		brk_error_text(c->srv, rc, msg, sizeof(msg));
+	} else {
+		snprintf(msg, sizeof(msg), "ERR storage commit failed: %s; nothing of this command "
+					   "was applied",
+			echd_strerror(rc));
+	}
 	resp_buf_truncate(&c->out, c->batch_mark);
 	for (unsigned i = 0; i < n; i++) {
-		resp_add_errorf(&c->w, "ERR storage commit failed: %s; nothing of this command "
-				       "was applied",
-			echd_strerror(rc));
+		resp_add_error(&c->w, msg);
 	}
 	c->srv->stats.total_error_replies += n;
 }
+
+/* Flushes the pending meta page, making every committed batch durable. */
+static int
+meta_flush(struct brk_server *srv)
+{
+	int rc;
+
+	if (!srv->meta_pending) {
+		return 0;
+	}
+	rc = storage_sync(srv->st);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
+		return rc;
+	}
+	srv->meta_pending = false;
+	srv->durable_gen = srv->commit_gen;
+	return 0;
+}
+
+static void release_durable(struct brk_server *srv, int err);
 
 int
 brk_batch_commit(struct brk_server *srv)
@@ -139,8 +166,11 @@ brk_batch_commit(struct brk_server *srv)
 			srv->stats.commits++;
 			srv->stats.batch_commands_total += srv->batch_writes;
 			srv->stats.last_commit_ms = brk_now_ms();
-			/* everysec: the meta page waits for the timer's flush */
-			srv->meta_pending = srv->cfg.appendfsync != BRK_FSYNC_ALWAYS;
+			/* This commit's data flush also flushed the previous
+			 * commit's meta page: that one is durable now. */
+			srv->durable_gen = srv->commit_gen;
+			srv->commit_gen++;
+			srv->meta_pending = true;
 		} else {
 			srv->stats.commit_failures++;
 			echd_log(ECHD_LOG_WARNING, "batch commit of %llu write commands failed: %s",
@@ -160,22 +190,24 @@ brk_batch_commit(struct brk_server *srv)
 	return rc;
 }
 
-/* Flushes the pending meta page, making every committed batch durable. */
-static int
-meta_flush(struct brk_server *srv)
+void
+brk_batch_abort(struct brk_server *srv, int rc)
 {
-	int rc;
-
-	if (!srv->meta_pending) {
-		return 0;
+	if (srv->batch == NULL) {
+		return;
 	}
-	rc = storage_sync(srv->st);
-	if (rc != 0) {
-		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
-		return rc;
+	storage_txn_abort(srv->batch);
+	srv->batch = NULL;
+	srv->stats.commit_failures++;
+	echd_log(ECHD_LOG_WARNING, "batch of %llu commands aborted: %s",
+		(unsigned long long)srv->batch_cmds, echd_strerror(rc));
+	srv->batch_writes = 0;
+	srv->batch_cmds = 0;
+	for (struct brk_conn *c = srv->held; c != NULL; c = c->held_next) {
+		fail_held_replies(c, rc);
+		c->batch_mark = c->out.len;
+		c->batch_replies = 0;
 	}
-	srv->meta_pending = false;
-	return 0;
 }
 
 int
@@ -211,6 +243,11 @@ gc_step(struct brk_server *srv)
 	if (t == NULL) {
 		return;
 	}
+	rc = stream_gc_pending(t, &more);
+	if (rc != 0 || !more) {
+		srv->gc_pending = rc != 0; /* nothing to do: no write, no commit */
+		return;
+	}
 	rc = storage_txn_begin(srv->st, t, 0, &child);
 	if (rc != 0) {
 		return;
@@ -231,24 +268,141 @@ gc_step(struct brk_server *srv)
 	}
 }
 
+static void
+waiting_add(struct brk_server *srv, struct brk_conn *c)
+{
+	if (c->flags & BRK_CONN_WAITING) {
+		return;
+	}
+	c->flags |= BRK_CONN_WAITING;
+	c->waiting_next = srv->waiting;
+	srv->waiting = c;
+}
+
+/* Sends what c may send now; what depends on a commit not yet durable
+ * (or reads that may have seen one) waits for that commit's flush. */
+static void
+release_or_wait(struct brk_server *srv, struct brk_conn *c)
+{
+	uint64_t gen = srv->durable_gen < srv->commit_gen ? srv->commit_gen : 0;
+
+	if (gen == 0 && c->nmarks == 0) {
+		brk_conn_flush(c, c->out.len);
+		return;
+	}
+	if (gen == 0) {
+		gen = c->marks[c->nmarks - 1].gen; /* stay behind what waits */
+	}
+	if (c->nmarks > 0 && c->marks[c->nmarks - 1].gen == gen) {
+		c->marks[c->nmarks - 1].end = c->out.len;
+	} else if (c->nmarks < (int)(sizeof(c->marks) / sizeof(c->marks[0]))) {
+		c->marks[c->nmarks].gen = gen;
+		c->marks[c->nmarks].end = c->out.len;
+		c->nmarks++;
+	} else {
+		/* Too many generations in flight for this one: merge into the
+		 * newest, which is only released after all of them anyway. */
+		c->marks[c->nmarks - 1].gen = gen;
+		c->marks[c->nmarks - 1].end = c->out.len;
+	}
+	waiting_add(srv, c);
+}
+
+/* Sends every waiting reply whose commit is durable now. On a failed
+ * flush (err), whether those commands are on disk is unknown: their
+ * connections are closed unanswered. */
+static void
+release_durable(struct brk_server *srv, int err)
+{
+	struct brk_conn *c, *next, *keep = NULL;
+
+	for (c = srv->waiting; c != NULL; c = next) {
+		size_t upto = 0;
+		int i, k;
+
+		next = c->waiting_next;
+		for (i = 0; i < c->nmarks && c->marks[i].gen <= srv->durable_gen; i++) {
+			upto = c->marks[i].end;
+		}
+		if (err != 0 && i < c->nmarks) {
+			echd_log(ECHD_LOG_WARNING, "flush failed (%s): closing client %s unanswered",
+				echd_strerror(err), c->addr);
+			resp_buf_truncate(&c->out, 0);
+			c->nmarks = 0;
+			c->flags &= ~BRK_CONN_WAITING;
+			brk_conn_close_asap(c);
+			continue;
+		}
+		if (i > 0) {
+			brk_conn_flush(c, upto);
+			for (k = 0; i + k < c->nmarks; k++) {
+				c->marks[k] = c->marks[i + k];
+				c->marks[k].end -= upto;
+			}
+			c->nmarks = k;
+		}
+		if (c->nmarks == 0) {
+			c->flags &= ~BRK_CONN_WAITING;
+			continue;
+		}
+		c->waiting_next = keep;
+		keep = c;
+	}
+	srv->waiting = keep;
+}
+
+/* No commit came along to flush the last one's meta page: flush it alone. */
+static void
+flush_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct brk_server *srv = arg;
+	int rc;
+
+	(void)fd;
+	(void)what;
+	srv->flush_armed = false;
+	if (srv->batch != NULL) {
+		return; /* a batch is running: its commit will do */
+	}
+	rc = meta_flush(srv);
+	release_durable(srv, rc);
+}
+
 /* Grows the map while a quarter of it is still free: when the map fills
  * to the last page, LMDB cannot even commit its free list, and the whole
- * batch fails rather than the one command that ran out of room. */
+ * batch fails rather than the one command that ran out of room.
+ *
+ * At maxdisk the map cannot grow: commands that add data are refused
+ * (disk_full) while a reserve is still free, so that XDEL, XTRIM, XACK and
+ * DEL, which need a few pages of their own to copy-on-write, can still run
+ * and free space; and every write runs in a nested transaction so one that
+ * does not fit fails alone. */
 static void
 map_headroom(struct brk_server *srv)
 {
 	struct storage_stat st;
+	uint64_t free_bytes = 0, live, reserve;
 
 	if (srv->batch != NULL || storage_stat(srv->st, &st) != 0) {
 		return;
 	}
+	srv->savepoints = false;
+	srv->disk_full = false;
 	if (st.used_bytes < st.map_size / 4 * 3) {
 		return;
 	}
-	if (srv->cfg.maxdisk > 0 && st.map_size >= (uint64_t)srv->cfg.maxdisk) {
-		return; /* at the limit: writes get errors naming maxdisk */
+	if (srv->cfg.maxdisk == 0 || st.map_size < (uint64_t)srv->cfg.maxdisk) {
+		if (brk_storage_grow(srv) == 0) {
+			return;
+		}
 	}
-	brk_storage_grow(srv);
+	srv->savepoints = true;
+	if (storage_free_bytes(srv->st, &free_bytes) != 0) {
+		free_bytes = 0;
+	}
+	live = st.used_bytes > free_bytes ? st.used_bytes - free_bytes : 0;
+	reserve = st.map_size / 16 > 64 * st.page_size ? st.map_size / 16 : 64 * st.page_size;
+	srv->disk_full = live + reserve >= st.map_size;
 }
 
 /* The end of a loop turn: commit, release replies, wake waiters.
@@ -282,9 +436,21 @@ batch_end(struct brk_server *srv)
 		next = c->held_next;
 		c->held_next = NULL;
 		c->flags &= ~BRK_CONN_HELD;
-		brk_conn_flush(c, c->out.len);
+		release_or_wait(srv, c);
 	}
 	srv->held = NULL;
+	release_durable(srv, 0);
+	if (srv->waiting != NULL && !srv->flush_armed) {
+		/* Under load the next turn's commit flushes this meta page for
+		 * free; give it that long before paying a flush of its own. */
+		struct timeval tv = {0, (suseconds_t)srv->cfg.flush_wait_us};
+		if (srv->cfg.flush_wait_us == 0 || srv->shutdown) {
+			flush_timer_cb(-1, 0, srv);
+		} else {
+			evtimer_add(srv->flush_timer, &tv);
+			srv->flush_armed = true;
+		}
+	}
 	/* Waiters of changed keys run again in the next turn, after the
 	 * commit that changed them. */
 	for (wk = srv->touched; wk != NULL; wk = wk->touched_next) {
@@ -913,8 +1079,7 @@ brk_server_init(struct brk_server *srv)
 	so.dir = srv->cfg.dir;
 	so.map_size = (uint64_t)srv->cfg.map_size;
 	so.max_disk = (uint64_t)srv->cfg.maxdisk;
-	so.sync_mode = srv->cfg.appendfsync == BRK_FSYNC_ALWAYS ? STORAGE_SYNC_FULL
-								: STORAGE_SYNC_DATA;
+	so.sync_mode = STORAGE_SYNC_DATA;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cannot open storage '%s' in '%s': %s",
@@ -924,6 +1089,10 @@ brk_server_init(struct brk_server *srv)
 	srv->gc_pending = true; /* finish deletions a previous run left */
 	srv->base = event_base_new();
 	if (srv->base == NULL) {
+		return -1;
+	}
+	srv->flush_timer = evtimer_new(srv->base, flush_timer_cb, srv);
+	if (srv->flush_timer == NULL) {
 		return -1;
 	}
 	if (srv->cfg.port != 0) {
@@ -1046,7 +1215,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_batch_commit(srv);
 	}
 	if (srv->st != NULL) {
-		meta_flush(srv);
+		release_durable(srv, meta_flush(srv));
 	}
 	while (srv->conns != NULL) {
 		struct brk_conn *c = srv->conns;
@@ -1078,6 +1247,9 @@ brk_server_finish(struct brk_server *srv)
 	}
 	if (srv->fsync_timer) {
 		event_free(srv->fsync_timer);
+	}
+	if (srv->flush_timer) {
+		event_free(srv->flush_timer);
 	}
 	for (size_t i = 0; i < srv->wk_size; i++) {
 		struct brk_waitkey *wk = srv->wk_table[i], *next;

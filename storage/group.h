@@ -118,7 +118,12 @@ int pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_met
 int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct pel_row *r, uint64_t prev_cid);
 /* Removes id from the group PEL and its owner's; returns ECHD_ENOTFOUND
- * when it was not pending. Updates g and the owner's record. */
+ * when it was not pending. Updates g and the owner's record in storage.
+ *
+ * Consumer records: pel_remove(), and pel_deliver()/pel_put() moving a row
+ * away from another consumer, change that owner's record in storage. A
+ * caller holding a copy of that record must save its own changes first
+ * and reload (or adjust) the copy after, or it writes a stale count back. */
 int pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *id);
 
 /* The highest id in the group PEL; ECHD_ENOTFOUND when it is empty. */

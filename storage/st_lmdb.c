@@ -280,7 +280,9 @@ static int
 lmdb_open(const struct storage_opts *o, struct storage **out)
 {
 	struct st_lmdb *s;
-	unsigned flags = MDB_NOTLS;
+	/* MDB_NOMEMINIT: LMDB would otherwise clear the unused part of every
+	 * page it allocates; the file never holds anything but our rows. */
+	unsigned flags = MDB_NOTLS | MDB_NOMEMINIT;
 	int dead = 0;
 	int rc;
 
@@ -370,6 +372,46 @@ lmdb_stat(struct storage *st, struct storage_stat *out)
 }
 
 static int
+lmdb_free_bytes(struct storage *st, uint64_t *out)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	MDB_stat ms;
+	uint64_t pages = 0;
+	int rc;
+
+	rc = mdb_env_stat(s->env, &ms);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &txn);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	/* The free list is sub-database 0; each record holds a page-number
+	 * list whose first word is its length. */
+	rc = mdb_cursor_open(txn, 0, &cur);
+	if (rc == 0) {
+		while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+			if (v.mv_size >= sizeof(size_t)) {
+				size_t n;
+				memcpy(&n, v.mv_data, sizeof(n));
+				pages += n;
+			}
+		}
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+	if (rc != MDB_NOTFOUND) {
+		return xlate(rc);
+	}
+	*out = pages * ms.ms_psize;
+	return 0;
+}
+
+static int
 lmdb_grow(struct storage *st)
 {
 	struct st_lmdb *s = lmdb_from(st);
@@ -433,7 +475,8 @@ lmdb_sync(struct storage *st)
 	if (rc != 0) {
 		return xlate(rc);
 	}
-	s->syncs++;
+	/* storage_sync() may run on another thread (the broker's syncer) */
+	__atomic_add_fetch(&s->syncs, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -910,5 +953,6 @@ const struct storage_ops st_lmdb_ops = {
 	.stat = lmdb_stat,
 	.grow = lmdb_grow,
 	.sync = lmdb_sync,
+	.free_bytes = lmdb_free_bytes,
 	.copy = lmdb_copy,
 };

@@ -176,3 +176,13 @@ storage_copy(struct storage *st, const char *dir)
 {
 	return st->ops->copy(st, dir);
 }
+
+int
+storage_free_bytes(struct storage *st, uint64_t *out)
+{
+	if (st->ops->free_bytes == NULL) {
+		*out = 0;
+		return 0;
+	}
+	return st->ops->free_bytes(st, out);
+}

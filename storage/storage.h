@@ -119,6 +119,11 @@ struct storage_stat {
 };
 int storage_stat(struct storage *st, struct storage_stat *out);
 
+/* Bytes of pages on the free list: space inside the map that new writes
+ * reuse before they need more of it. Walks the free list: call it only
+ * when the map is nearly full. No write transaction may be open. */
+int storage_free_bytes(struct storage *st, uint64_t *out);
+
 /* Grows the map (about doubles it) up to max_disk. No transaction may be
  * open. Returns 0, or ECHD_ELIMIT when already at max_disk. */
 int storage_grow(struct storage *st);

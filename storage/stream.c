@@ -770,6 +770,26 @@ delete_prefix(struct storage_txn *t, enum storage_table tb, const unsigned char 
 }
 
 int
+stream_gc_pending(struct storage_txn *t, bool *pending)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	int rc;
+
+	rc = storage_cursor_open(t, STORAGE_T_TRASH, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, NULL, &key, &val);
+	storage_cursor_close(c);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	*pending = rc == 0;
+	return 0;
+}
+
+int
 stream_gc_step(struct storage_txn *t, unsigned budget, bool *more)
 {
 	static const enum storage_table stream_tables[] = {STORAGE_T_ENTRIES, STORAGE_T_NODES};

@@ -68,6 +68,8 @@ int stream_rename(struct storage_txn *t, unsigned db, const struct st_buf *from,
 int stream_flush(struct storage_txn *t, unsigned db, bool all_dbs);
 /* Number of keys in db. */
 int stream_db_size(struct storage_txn *t, unsigned db, uint64_t *out);
+/* Sets *pending when deleted streams or groups still have rows. */
+int stream_gc_pending(struct storage_txn *t, bool *pending);
 /* Removes up to budget rows of deleted streams. *more is set when rows remain. */
 int stream_gc_step(struct storage_txn *t, unsigned budget, bool *more);
 
