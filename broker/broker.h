@@ -221,6 +221,7 @@ struct brk_server {
 	uint64_t commit_gen;         /* commits so far (appendfsync always) */
 	uint64_t durable_gen;        /* of those, the ones whose meta page is flushed */
 	struct brk_conn *waiting;    /* conns with replies waiting for a flush */
+	uint64_t nwaiting;
 	struct event *flush_timer;   /* flushes a lone commit's meta page */
 	bool flush_armed;
 	bool gc_pending;

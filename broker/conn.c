@@ -115,6 +115,7 @@ brk_conn_destroy(struct brk_conn *c)
 	}
 	if (c->flags & BRK_CONN_WAITING) {
 		unlink_from(&srv->waiting, c, offsetof(struct brk_conn, waiting_next));
+		srv->nwaiting--;
 	}
 	if (c->prev) {
 		c->prev->next = c->next;

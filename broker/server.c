@@ -277,6 +277,7 @@ waiting_add(struct brk_server *srv, struct brk_conn *c)
 	c->flags |= BRK_CONN_WAITING;
 	c->waiting_next = srv->waiting;
 	srv->waiting = c;
+	srv->nwaiting++;
 }
 
 /* Sends what c may send now; what depends on a commit not yet durable
@@ -330,6 +331,7 @@ release_durable(struct brk_server *srv, int err)
 			resp_buf_truncate(&c->out, 0);
 			c->nmarks = 0;
 			c->flags &= ~BRK_CONN_WAITING;
+			srv->nwaiting--;
 			brk_conn_close_asap(c);
 			continue;
 		}
@@ -343,6 +345,7 @@ release_durable(struct brk_server *srv, int err)
 		}
 		if (c->nmarks == 0) {
 			c->flags &= ~BRK_CONN_WAITING;
+			srv->nwaiting--;
 			continue;
 		}
 		c->waiting_next = keep;
@@ -442,9 +445,11 @@ batch_end(struct brk_server *srv)
 	release_durable(srv, 0);
 	if (srv->waiting != NULL && !srv->flush_armed) {
 		/* Under load the next turn's commit flushes this meta page for
-		 * free; give it that long before paying a flush of its own. */
+		 * free; give it that long before paying a flush of its own --
+		 * unless every client that could send is itself waiting. */
 		struct timeval tv = {0, (suseconds_t)srv->cfg.flush_wait_us};
-		if (srv->cfg.flush_wait_us == 0 || srv->shutdown) {
+		bool others = srv->nconns > srv->nwaiting + srv->blocked_clients;
+		if (srv->cfg.flush_wait_us == 0 || srv->shutdown || !others) {
 			flush_timer_cb(-1, 0, srv);
 		} else {
 			evtimer_add(srv->flush_timer, &tv);
@@ -1087,7 +1092,16 @@ brk_server_init(struct brk_server *srv)
 		return -1;
 	}
 	srv->gc_pending = true; /* finish deletions a previous run left */
-	srv->base = event_base_new();
+	{
+		/* precise timers: flush-wait-us is in microseconds */
+		struct event_config *ec = event_config_new();
+		if (ec == NULL) {
+			return -1;
+		}
+		event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+		srv->base = event_base_new_with_config(ec);
+		event_config_free(ec);
+	}
 	if (srv->base == NULL) {
 		return -1;
 	}
