@@ -103,7 +103,8 @@ class Gate:
 class Model:
     """What the clients were told, and what that implies about echd's state."""
 
-    def __init__(self):
+    def __init__(self, seed):
+        self.seed = seed
         self.lock = threading.Lock()
         self.violations = []
         self.cycle = 0
@@ -378,7 +379,7 @@ def check_state(server, model):
     finally:
         c.close()
     if model.violations:
-        raise Violation(describe(model.violations))
+        raise Violation("seed %d: %s" % (model.seed, describe(model.violations)))
 
 
 def describe(violations):
@@ -536,7 +537,7 @@ def _check_state(c, m):
 def test_crash_cycles(server):
     seed = int(time.time())
     rng = random.Random(seed)
-    model = Model()
+    model = Model(seed)
     c = server.raw()
     assert c.call("XGROUP", "CREATE", KEY, GROUP, "0", "MKSTREAM", "ENTRIESREAD", "0") == "OK"
     c.close()
@@ -581,7 +582,7 @@ def test_crash_cycles(server):
             t.join(15)
     alive = [t.name for t in threads if t.is_alive()]
     assert not alive, "threads still running: %r" % alive
-    assert not model.violations, describe(model.violations)
+    assert not model.violations, "seed %d: %s" % (seed, describe(model.violations))
     assert cycles >= MIN_CYCLES, "only %d kill/restart cycles in %.0f s (seed %d)" % (
         cycles, time.monotonic() - t0, seed)
     s = model.stats
