@@ -61,6 +61,7 @@ struct brk_config {
 	long long batch_max_commands; /* commands in one group commit */
 	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
 	long long flush_wait_us;      /* wait for a next commit before flushing alone */
+	long long multi_max_commands; /* commands one MULTI may queue */
 	bool daemonize;               /* accepted, must be no */
 };
 
@@ -108,6 +109,7 @@ struct brk_block {
 	int nkeys;
 	struct brk_waitkey **keys; /* the keys it waits on */
 	bool ready;             /* queued to run again */
+	bool nokey;             /* XREADGROUP: answers NOGROUP if its key goes */
 	struct brk_conn *next_ready;
 };
 
@@ -142,6 +144,14 @@ struct brk_conn {
 	uint64_t obuf_soft_since; /* when the soft limit was first exceeded */
 	char last_cmd[32];
 	struct brk_block *blk;   /* non-NULL while blocked */
+	/* MULTI/EXEC */
+	bool multi;              /* queueing */
+	bool multi_dirty;        /* a command was refused while queueing: EXEC aborts */
+	bool watch_dirty;        /* a watched key changed: EXEC answers null */
+	struct brk_argv *queue;  /* owned copies of the queued commands */
+	int nqueue, qcap;
+	struct brk_waitkey **watched;
+	int nwatched, watched_cap;
 	struct brk_conn *prev, *next;   /* all connections */
 	struct brk_conn *held_next;     /* held list */
 	struct brk_conn *pending_next;  /* pending-input list */
@@ -191,6 +201,9 @@ struct brk_waitkey {
 	char *name;          /* owned */
 	struct brk_conn **waiters; /* arrival order */
 	int nwaiters, cap;
+	int nokey_waiters;   /* of those, XREADGROUP: answered NOGROUP if the key goes */
+	struct brk_conn **watchers; /* WATCH */
+	int nwatchers, wcap;
 	bool touched;        /* changed in the current batch */
 	struct brk_waitkey *hnext;
 	struct brk_waitkey *touched_next;
@@ -270,6 +283,7 @@ struct brk_ctx {
 	struct storage_txn *txn; /* read: the batch; write: a child of it */
 	uint64_t dirty;          /* changes made (Redis' dirty counter) */
 	bool from_block;         /* re-run of a blocked command */
+	bool in_exec;            /* run by EXEC: blocking commands do not block */
 	bool modified;           /* wrote rows without counting as a change (e.g.
 				  * a consumer's seen-time): keep the writes */
 	bool blocked;            /* the handler blocked the client */
@@ -308,7 +322,8 @@ BRK_DECL(command); BRK_DECL(shutdown); BRK_DECL(lastsave); BRK_DECL(save);
 BRK_DECL(xadd); BRK_DECL(xlen); BRK_DECL(xrange); BRK_DECL(xrevrange); BRK_DECL(xdel);
 BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
-BRK_DECL(xautoclaim);
+BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
+BRK_DECL(unwatch);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -346,6 +361,14 @@ void brk_signal_db(struct brk_server *srv, unsigned db, bool all);
 int brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t timeout_ms,
 	int req_argc, const struct resp_arg *req_argv);
 void brk_unblock(struct brk_conn *c);
+
+/* WATCH: registers c on (db, key); brk_signal_key() marks it dirty. */
+int brk_watch_key(struct brk_conn *c, const void *name, size_t len);
+void brk_unwatch_all(struct brk_conn *c);
+/* Drops c's MULTI state (queue and watches). */
+void brk_multi_reset(struct brk_conn *c);
+/* Queues a command while in MULTI (copied); replies +QUEUED or an error. */
+void brk_multi_queue(struct brk_ctx *x);
 
 /* Connections */
 struct brk_conn *brk_conn_create(struct brk_server *srv, int fd, const char *addr,

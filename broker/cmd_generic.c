@@ -131,6 +131,7 @@ brk_cmd_reset(struct brk_ctx *x)
 {
 	struct brk_conn *c = x->c;
 
+	brk_multi_reset(c);
 	c->db = 0;
 	c->resp = 2;
 	c->w.proto = 2;

@@ -102,6 +102,17 @@ static const struct {
 		SEC_CPU | SEC_ERRORSTATS | SEC_KEYSPACE | SEC_STORAGE)
 #define SEC_ALL (SEC_DEFAULT | SEC_COMMANDSTATS)
 
+static size_t
+watching_clients(const struct brk_server *srv)
+{
+	size_t n = 0;
+
+	for (const struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+		n += c->nwatched > 0;
+	}
+	return n;
+}
+
 static int
 info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 {
@@ -139,8 +150,19 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		SECTION("Clients");
 		bprintf(b, "connected_clients:%llu\r\nmaxclients:%lld\r\n",
 			(unsigned long long)srv->nconns, srv->cfg.maxclients);
+		size_t keys = 0, nokey = 0, watching = 0;
+		for (size_t i = 0; i < srv->wk_size; i++) {
+			for (struct brk_waitkey *wk = srv->wk_table[i]; wk; wk = wk->hnext) {
+				keys += wk->nwaiters > 0;
+				nokey += wk->nokey_waiters > 0;
+				watching += wk->nwatchers > 0;
+			}
+		}
 		bprintf(b, "blocked_clients:%llu\r\ntotal_blocking_keys:%zu\r\n",
-			(unsigned long long)srv->blocked_clients, srv->wk_count);
+			(unsigned long long)srv->blocked_clients, keys);
+		bprintf(b, "total_blocking_keys_on_nokey:%zu\r\nwatching_clients:%zu\r\n", nokey,
+			(size_t)0 + watching_clients(srv));
+		bprintf(b, "total_watched_keys:%zu\r\n", watching);
 	}
 	if (secs & SEC_MEMORY) {
 		struct mallinfo2 mi = mallinfo2();

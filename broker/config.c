@@ -84,6 +84,8 @@ static const struct opt opts[] = {
 	{"flush-wait-us", OPT_INT, true, "200", OFF(flush_wait_us), 0, 1000000, NULL,
 		"appendfsync always: how long replies may wait for the next commit's flush "
 		"before their commit is flushed alone"},
+	{"multi-max-commands", OPT_INT, true, "100000", OFF(multi_max_commands), 1, 100000000,
+		NULL, "commands one MULTI may queue before it is refused"},
 	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,
 		"rows of deleted streams removed per batch"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,

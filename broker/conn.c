@@ -104,6 +104,7 @@ brk_conn_destroy(struct brk_conn *c)
 	}
 	srv = c->srv;
 	brk_unblock(c);
+	brk_multi_reset(c);
 	if (c->flags & BRK_CONN_PENDING) {
 		unlink_from(&srv->pending, c, offsetof(struct brk_conn, pending_next));
 	}
@@ -522,6 +523,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
 	if (cmd == NULL) {
 		reply_unknown(&x);
+		c->multi_dirty |= c->multi; /* EXEC will abort */
 		goto replied;
 	}
 	idx = (size_t)(cmd - brk_cmd_at(0));
@@ -540,6 +542,13 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
 		resp_add_errorf(&c->w, "ERR wrong number of arguments for '%s' command", cmd->name);
 		srv->cmdstats[idx].rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (c->multi && cmd->fn != brk_cmd_exec && cmd->fn != brk_cmd_discard &&
+		cmd->fn != brk_cmd_multi && cmd->fn != brk_cmd_watch && cmd->fn != brk_cmd_quit &&
+		cmd->fn != brk_cmd_reset) {
+		brk_multi_queue(&x);
 		goto replied;
 	}
 	if (srv->disk_full && (cmd->flags & BRK_CMD_DENYOOM)) {

@@ -149,6 +149,7 @@ meta_flush(struct brk_server *srv)
 }
 
 static void release_durable(struct brk_server *srv, int err);
+static void wk_maybe_free(struct brk_server *srv, struct brk_waitkey *wk);
 
 int
 brk_batch_commit(struct brk_server *srv)
@@ -421,7 +422,7 @@ static void
 batch_end(struct brk_server *srv)
 {
 	struct brk_conn *c, *next;
-	struct brk_waitkey *wk;
+	struct brk_waitkey *wk, *wnext;
 
 	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
 		gc_step(srv);
@@ -458,7 +459,8 @@ batch_end(struct brk_server *srv)
 	}
 	/* Waiters of changed keys run again in the next turn, after the
 	 * commit that changed them. */
-	for (wk = srv->touched; wk != NULL; wk = wk->touched_next) {
+	for (wk = srv->touched; wk != NULL; wk = wnext) {
+		wnext = wk->touched_next;
 		wk->touched = false;
 		for (int i = 0; i < wk->nwaiters; i++) {
 			struct brk_conn *w = wk->waiters[i];
@@ -474,6 +476,7 @@ batch_end(struct brk_server *srv)
 			}
 			srv->ready_tail = w;
 		}
+		wk_maybe_free(srv, wk);
 	}
 	srv->touched = NULL;
 }
@@ -565,20 +568,13 @@ wk_get(struct brk_server *srv, unsigned db, const void *name, size_t len)
 	return wk;
 }
 
+/* Frees wk once nothing refers to it. */
 static void
-wk_remove_waiter(struct brk_server *srv, struct brk_waitkey *wk, struct brk_conn *c)
+wk_maybe_free(struct brk_server *srv, struct brk_waitkey *wk)
 {
 	struct brk_waitkey **pp;
 
-	for (int i = 0; i < wk->nwaiters; i++) {
-		if (wk->waiters[i] == c) {
-			memmove(&wk->waiters[i], &wk->waiters[i + 1],
-				(size_t)(wk->nwaiters - i - 1) * sizeof(wk->waiters[0]));
-			wk->nwaiters--;
-			break;
-		}
-	}
-	if (wk->nwaiters > 0 || wk->touched) {
+	if (wk->nwaiters > 0 || wk->nwatchers > 0 || wk->touched) {
 		return;
 	}
 	pp = &srv->wk_table[key_hash(wk->db, wk->name, wk->len) & (srv->wk_size - 1)];
@@ -590,8 +586,96 @@ wk_remove_waiter(struct brk_server *srv, struct brk_waitkey *wk, struct brk_conn
 	}
 	srv->wk_count--;
 	echd_free(wk->waiters);
+	echd_free(wk->watchers);
 	echd_free(wk->name);
 	echd_free(wk);
+}
+
+/* Removes c from an array of connections; returns whether it was there. */
+static bool
+conn_array_remove(struct brk_conn **a, int *n, struct brk_conn *c)
+{
+	for (int i = 0; i < *n; i++) {
+		if (a[i] == c) {
+			memmove(&a[i], &a[i + 1], (size_t)(*n - i - 1) * sizeof(a[0]));
+			(*n)--;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+wk_remove_waiter(struct brk_server *srv, struct brk_waitkey *wk, struct brk_conn *c)
+{
+	if (conn_array_remove(wk->waiters, &wk->nwaiters, c) && c->blk != NULL &&
+		c->blk->nokey) {
+		wk->nokey_waiters--;
+	}
+	wk_maybe_free(srv, wk);
+}
+
+/* Appends c to a growable connection array. */
+static int
+conn_array_add(struct brk_conn ***a, int *n, int *cap, struct brk_conn *c)
+{
+	if (*n == *cap) {
+		int ncap = *cap ? *cap * 2 : 4;
+		struct brk_conn **na = echd_realloc(*a, (size_t)ncap * sizeof(*na));
+		if (na == NULL) {
+			return -ENOMEM;
+		}
+		*a = na;
+		*cap = ncap;
+	}
+	(*a)[(*n)++] = c;
+	return 0;
+}
+
+int
+brk_watch_key(struct brk_conn *c, const void *name, size_t len)
+{
+	struct brk_server *srv = c->srv;
+	struct brk_waitkey *wk;
+
+	for (int i = 0; i < c->nwatched; i++) {
+		wk = c->watched[i];
+		if (wk->db == c->db && wk->len == len && memcmp(wk->name, name, len) == 0) {
+			return 0; /* already watched */
+		}
+	}
+	wk = wk_get(srv, c->db, name, len);
+	if (wk == NULL) {
+		return -ENOMEM;
+	}
+	if (c->nwatched == c->watched_cap) {
+		int ncap = c->watched_cap ? c->watched_cap * 2 : 4;
+		struct brk_waitkey **nw = echd_realloc(c->watched, (size_t)ncap * sizeof(*nw));
+		if (nw == NULL) {
+			wk_maybe_free(srv, wk);
+			return -ENOMEM;
+		}
+		c->watched = nw;
+		c->watched_cap = ncap;
+	}
+	if (conn_array_add(&wk->watchers, &wk->nwatchers, &wk->wcap, c) != 0) {
+		wk_maybe_free(srv, wk);
+		return -ENOMEM;
+	}
+	c->watched[c->nwatched++] = wk;
+	return 0;
+}
+
+void
+brk_unwatch_all(struct brk_conn *c)
+{
+	for (int i = 0; i < c->nwatched; i++) {
+		struct brk_waitkey *wk = c->watched[i];
+		conn_array_remove(wk->watchers, &wk->nwatchers, c);
+		wk_maybe_free(c->srv, wk);
+	}
+	c->nwatched = 0;
+	c->watch_dirty = false;
 }
 
 void
@@ -599,7 +683,13 @@ brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len
 {
 	struct brk_waitkey *wk = wk_find(srv, db, name, len);
 
-	if (wk == NULL || wk->touched || wk->nwaiters == 0) {
+	if (wk == NULL) {
+		return;
+	}
+	for (int i = 0; i < wk->nwatchers; i++) {
+		wk->watchers[i]->watch_dirty = true;
+	}
+	if (wk->touched || wk->nwaiters == 0) {
 		return;
 	}
 	wk->touched = true;
@@ -639,6 +729,11 @@ brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t ti
 	struct brk_server *srv = x->srv;
 	struct brk_block *b;
 
+	if (x->in_exec) {
+		/* inside MULTI/EXEC a blocking read does not block (as Redis) */
+		resp_add_null_array(x->w);
+		return 0;
+	}
 	x->blocked = true;
 	if (x->from_block) {
 		return 0; /* still waiting: keep the block and its deadline */
@@ -648,6 +743,7 @@ brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t ti
 		goto oom;
 	}
 	c->blk = b;
+	b->nokey = brk_arg_eq(&req_argv[0], "xreadgroup");
 	b->req.argv = echd_calloc((size_t)req_argc, sizeof(*b->req.argv));
 	b->keys = echd_calloc((size_t)nkeys, sizeof(*b->keys));
 	if (b->req.argv == NULL || b->keys == NULL) {
@@ -674,17 +770,13 @@ brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t ti
 		if (dup) {
 			continue;
 		}
-		if (wk->nwaiters == wk->cap) {
-			int ncap = wk->cap ? wk->cap * 2 : 4;
-			struct brk_conn **nw = echd_realloc(wk->waiters, (size_t)ncap * sizeof(*nw));
-			if (nw == NULL) {
-				goto oom;
-			}
-			wk->waiters = nw;
-			wk->cap = ncap;
+		if (conn_array_add(&wk->waiters, &wk->nwaiters, &wk->cap, c) != 0) {
+			goto oom;
 		}
-		wk->waiters[wk->nwaiters++] = c;
 		b->keys[b->nkeys++] = wk;
+		if (b->nokey) {
+			wk->nokey_waiters++;
+		}
 	}
 	if (timeout_ms > 0) {
 		struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
@@ -1270,6 +1362,7 @@ brk_server_finish(struct brk_server *srv)
 		for (; wk != NULL; wk = next) {
 			next = wk->hnext;
 			echd_free(wk->waiters);
+			echd_free(wk->watchers);
 			echd_free(wk->name);
 			echd_free(wk);
 		}

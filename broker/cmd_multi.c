@@ -1,0 +1,220 @@
+/* cmd_multi.c - MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+ *
+ * EXEC runs every queued command, one after the other with nothing in
+ * between, inside one nested transaction of the loop turn's batch: all of
+ * it commits with the batch or none of it does, and its reply is held
+ * until that commit is durable, like every other reply.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "broker.h"
+
+static void
+argv_free(struct brk_argv *a)
+{
+	for (int i = 0; i < a->argc; i++) {
+		echd_free((void *)a->argv[i].p);
+	}
+	ECHD_FREE(a->argv);
+	a->argc = 0;
+}
+
+void
+brk_multi_reset(struct brk_conn *c)
+{
+	for (int i = 0; i < c->nqueue; i++) {
+		argv_free(&c->queue[i]);
+	}
+	ECHD_FREE(c->queue);
+	c->nqueue = c->qcap = 0;
+	c->multi = false;
+	c->multi_dirty = false;
+	brk_unwatch_all(c);
+}
+
+void
+brk_multi_queue(struct brk_ctx *x)
+{
+	struct brk_conn *c = x->c;
+	struct brk_argv *q;
+
+	if (c->nqueue >= x->srv->cfg.multi_max_commands) {
+		resp_add_errorf(x->w, "ERR too many commands in MULTI (multi-max-commands is %lld)",
+			x->srv->cfg.multi_max_commands);
+		c->multi_dirty = true;
+		return;
+	}
+	if (c->nqueue == c->qcap) {
+		int ncap = c->qcap ? c->qcap * 2 : 8;
+		struct brk_argv *nq = echd_realloc(c->queue, (size_t)ncap * sizeof(*nq));
+		if (nq == NULL) {
+			goto oom;
+		}
+		c->queue = nq;
+		c->qcap = ncap;
+	}
+	q = &c->queue[c->nqueue];
+	q->argc = 0;
+	q->argv = echd_calloc((size_t)x->argc, sizeof(*q->argv));
+	if (q->argv == NULL) {
+		goto oom;
+	}
+	for (int i = 0; i < x->argc; i++) {
+		char *p = echd_strndup(x->argv[i].p, x->argv[i].len);
+		if (p == NULL) {
+			argv_free(q);
+			goto oom;
+		}
+		q->argv[i].p = p;
+		q->argv[i].len = x->argv[i].len;
+		q->argc++;
+	}
+	c->nqueue++;
+	resp_add_simple(x->w, "QUEUED");
+	return;
+oom:
+	resp_add_error(x->w, "ERR out of memory queueing the command");
+	c->multi_dirty = true;
+}
+
+int
+brk_cmd_multi(struct brk_ctx *x)
+{
+	if (x->c->multi) {
+		resp_add_error(x->w, "ERR MULTI calls can not be nested");
+		return 0;
+	}
+	x->c->multi = true;
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+int
+brk_cmd_discard(struct brk_ctx *x)
+{
+	if (!x->c->multi) {
+		resp_add_error(x->w, "ERR DISCARD without MULTI");
+		return 0;
+	}
+	brk_multi_reset(x->c);
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+int
+brk_cmd_watch(struct brk_ctx *x)
+{
+	if (x->c->multi) {
+		resp_add_error(x->w, "ERR WATCH inside MULTI is not allowed");
+		return 0;
+	}
+	for (int i = 1; i < x->argc; i++) {
+		int rc = brk_watch_key(x->c, x->argv[i].p, x->argv[i].len);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+int
+brk_cmd_unwatch(struct brk_ctx *x)
+{
+	brk_unwatch_all(x->c);
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+int
+brk_cmd_exec(struct brk_ctx *x)
+{
+	struct brk_server *srv = x->srv;
+	struct brk_conn *c = x->c;
+	struct storage_txn *batch, *child = NULL;
+	size_t mark = x->w->out->len;
+	bool wrote = false;
+	uint64_t dirty = 0;
+	int rc = 0;
+
+	if (!c->multi) {
+		resp_add_error(x->w, "ERR EXEC without MULTI");
+		return 0;
+	}
+	if (c->multi_dirty) {
+		brk_multi_reset(c);
+		resp_add_error(x->w, "EXECABORT Transaction discarded because of previous errors.");
+		return 0;
+	}
+	if (c->watch_dirty) {
+		brk_multi_reset(c);
+		resp_add_null_array(x->w);
+		return 0;
+	}
+	batch = brk_batch_txn(srv, &rc);
+	if (batch == NULL) {
+		goto out;
+	}
+	rc = storage_txn_begin(srv->st, batch, 0, &child);
+	if (rc != 0) {
+		goto out;
+	}
+	/* Commands run from here see c as outside MULTI, as Redis' do. */
+	c->multi = false;
+	resp_add_array(x->w, (size_t)c->nqueue);
+	for (int i = 0; i < c->nqueue && rc == 0; i++) {
+		struct brk_argv *q = &c->queue[i];
+		const struct brk_cmd *cmd = brk_cmd_lookup(q->argv[0].p, q->argv[0].len);
+		struct brk_ctx sub;
+		size_t before = x->w->out->len, idx = (size_t)(cmd - brk_cmd_at(0));
+		uint64_t t0 = brk_now_us();
+
+		memset(&sub, 0, sizeof(sub));
+		sub.srv = srv;
+		sub.c = c;
+		sub.w = x->w;
+		sub.argc = q->argc;
+		sub.argv = q->argv;
+		sub.in_exec = true;
+		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
+		rc = cmd->fn(&sub);
+		srv->cmdstats[idx].calls++;
+		srv->cmdstats[idx].usec += brk_now_us() - t0;
+		srv->stats.total_commands++;
+		if (rc > 0) {
+			rc = 0; /* BRK_UNDO cannot be honoured inside EXEC */
+		}
+		if (rc == 0 && x->w->out->len > before && x->w->out->data[before] == '-') {
+			/* a runtime error fails only this command's reply */
+			srv->cmdstats[idx].failed++;
+		}
+		wrote |= sub.dirty > 0 || sub.modified;
+		dirty += sub.dirty;
+	}
+	if (rc != 0) {
+		/* A storage failure: nothing of the transaction stands. */
+		storage_txn_abort(child);
+		resp_buf_truncate(x->w->out, mark);
+		brk_reply_error_rc(x, rc);
+		rc = 0;
+		goto out;
+	}
+	if (!wrote) {
+		storage_txn_abort(child);
+		goto out;
+	}
+	rc = storage_txn_commit(child);
+	if (rc != 0) {
+		resp_buf_truncate(x->w->out, mark);
+		brk_reply_error_rc(x, rc);
+		rc = 0;
+		goto out;
+	}
+	srv->batch_writes++;
+	srv->stats.dirty += dirty;
+	/* x->dirty stays 0: the commands' changes were counted above */
+out:
+	brk_multi_reset(c);
+	return rc;
+}
