@@ -236,6 +236,7 @@ struct brk_server {
 	struct brk_conn *waiting;    /* conns with replies waiting for a flush */
 	uint64_t nwaiting;
 	struct event *flush_timer;   /* flushes a lone commit's meta page */
+	struct event *watchdog;      /* WATCHDOG=1 from the loop, when asked */
 	bool flush_armed;
 	bool gc_pending;
 	bool savepoints;             /* map nearly full at maxdisk: nest every write */
@@ -383,6 +384,17 @@ void brk_conn_mark_held(struct brk_conn *c);
 void brk_conn_flush(struct brk_conn *c, size_t upto);
 /* Formats a CLIENT LIST line for c into b. */
 void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
+
+/* systemd.c: service manager integration */
+#define BRK_SD_LISTEN_FDS_START 3
+/* Sends a notification ("READY=1", ...) to $NOTIFY_SOCKET; 0 when none. */
+int brk_sd_notify(const char *state);
+/* The watchdog interval asked for, in microseconds, or 0. */
+uint64_t brk_sd_watchdog_usec(void);
+/* Sockets passed by socket activation (fds from 3), or 0, or -errno. */
+int brk_sd_listen_fds(void);
+/* True when stderr is connected to the journal (log with <N> priorities). */
+bool brk_sd_journal_stderr(void);
 
 /* Replies shared by handlers */
 /* The error text for a storage failure rc (maxdisk named when full). */

@@ -460,7 +460,7 @@ void
 brk_config_usage(FILE *f)
 {
 	fprintf(f, "Usage: echd [CONFIG_FILE] [--name value ...]\n"
-		   "       echd --help | --version\n\n"
+		   "       echd --help | --version | --list-options\n\n"
 		   "echd is a durable message broker speaking the Redis protocol; streams and\n"
 		   "consumer groups are kept in LMDB and every reply follows its commit.\n\n"
 		   "Options (config file lines are 'name value'; the command line uses --name value):\n");
@@ -479,6 +479,15 @@ brk_config_from_args(struct brk_config *cfg, int argc, char **argv, char *err, s
 
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		brk_config_usage(stdout);
+		return 1;
+	}
+	if (argc >= 2 && !strcmp(argv[1], "--list-options")) {
+		/* For tools and tests that keep echd.conf and the docs true:
+		 * name, default, "runtime" or "restart", help; tab-separated. */
+		for (size_t k = 0; k < NOPTS; k++) {
+			printf("%s\t%s\t%s\t%s\n", opts[k].name, opts[k].def,
+				opts[k].runtime ? "runtime" : "restart", opts[k].help);
+		}
 		return 1;
 	}
 	if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v"))) {

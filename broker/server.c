@@ -50,16 +50,24 @@ brk_now_us(void)
  * ---------------------------------------------------------------------- */
 
 static FILE *log_file;
+static bool log_journal;
 
 static void
 log_sink(enum echd_log_level level, const char *line, void *ud)
 {
 	static const char marks[] = ".-*#";
+	static const int prio[] = {7, 6, 5, 4}; /* debug info notice warning */
 	struct timespec ts;
 	struct tm tm;
 	char tbuf[64];
 	FILE *f = log_file ? log_file : stderr;
 
+	if (log_file == NULL && log_journal) {
+		/* journald keeps the level from the prefix and adds the time */
+		fprintf(stderr, "<%d>%s\n", prio[level], line);
+		fflush(stderr);
+		return;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	localtime_r(&ts.tv_sec, &tm);
 	strftime(tbuf, sizeof(tbuf), "%d %b %Y %H:%M:%S", &tm);
@@ -75,6 +83,7 @@ log_open(struct brk_server *srv)
 		fclose(log_file);
 		log_file = NULL;
 	}
+	log_journal = brk_sd_journal_stderr();
 	if (srv->cfg.logfile && srv->cfg.logfile[0]) {
 		log_file = fopen(srv->cfg.logfile, "a");
 		if (log_file == NULL) {
@@ -1073,12 +1082,15 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 
 	(void)what;
 	if (sig == SIGHUP) {
+		brk_sd_notify("RELOADING=1");
 		echd_log(ECHD_LOG_NOTICE, "SIGHUP: reopening the log file");
 		log_open(srv);
+		brk_sd_notify("READY=1");
 		return;
 	}
 	echd_log(ECHD_LOG_WARNING, "received %s, scheduling shutdown...",
 		sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	brk_sd_notify("STOPPING=1\nSTATUS=Finishing the batch in flight");
 	srv->shutdown = true;
 	event_base_loopbreak(srv->base);
 }
@@ -1099,7 +1111,16 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 		srv->stats.ops_sample_ms = now;
 		srv->stats.ops_sample_cmds = srv->stats.total_commands;
 	}
-	if (++ticks % 10 != 0 || srv->cfg.timeout <= 0) {
+	if (++ticks % 50 == 0) {
+		char status[160];
+		snprintf(status, sizeof(status),
+			"STATUS=%llu clients, %llu blocked, %llu commands, %llu commits",
+			(unsigned long long)srv->nconns, (unsigned long long)srv->blocked_clients,
+			(unsigned long long)srv->stats.total_commands,
+			(unsigned long long)srv->stats.commits);
+		brk_sd_notify(status);
+	}
+	if (ticks % 10 != 0 || srv->cfg.timeout <= 0) {
 		return;
 	}
 	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
@@ -1108,6 +1129,44 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 			brk_conn_close_asap(c);
 		}
 	}
+}
+
+static void
+watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	/* sent from the loop: a loop that is stuck stops sending it */
+	brk_sd_notify("WATCHDOG=1");
+}
+
+/* Listens on sockets handed over by socket activation. */
+static int
+listen_activated(struct brk_server *srv, int n)
+{
+	for (int fd = BRK_SD_LISTEN_FDS_START; fd < BRK_SD_LISTEN_FDS_START + n; fd++) {
+		struct evconnlistener *l;
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		evutil_make_socket_nonblocking(fd);
+		l = evconnlistener_new(srv->base, accept_cb, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		if (l == NULL) {
+			echd_log(ECHD_LOG_WARNING, "cannot use activated socket fd %d", fd);
+			return -1;
+		}
+		evconnlistener_set_error_cb(l, listener_error_cb);
+		srv->listeners[srv->nlisteners++] = l;
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && srv->bound_port == 0 &&
+			(ss.ss_family == AF_INET || ss.ss_family == AF_INET6)) {
+			srv->bound_port = ntohs(ss.ss_family == AF_INET
+					? ((struct sockaddr_in *)&ss)->sin_port
+					: ((struct sockaddr_in6 *)&ss)->sin6_port);
+		}
+	}
+	echd_log(ECHD_LOG_NOTICE, "using %d socket(s) from socket activation", n);
+	return 0;
 }
 
 static void
@@ -1152,7 +1211,8 @@ brk_server_init(struct brk_server *srv)
 {
 	struct storage_opts so;
 	struct timeval tv100 = {0, 100000}, tv1s = {1, 0};
-	int rc;
+	uint64_t wd;
+	int rc, activated;
 
 	srv->pid = getpid();
 	srv->stats.start_ms = brk_now_ms();
@@ -1201,7 +1261,16 @@ brk_server_init(struct brk_server *srv)
 	if (srv->flush_timer == NULL) {
 		return -1;
 	}
-	if (srv->cfg.port != 0) {
+	activated = brk_sd_listen_fds();
+	if (activated < 0) {
+		echd_log(ECHD_LOG_WARNING, "socket activation: %s", echd_strerror(activated));
+		return -1;
+	}
+	if (activated > 0) {
+		if (listen_activated(srv, activated) != 0) {
+			return -1;
+		}
+	} else if (srv->cfg.port != 0) {
 		for (int i = 0; i < srv->cfg.nbind; i++) {
 			if (listen_tcp(srv, srv->cfg.bind[i]) != 0) {
 				echd_log(ECHD_LOG_WARNING, "failed listening on %s port %d, exiting",
@@ -1214,7 +1283,9 @@ brk_server_init(struct brk_server *srv)
 			return -1;
 		}
 	}
-	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0] && listen_unix(srv) != 0) {
+	/* With socket activation the manager's sockets are all we listen on. */
+	if (activated == 0 && srv->cfg.unixsocket && srv->cfg.unixsocket[0] &&
+		listen_unix(srv) != 0) {
 		return -1;
 	}
 	if (srv->nlisteners == 0) {
@@ -1250,9 +1321,25 @@ brk_server_init(struct brk_server *srv)
 		echd_log(ECHD_LOG_NOTICE, "Ready to accept connections tcp on port %d",
 			srv->bound_port);
 	}
-	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0]) {
+	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0] && activated == 0) {
 		echd_log(ECHD_LOG_NOTICE, "Ready to accept connections unix on %s",
 			srv->cfg.unixsocket);
+	}
+	wd = brk_sd_watchdog_usec();
+	if (wd > 0) {
+		struct timeval tv = {(time_t)(wd / 2 / 1000000), (suseconds_t)(wd / 2 % 1000000)};
+		srv->watchdog = event_new(srv->base, -1, EV_PERSIST, watchdog_cb, srv);
+		if (srv->watchdog == NULL) {
+			return -1;
+		}
+		event_add(srv->watchdog, &tv);
+	}
+	/* The environment is open and every listener is bound: ready. */
+	{
+		char msg[128];
+		snprintf(msg, sizeof(msg), "READY=1\nSTATUS=Ready to accept connections\nMAINPID=%d",
+			(int)srv->pid);
+		brk_sd_notify(msg);
 	}
 	return 0;
 }
@@ -1356,6 +1443,9 @@ brk_server_finish(struct brk_server *srv)
 	}
 	if (srv->flush_timer) {
 		event_free(srv->flush_timer);
+	}
+	if (srv->watchdog) {
+		event_free(srv->watchdog);
 	}
 	for (size_t i = 0; i < srv->wk_size; i++) {
 		struct brk_waitkey *wk = srv->wk_table[i], *next;
