@@ -1,6 +1,5 @@
 /* test_storage.c - the storage registry and the LMDB backend. */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,68 +11,14 @@
 
 #include "echd.h"
 #include "storage.h"
+#include "unit_storage.h"
 
-#define MIB ((uint64_t)1 << 20)
+/* ---- fixture (the rest is in unit_storage.h) ---------------------------- */
 
-/* Every test works in its own directory under base_dir; main() removes
- * base_dir at the end, so a failed (forked-away) test leaves nothing. */
-static char base_dir[] = "/tmp/echd-test-storage-XXXXXX";
-static char dir[PATH_MAX];
-static struct storage *st;
-
-#define OK(x)                                                                                      \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == 0, "%s: %d (%s)", #x, rc_, echd_strerror(rc_));               \
-	} while (0)
-#define FAILS(x, code)                                                                             \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %d (%s)", #x, rc_,             \
-			echd_strerror(rc_), (code), echd_strerror(code));                          \
-	} while (0)
-
-/* Removes a directory tree (nftw() would need _XOPEN_SOURCE). */
+/* Closes st and opens the same directory with o (no tx to commit, unlike
+ * reopen() in unit_storage.h). */
 static void
-rm_rf(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	char sub[PATH_MAX];
-	struct stat sb;
-
-	if (d == NULL) {
-		remove(path);
-		return;
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
-			continue;
-		}
-		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-		if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			rm_rf(sub);
-		} else {
-			remove(sub);
-		}
-	}
-	closedir(d);
-	rmdir(path);
-}
-
-static struct storage_opts
-opts_default(void)
-{
-	struct storage_opts o = {
-		.dir = dir,
-		.map_size = 16 * MIB,
-		.sync_mode = STORAGE_SYNC_FULL,
-	};
-	return o;
-}
-
-static void
-reopen(const struct storage_opts *o)
+reopen_with(const struct storage_opts *o)
 {
 	storage_close(st);
 	st = NULL;
@@ -92,31 +37,7 @@ reopen_fresh(const struct storage_opts *o)
 	OK(storage_open("lmdb", o, &st));
 }
 
-static void
-setup(void)
-{
-	struct storage_opts o = opts_default();
-
-	snprintf(dir, sizeof(dir), "%s/t-XXXXXX", base_dir);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	st = NULL;
-	OK(storage_open("lmdb", &o, &st));
-}
-
-static void
-teardown(void)
-{
-	storage_close(st);
-	st = NULL;
-	rm_rf(dir);
-}
-
-static struct st_buf
-B(const char *s)
-{
-	struct st_buf b = {s, strlen(s)};
-	return b;
-}
+/* ---- helpers ------------------------------------------------------------ */
 
 static bool
 buf_is(const struct st_buf *b, const char *s)
@@ -209,7 +130,7 @@ START_TEST(test_registry_default_is_lmdb)
 	put_s(t, STORAGE_T_META, "k", "v");
 	OK(storage_txn_commit(t));
 	/* The default and "lmdb" are the same environment format. */
-	reopen(&o);
+	reopen_with(&o);
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
 	get_is(t, STORAGE_T_META, "k", "v");
 	storage_txn_abort(t);
@@ -248,19 +169,19 @@ registry_suite(void)
 	TCase *tc;
 
 	tc = tcase_create("backends");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, fixture_open, teardown);
 	tcase_add_test(tc, test_registry_lists_lmdb);
 	tcase_add_test(tc, test_registry_every_name_opens);
 	tcase_add_test(tc, test_registry_default_is_lmdb);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("unknown");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, fixture_open, teardown);
 	tcase_add_test(tc, test_registry_unknown_backend);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("null");
-	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_checked_fixture(tc, fixture_open, teardown);
 	tcase_add_test(tc, test_registry_null_noops);
 	suite_add_tcase(s, tc);
 	return s;
@@ -1094,7 +1015,7 @@ START_TEST(test_reopen_keeps_state)
 	put_s(t, STORAGE_T_META, "t0", "aborted");
 	storage_txn_abort(t);
 
-	reopen(&o);
+	reopen_with(&o);
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
 	for (int i = 0; i < STORAGE_T__COUNT; i++) {
 		snprintf(kbuf, sizeof(kbuf), "t%d", i);
@@ -1163,7 +1084,7 @@ START_TEST(test_sync_data_mode)
 	struct storage_txn *t;
 
 	o.sync_mode = STORAGE_SYNC_DATA;
-	reopen(&o);
+	reopen_with(&o);
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_KEYS, "k1", "v1");
 	OK(storage_txn_commit(t));
@@ -1179,7 +1100,7 @@ START_TEST(test_sync_data_mode)
 	get_is(t, STORAGE_T_KEYS, "k2", "v2");
 	storage_txn_abort(t);
 	o.sync_mode = STORAGE_SYNC_FULL;
-	reopen(&o);
+	reopen_with(&o);
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
 	get_is(t, STORAGE_T_KEYS, "k1", "v1");
 	get_is(t, STORAGE_T_KEYS, "k2", "v2");
@@ -1406,12 +1327,12 @@ START_TEST(test_map_size_kept_on_reopen)
 	put_s(t, STORAGE_T_META, "k", "v");
 	OK(storage_txn_commit(t));
 
-	reopen(&o);
+	reopen_with(&o);
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(s.map_size, 66 * MIB);
 	/* A larger request wins over the recorded size. */
 	o.map_size = 80 * MIB;
-	reopen(&o);
+	reopen_with(&o);
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(s.map_size, 80 * MIB);
 }
@@ -1588,7 +1509,7 @@ lmdb_suite(void)
 #define TC(name)                                                                                   \
 	do {                                                                                       \
 		tc = tcase_create(name);                                                           \
-		tcase_add_checked_fixture(tc, setup, teardown);                                    \
+		tcase_add_checked_fixture(tc, fixture_open, teardown);                             \
 		tcase_set_timeout(tc, 60);                                                         \
 		suite_add_tcase(s, tc);                                                            \
 	} while (0)
@@ -1672,18 +1593,12 @@ int
 main(void)
 {
 	SRunner *sr;
-	int failed;
 
-	if (mkdtemp(base_dir) == NULL) {
-		perror("mkdtemp");
+	if (fixture_init("storage", "lmdb", 16 * MIB) != 0) {
 		return 1;
 	}
 	echd_log_set(ECHD_LOG_WARNING, NULL, NULL); /* no "map grown" notices */
 	sr = srunner_create(registry_suite());
 	srunner_add_suite(sr, lmdb_suite());
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	rm_rf(base_dir);
-	return failed == 0 ? 0 : 1;
+	return fixture_run(sr);
 }

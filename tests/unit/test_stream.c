@@ -5,28 +5,17 @@
  * 7.4's): see the comments at each table for the commands used.
  */
 #include <check.h>
-#include <dirent.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "echd.h"
 #include "storage.h"
 #include "stream.h"
 #include "stream_impl.h" /* the trash row layout */
+#include "unit_storage.h"
 
-#define MIB ((uint64_t)1 << 20)
-
-/* Every test works in its own directory under base_dir; main() removes
- * base_dir at the end, so a failed (forked-away) test leaves nothing. */
-static char base_dir[] = "/tmp/echd-test-stream-XXXXXX";
-static char dir[PATH_MAX];
-static struct storage *st;
-static struct storage_txn *tx;
 /* stream-node-max-entries / -bytes for add(); setup() resets them. */
 static uint64_t node_entries, node_bytes;
 /* Names visited by stream_scan, with how often. */
@@ -41,147 +30,19 @@ struct visits {
 /* What the scan tests saw; setup() clears it. */
 static struct visits seen;
 
-#define OK(x)                                                                                      \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == 0, "%s: %d (%s)", #x, rc_, echd_strerror(rc_));               \
-	} while (0)
-#define FAILS(x, code)                                                                             \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %d (%s)", #x, rc_,             \
-			echd_strerror(rc_), (code), echd_strerror(code));                          \
-	} while (0)
-#define ID_EQ(got, ms_, seq_)                                                                      \
-	do {                                                                                       \
-		const struct stream_id g_ = (got);                                                 \
-		ck_assert_msg(g_.ms == (uint64_t)(ms_) && g_.seq == (uint64_t)(seq_),              \
-			"%s = %" PRIu64 "-%" PRIu64 ", expected %" PRIu64 "-%" PRIu64, #got,       \
-			g_.ms, g_.seq, (uint64_t)(ms_), (uint64_t)(seq_));                         \
-	} while (0)
-#define U64_EQ(got, want)                                                                          \
-	do {                                                                                       \
-		uint64_t g_ = (got), w_ = (want);                                                  \
-		ck_assert_msg(g_ == w_, "%s = %" PRIu64 ", expected %" PRIu64, #got, g_, w_);      \
-	} while (0)
-
-/* ---- fixture ------------------------------------------------------------ */
-
-/* Removes a directory tree (nftw() would need _XOPEN_SOURCE). */
-static void
-rm_rf(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	char sub[PATH_MAX];
-	struct stat sb;
-
-	if (d == NULL) {
-		remove(path);
-		return;
-	}
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
-			continue;
-		}
-		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-		if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			rm_rf(sub);
-		} else {
-			remove(sub);
-		}
-	}
-	closedir(d);
-	rmdir(path);
-}
-
-static struct storage_opts
-opts_default(void)
-{
-	struct storage_opts o = {
-		.dir = dir,
-		.map_size = 64 * MIB,
-		.sync_mode = STORAGE_SYNC_FULL,
-	};
-	return o;
-}
-
-static void
-begin(void)
-{
-	ck_assert_ptr_null(tx);
-	OK(storage_txn_begin(st, NULL, 0, &tx));
-}
-
-static void
-commit(void)
-{
-	struct storage_txn *t = tx;
-
-	tx = NULL;
-	OK(storage_txn_commit(t));
-}
+/* ---- fixture (the rest is in unit_storage.h) ---------------------------- */
 
 static void
 setup(void)
 {
-	struct storage_opts o = opts_default();
-
-	snprintf(dir, sizeof(dir), "%s/t-XXXXXX", base_dir);
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	st = NULL;
-	tx = NULL;
 	node_entries = 100;
 	node_bytes = 4096;
 	memset(&seen, 0, sizeof(seen));
-	OK(storage_open(NULL, &o, &st));
-	begin();
-}
-
-static void
-teardown(void)
-{
-	storage_txn_abort(tx);
-	tx = NULL;
-	storage_close(st);
-	st = NULL;
-	rm_rf(dir);
-}
-
-/* Commits, closes, reopens the same directory and begins a new transaction. */
-static void
-reopen(void)
-{
-	struct storage_opts o = opts_default();
-
-	commit();
-	storage_close(st);
-	st = NULL;
-	OK(storage_open(NULL, &o, &st));
+	fixture_open();
 	begin();
 }
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static struct st_buf
-B(const char *s)
-{
-	struct st_buf b = {s, strlen(s)};
-	return b;
-}
-
-static struct stream_id
-ID(uint64_t ms, uint64_t seq)
-{
-	struct stream_id id = {ms, seq};
-	return id;
-}
-
-static bool
-buf_eq(const struct st_buf *b, const void *p, size_t len)
-{
-	return b->len == len && (len == 0 || memcmp(b->data, p, len) == 0);
-}
 
 static void
 create(unsigned db, const char *name, struct stream_meta *m)
@@ -2578,10 +2439,8 @@ int
 main(void)
 {
 	SRunner *sr;
-	int failed;
 
-	if (mkdtemp(base_dir) == NULL) {
-		perror("mkdtemp");
+	if (fixture_init("stream", NULL, 64 * MIB) != 0) {
 		return 1;
 	}
 	sr = srunner_create(ids_suite());
@@ -2590,9 +2449,5 @@ main(void)
 	srunner_add_suite(sr, trim_suite());
 	srunner_add_suite(sr, nodes_suite());
 	srunner_add_suite(sr, persist_suite());
-	srunner_run_all(sr, CK_ENV);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	rm_rf(base_dir);
-	return failed == 0 ? 0 : 1;
+	return fixture_run(sr);
 }

@@ -1,0 +1,238 @@
+/* unit_storage.h - the fixture shared by the unit tests that run over a
+ * real storage backend (test_storage.c, test_stream.c, test_group.c).
+ *
+ * Test-only: included by tests/unit/test_*.c and nothing else; it is not
+ * API. Everything here is a macro or static, so each test binary gets its
+ * own copy. The functions are static inline only so that a test which
+ * does not call one (test_storage.c has no tx) gets no unused-function
+ * warning; rm_rf() is the exception, see there.
+ *
+ * Each binary's main() calls fixture_init() with what differs between
+ * them (the base directory's name, the backend, the map size), then
+ * fixture_run(). Every test works in its own directory under base_dir:
+ * its setup is fixture_open() (or a setup() that calls it) and its
+ * teardown is teardown(). fixture_run() removes base_dir at the end, so a
+ * failed (forked-away) test leaves nothing.
+ */
+#ifndef ECHD_TESTS_UNIT_STORAGE_H
+#define ECHD_TESTS_UNIT_STORAGE_H
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "echd.h"
+#include "storage.h"
+#include "stream.h"
+
+#define MIB ((uint64_t)1 << 20)
+
+/* ---- assertions --------------------------------------------------------- */
+
+#define OK(x)                                                                                      \
+	do {                                                                                       \
+		int rc_ = (x);                                                                     \
+		ck_assert_msg(rc_ == 0, "%s: %d (%s)", #x, rc_, echd_strerror(rc_));               \
+	} while (0)
+#define FAILS(x, code)                                                                             \
+	do {                                                                                       \
+		int rc_ = (x);                                                                     \
+		ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %d (%s)", #x, rc_,             \
+			echd_strerror(rc_), (code), echd_strerror(code));                          \
+	} while (0)
+#define ID_EQ(got, ms_, seq_)                                                                      \
+	do {                                                                                       \
+		const struct stream_id g_ = (got);                                                 \
+		ck_assert_msg(g_.ms == (uint64_t)(ms_) && g_.seq == (uint64_t)(seq_),              \
+			"%s = %" PRIu64 "-%" PRIu64 ", expected %" PRIu64 "-%" PRIu64, #got,       \
+			g_.ms, g_.seq, (uint64_t)(ms_), (uint64_t)(seq_));                         \
+	} while (0)
+#define U64_EQ(got, want)                                                                          \
+	do {                                                                                       \
+		uint64_t g_ = (got), w_ = (want);                                                  \
+		ck_assert_msg(g_ == w_, "%s = %" PRIu64 ", expected %" PRIu64, #got, g_, w_);      \
+	} while (0)
+#define I64_EQ(got, want)                                                                          \
+	do {                                                                                       \
+		int64_t g_ = (got), w_ = (want);                                                   \
+		ck_assert_msg(g_ == w_, "%s = %" PRId64 ", expected %" PRId64, #got, g_, w_);      \
+	} while (0)
+
+/* ---- fixture ------------------------------------------------------------ */
+
+/* What differs between the test binaries; fixture_init() sets it. */
+static struct fixture {
+	const char *backend; /* storage_open()'s name; NULL: the default backend */
+	uint64_t map_size;   /* opts_default()'s */
+} fixture;
+
+static char base_dir[64];      /* /tmp/echd-test-<name>-XXXXXX, made by fixture_init() */
+static char dir[PATH_MAX];     /* this test's directory, under base_dir */
+static struct storage *st;     /* opened on dir by fixture_open() */
+static struct storage_txn *tx; /* begin() .. commit(); NULL between */
+
+/* Removes a directory tree (nftw() would need _XOPEN_SOURCE). Every test
+ * uses it; not inline, as gcc would then inline the recursion and warn
+ * that the nested snprintf() may truncate. */
+static void
+rm_rf(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char sub[PATH_MAX];
+	struct stat sb;
+
+	if (d == NULL) {
+		remove(path);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+			continue;
+		}
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			rm_rf(sub);
+		} else {
+			remove(sub);
+		}
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+/* For main(), before any test runs: records backend (borrows; NULL for the
+ * default) and map_size, and makes base_dir from name (borrows). Returns 0,
+ * or -errno after printing why. */
+static inline int
+fixture_init(const char *name, const char *backend, uint64_t map_size)
+{
+	int n = snprintf(base_dir, sizeof(base_dir), "/tmp/echd-test-%s-XXXXXX", name);
+
+	if (n < 0 || (size_t)n >= sizeof(base_dir)) {
+		fprintf(stderr, "fixture_init: name too long: %s\n", name);
+		return -ENAMETOOLONG;
+	}
+	if (mkdtemp(base_dir) == NULL) {
+		int err = errno;
+
+		perror("mkdtemp");
+		return -err;
+	}
+	fixture.backend = backend;
+	fixture.map_size = map_size;
+	return 0;
+}
+
+/* Runs every suite in sr (takes it), then removes base_dir. Returns the
+ * exit status for main(). */
+static inline int
+fixture_run(SRunner *sr)
+{
+	int failed;
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	rm_rf(base_dir);
+	return failed == 0 ? 0 : 1;
+}
+
+static inline struct storage_opts
+opts_default(void)
+{
+	struct storage_opts o = {
+		.dir = dir,
+		.map_size = fixture.map_size,
+		.sync_mode = STORAGE_SYNC_FULL,
+	};
+	return o;
+}
+
+static inline void
+begin(void)
+{
+	ck_assert_ptr_null(tx);
+	OK(storage_txn_begin(st, NULL, 0, &tx));
+}
+
+static inline void
+commit(void)
+{
+	struct storage_txn *t = tx;
+
+	tx = NULL;
+	OK(storage_txn_commit(t));
+}
+
+/* The start of every setup(): makes this test's directory and opens st
+ * there with opts_default(); no transaction is open. */
+static inline void
+fixture_open(void)
+{
+	struct storage_opts o = opts_default();
+
+	snprintf(dir, sizeof(dir), "%s/t-XXXXXX", base_dir);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	st = NULL;
+	tx = NULL;
+	OK(storage_open(fixture.backend, &o, &st));
+}
+
+/* Every test's teardown: aborts tx if one is open, closes st and removes
+ * the test's directory. */
+static inline void
+teardown(void)
+{
+	storage_txn_abort(tx);
+	tx = NULL;
+	storage_close(st);
+	st = NULL;
+	rm_rf(dir);
+}
+
+/* Commits, closes, reopens the same directory and begins a new transaction. */
+static inline void
+reopen(void)
+{
+	struct storage_opts o = opts_default();
+
+	commit();
+	storage_close(st);
+	st = NULL;
+	OK(storage_open(fixture.backend, &o, &st));
+	begin();
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static inline struct st_buf
+B(const char *s)
+{
+	struct st_buf b = {s, strlen(s)};
+	return b;
+}
+
+static inline struct stream_id
+ID(uint64_t ms, uint64_t seq)
+{
+	struct stream_id id = {ms, seq};
+	return id;
+}
+
+static inline bool
+buf_eq(const struct st_buf *b, const void *p, size_t len)
+{
+	return b->len == len && (len == 0 || memcmp(b->data, p, len) == 0);
+}
+
+#endif /* ECHD_TESTS_UNIT_STORAGE_H */
