@@ -63,6 +63,9 @@ struct brk_config {
 	long long flush_wait_us;      /* wait for a next commit before flushing alone */
 	long long multi_max_commands; /* commands one MULTI may queue */
 	bool daemonize;               /* accepted, must be no */
+	char *requirepass;            /* the default user's password */
+	char *aclfile;
+	bool protected_mode;          /* no password: loopback and unix clients only */
 };
 
 enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };
@@ -95,6 +98,7 @@ void brk_config_get(const struct brk_config *cfg, const char *pattern, brk_confi
 struct brk_server;
 struct brk_conn;
 struct brk_cmd;
+struct brk_user;
 
 /* A copied request, for clients that block. */
 struct brk_argv {
@@ -132,6 +136,7 @@ struct brk_conn {
 	char addr[64];  /* peer, "ip:port" */
 	char laddr[64]; /* local */
 	char *name;     /* CLIENT SETNAME; owned */
+	struct brk_user *user; /* logged in as; NULL until AUTH (borrowed from srv->users) */
 	unsigned db;
 	int resp;       /* 2 or 3 */
 	struct resp_reader *rd;
@@ -186,6 +191,7 @@ struct brk_stats {
 	uint64_t expired_obuf; /* clients closed for their output buffer */
 	uint64_t map_grows;
 	uint64_t gc_rows;
+	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key;
 };
 
 /* An error reply counted by prefix for INFO errorstats. */
@@ -252,6 +258,9 @@ struct brk_server {
 	struct brk_cmdstat *cmdstats; /* indexed like the command table */
 	struct brk_errstat errstats[BRK_MAX_ERRSTATS];
 	int nerrstats;
+	struct brk_user *users;      /* ACL users; "default" always exists */
+	uint64_t acl_generation;
+	unsigned users_loaded;
 	char *exe_path;
 	char *config_file;
 	pid_t pid;
@@ -324,7 +333,7 @@ BRK_DECL(xadd); BRK_DECL(xlen); BRK_DECL(xrange); BRK_DECL(xrevrange); BRK_DECL(
 BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
-BRK_DECL(unwatch);
+BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -385,6 +394,32 @@ void brk_conn_flush(struct brk_conn *c, size_t upto);
 /* Formats a CLIENT LIST line for c into b. */
 void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
 
+/* acl.c: users and permissions */
+int brk_acl_init(struct brk_server *srv, char *err, size_t errlen);
+void brk_acl_finish(struct brk_server *srv);
+void brk_acl_requirepass_changed(struct brk_server *srv);
+struct brk_user *brk_acl_find(struct brk_server *srv, const char *name, size_t len);
+/* Returns the user when name/password match and it is enabled, else NULL. */
+struct brk_user *brk_acl_check(struct brk_server *srv, const char *user, size_t ulen,
+	const char *pass, size_t plen);
+bool brk_acl_nopass_default(struct brk_server *srv);
+bool brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd);
+bool brk_acl_key_allowed(const struct brk_user *u, const void *key, size_t len);
+const char *brk_user_name(const struct brk_user *u);
+struct brk_user *brk_user_next(const struct brk_user *u);
+/* Logs c in as user if pass matches; replies WRONGPASS and returns -1 if not. */
+int brk_auth_login(struct brk_ctx *x, const struct resp_arg *user, const struct resp_arg *pass);
+bool brk_user_enabled(const struct brk_user *u);
+int brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int nrules,
+	const struct resp_arg *rules, char *err, size_t errlen);
+int brk_acl_deluser(struct brk_server *srv, const char *name, size_t len);
+void brk_acl_describe(const struct brk_user *u, struct resp_buf *b);
+int brk_acl_load(struct brk_server *srv, char *err, size_t errlen);
+int brk_acl_save(struct brk_server *srv, char *err, size_t errlen);
+int brk_acl_categories(const char *const **out);
+bool brk_acl_cmd_in_category(const struct brk_cmd *c, const char *cat, size_t len);
+bool brk_acl_known_category(const char *cat, size_t len);
+
 /* systemd.c: service manager integration */
 #define BRK_SD_LISTEN_FDS_START 3
 /* Sends a notification ("READY=1", ...) to $NOTIFY_SOCKET; 0 when none. */
@@ -420,6 +455,11 @@ int brk_last_valid_id(struct storage_txn *t, const struct stream_meta *m, struct
 int brk_reply_full_groups(struct brk_ctx *x, const struct stream_meta *m, uint64_t count);
 int brk_xinfo_groups(struct brk_ctx *x);
 int brk_xinfo_consumers(struct brk_ctx *x);
+/* For XGROUP/XINFO: replies the error and returns false when the
+ * subcommand is unknown or has the wrong arity (others: true). */
+bool brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd);
+/* FLUSHDB/FLUSHALL: marks the watchers of watched keys that exist. */
+int brk_watch_flush(struct brk_server *srv, struct storage_txn *t, unsigned db, bool all);
 
 #define BRK_ERR_SYNTAX   "ERR syntax error"
 #define BRK_ERR_NOTINT   "ERR value is not an integer or out of range"

@@ -76,11 +76,7 @@ brk_cmd_hello(struct brk_ctx *x)
 	for (; i < x->argc; i++) {
 		int more = x->argc - i - 1;
 		if (brk_arg_eq(&x->argv[i], "AUTH") && more >= 2) {
-			/* No password is configured: the default user takes any password,
-			 * as Redis' nopass default user does. */
-			if (!brk_arg_eq(&x->argv[i + 1], "default")) {
-				resp_add_error(x->w, "WRONGPASS invalid username-password pair or user "
-						     "is disabled.");
+			if (brk_auth_login(x, &x->argv[i + 1], &x->argv[i + 2]) != 0) {
 				return 0;
 			}
 			i += 2;
@@ -97,6 +93,13 @@ brk_cmd_hello(struct brk_ctx *x)
 				(int)x->argv[i].len, x->argv[i].p);
 			return 0;
 		}
+	}
+	if (!brk_user_enabled(c->user)) {
+		resp_add_error(x->w, "NOAUTH HELLO must be called with the client already "
+				     "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+				     "option can be used to authenticate the client and select the RESP "
+				     "protocol version at the same time");
+		return 0;
 	}
 	c->resp = (int)ver;
 	c->w.proto = (int)ver;
@@ -132,6 +135,7 @@ brk_cmd_reset(struct brk_ctx *x)
 	struct brk_conn *c = x->c;
 
 	brk_multi_reset(c);
+	c->user = brk_acl_nopass_default(x->srv) ? brk_acl_find(x->srv, "default", 7) : NULL;
 	c->db = 0;
 	c->resp = 2;
 	c->w.proto = 2;
@@ -418,7 +422,10 @@ do_flush(struct brk_ctx *x, bool all)
 		resp_add_error(x->w, BRK_ERR_SYNTAX);
 		return 0;
 	}
-	rc = stream_flush(x->txn, x->c->db, all);
+	rc = brk_watch_flush(x->srv, x->txn, x->c->db, all);
+	if (rc == 0) {
+		rc = stream_flush(x->txn, x->c->db, all);
+	}
 	if (rc != 0) {
 		return rc;
 	}

@@ -102,6 +102,62 @@ static const struct {
 	{"delconsumer", 5}, {"help", 2},
 };
 
+static const struct {
+	const char *name;
+	int arity;
+} xinfo_subs[] = {
+	{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
+};
+
+/* Looks a container's subcommand up as Redis does before running (or
+ * queueing) it: replies the error and returns false when unknown or of
+ * the wrong arity. */
+bool
+brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
+{
+	const struct resp_arg *sub = &x->argv[1];
+	size_t n;
+	int i;
+
+	if (cmd->fn == brk_cmd_xgroup) {
+		n = sizeof(xgroup_subs) / sizeof(xgroup_subs[0]);
+		for (i = 0; i < (int)n; i++) {
+			int a = xgroup_subs[i].arity;
+			if (!brk_arg_eq(sub, xgroup_subs[i].name)) {
+				continue;
+			}
+			if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
+				resp_add_errorf(x->w,
+					"ERR wrong number of arguments for 'xgroup|%s' command",
+					xgroup_subs[i].name);
+				return false;
+			}
+			return true;
+		}
+		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XGROUP HELP.", sub->p);
+		return false;
+	}
+	if (cmd->fn == brk_cmd_xinfo) {
+		n = sizeof(xinfo_subs) / sizeof(xinfo_subs[0]);
+		for (i = 0; i < (int)n; i++) {
+			int a = xinfo_subs[i].arity;
+			if (!brk_arg_eq(sub, xinfo_subs[i].name)) {
+				continue;
+			}
+			if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
+				resp_add_errorf(x->w,
+					"ERR wrong number of arguments for 'xinfo|%s' command",
+					xinfo_subs[i].name);
+				return false;
+			}
+			return true;
+		}
+		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XINFO HELP.", sub->p);
+		return false;
+	}
+	return true;
+}
+
 int
 brk_cmd_xgroup(struct brk_ctx *x)
 {

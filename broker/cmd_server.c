@@ -217,6 +217,10 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		bprintf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
 			(unsigned long long)s->expired_obuf);
 		bprintf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
+		bprintf(b, "acl_access_denied_auth:%llu\r\nacl_access_denied_cmd:%llu\r\n"
+			   "acl_access_denied_key:%llu\r\n",
+			(unsigned long long)s->acl_denied_auth, (unsigned long long)s->acl_denied_cmd,
+			(unsigned long long)s->acl_denied_key);
 	}
 	if (secs & SEC_REPLICATION) {
 		SECTION("Replication");
@@ -420,47 +424,61 @@ brk_cmd_config(struct brk_ctx *x)
 		return 0;
 	}
 	if (brk_arg_eq(sub, "SET")) {
-		struct brk_config next;
-		char err[256];
+		struct brk_config scratch;
+		bool failed = false, pass_changed = false;
 		if (x->argc < 4 || x->argc % 2 != 0) {
 			resp_add_error(x->w, "ERR wrong number of arguments for 'config|set' command");
 			return 0;
 		}
-		/* Runtime options are scalars, so a shallow copy can take every
-		 * change and be dropped whole if one of them is refused. */
-		next = srv->cfg;
-		for (int i = 2; i < x->argc; i += 2) {
-			char *words[BRK_MAX_BIND + 2];
-			char vbuf[1024];
-			int n = 0;
-			char *p, *save = NULL;
+		/* Every value is checked on a scratch configuration first, so a
+		 * refused one leaves the real one untouched; then all apply. */
+		brk_config_defaults(&scratch);
+		for (int pass = 0; pass < 2 && !failed; pass++) {
+			for (int i = 2; i < x->argc; i += 2) {
+				char *words[BRK_MAX_BIND + 2];
+				char name[128], vbuf[1024];
+				char err[256];
+				int n = 0;
 
-			words[n++] = (char *)x->argv[i].p;
-			snprintf(vbuf, sizeof(vbuf), "%.*s", (int)x->argv[i + 1].len,
-				x->argv[i + 1].p);
-			/* multi-word values, e.g. client-output-buffer-limit */
-			for (p = strtok_r(vbuf, " ", &save); p && n < BRK_MAX_BIND + 2;
-				p = strtok_r(NULL, " ", &save)) {
-				words[n++] = p;
-			}
-			if (n == 1) {
-				words[n++] = vbuf; /* empty value */
-			}
-			if (brk_config_apply(&next, n, words, true, err, sizeof(err)) != 0) {
+				snprintf(name, sizeof(name), "%.*s", (int)x->argv[i].len, x->argv[i].p);
+				snprintf(vbuf, sizeof(vbuf), "%.*s", (int)x->argv[i + 1].len,
+					x->argv[i + 1].p);
+				words[n++] = name;
+				pass_changed |= !strcasecmp(name, "requirepass");
+				if (!strcasecmp(name, "client-output-buffer-limit")) {
+					char *p, *save = NULL;
+					for (p = strtok_r(vbuf, " ", &save); p && n < BRK_MAX_BIND + 2;
+						p = strtok_r(NULL, " ", &save)) {
+						words[n++] = p;
+					}
+				} else {
+					words[n++] = vbuf;
+				}
+				if (brk_config_apply(pass == 0 ? &scratch : &srv->cfg, n, words, true, err,
+					    sizeof(err)) == 0) {
+					continue;
+				}
 				if (strncmp(err, "unknown option", 14) == 0) {
 					resp_add_errorf(x->w, "ERR Unknown option or number of arguments "
 							      "for CONFIG SET - '%s'",
-						x->argv[i].p);
+						name);
 				} else {
 					resp_add_errorf(x->w, "ERR CONFIG SET failed (possibly related to "
 							      "argument '%s') - %s",
-						x->argv[i].p, err);
+						name, err);
 				}
-				return 0;
+				failed = true;
+				break;
 			}
 		}
-		srv->cfg = next;
+		brk_config_finish(&scratch);
+		if (failed) {
+			return 0;
+		}
 		apply_runtime_config(srv);
+		if (pass_changed) {
+			brk_acl_requirepass_changed(srv);
+		}
 		resp_add_simple(x->w, "OK");
 		return 0;
 	}

@@ -88,6 +88,12 @@ static const struct opt opts[] = {
 		NULL, "commands one MULTI may queue before it is refused"},
 	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,
 		"rows of deleted streams removed per batch"},
+	{"requirepass", OPT_STR, true, "", OFF(requirepass), 0, 0, NULL,
+		"password of the default user; empty = none"},
+	{"aclfile", OPT_STR, false, "", OFF(aclfile), 0, 0, NULL,
+		"file of ACL users (user <name> <rules>), read at start and by ACL LOAD"},
+	{"protected-mode", OPT_BOOL, true, "yes", OFF(protected_mode), 0, 0, NULL,
+		"with no password, serve only loopback and unix-socket clients"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,
 		"must be no: run under a supervisor"},
 };

@@ -67,6 +67,10 @@ brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *la
 		c->flags |= BRK_CONN_UNIX;
 	}
 	c->ctime_ms = c->last_ms = brk_now_ms();
+	/* With no password the default user is logged in from the start. */
+	if (brk_acl_nopass_default(srv)) {
+		c->user = brk_acl_find(srv, "default", 7);
+	}
 	c->next = srv->conns;
 	if (srv->conns) {
 		srv->conns->prev = c;
@@ -441,6 +445,40 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
  * map fails only them. */
 #define NEST_ARG_BYTES (1024 * 1024)
 
+/* Whether every key the request names is one c's user may touch. */
+static bool
+acl_keys_ok(const struct brk_conn *c, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv)
+{
+	int first = cmd->first_key, last = cmd->last_key, step = cmd->step;
+
+	if (cmd->fn == brk_cmd_xread || cmd->fn == brk_cmd_xreadgroup) {
+		for (int i = 1; i < argc; i++) {
+			if (brk_arg_eq(&argv[i], "STREAMS")) {
+				first = i + 1;
+				last = i + (argc - i - 1) / 2;
+				step = 1;
+				break;
+			}
+		}
+	} else if ((cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_xinfo) && argc > 2) {
+		first = last = 2;
+		step = 1;
+	}
+	if (first <= 0 || step <= 0) {
+		return true;
+	}
+	if (last < 0) {
+		last = argc + last;
+	}
+	for (int i = first; i <= last && i < argc; i += step) {
+		if (!brk_acl_key_allowed(c->user, argv[i].p, argv[i].len)) {
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Runs the handler inside the right transaction; returns its result.
  *
  * A write command runs straight on the batch transaction: each command
@@ -540,7 +578,36 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", cmd->name);
 	}
 	if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
+		srv->cmdstats[idx].rejected++;
+		if (cmd->fn == brk_cmd_exec) {
+			/* a refused EXEC discards the transaction */
+			brk_multi_reset(c);
+			resp_add_error(&c->w, "EXECABORT Transaction discarded because of: wrong number "
+					      "of arguments for 'exec' command");
+			goto replied;
+		}
 		resp_add_errorf(&c->w, "ERR wrong number of arguments for '%s' command", cmd->name);
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (!brk_user_enabled(c->user) && cmd->fn != brk_cmd_auth && cmd->fn != brk_cmd_hello &&
+		cmd->fn != brk_cmd_quit && cmd->fn != brk_cmd_reset) {
+		resp_add_error(&c->w, "NOAUTH Authentication required.");
+		srv->cmdstats[idx].rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (c->user != NULL && !brk_acl_cmd_allowed(c->user, cmd)) {
+		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
+			brk_user_name(c->user), cmd->name);
+		srv->stats.acl_denied_cmd++;
+		srv->cmdstats[idx].rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (c->user != NULL && !acl_keys_ok(c, cmd, argc, argv)) {
+		resp_add_error(&c->w, "NOPERM No permissions to access a key");
+		srv->stats.acl_denied_key++;
 		srv->cmdstats[idx].rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;
@@ -548,6 +615,10 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	if (c->multi && cmd->fn != brk_cmd_exec && cmd->fn != brk_cmd_discard &&
 		cmd->fn != brk_cmd_multi && cmd->fn != brk_cmd_watch && cmd->fn != brk_cmd_quit &&
 		cmd->fn != brk_cmd_reset) {
+		if (!brk_subcommand_ok(&x, cmd)) {
+			c->multi_dirty = true;
+			goto replied;
+		}
 		brk_multi_queue(&x);
 		goto replied;
 	}

@@ -709,13 +709,44 @@ brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len
 void
 brk_signal_db(struct brk_server *srv, unsigned db, bool all)
 {
+	/* Blocked readers all run again; watchers were handled by
+	 * brk_watch_flush(), which knows which of their keys existed. */
 	for (size_t i = 0; i < srv->wk_size; i++) {
 		for (struct brk_waitkey *wk = srv->wk_table[i]; wk != NULL; wk = wk->hnext) {
-			if (all || wk->db == db) {
-				brk_signal_key(srv, wk->db, wk->name, wk->len);
+			if ((all || wk->db == db) && wk->nwaiters > 0 && !wk->touched) {
+				wk->touched = true;
+				wk->touched_next = srv->touched;
+				srv->touched = wk;
 			}
 		}
 	}
+}
+
+int
+brk_watch_flush(struct brk_server *srv, struct storage_txn *t, unsigned db, bool all)
+{
+	for (size_t i = 0; i < srv->wk_size; i++) {
+		for (struct brk_waitkey *wk = srv->wk_table[i]; wk != NULL; wk = wk->hnext) {
+			struct st_buf k = {wk->name, wk->len};
+			struct stream_meta m;
+			int rc;
+
+			if (wk->nwatchers == 0 || !(all || wk->db == db)) {
+				continue;
+			}
+			rc = stream_lookup(t, wk->db, &k, &m);
+			if (rc == ECHD_ENOTFOUND) {
+				continue; /* a flush does not touch a key that was not there */
+			}
+			if (rc != 0) {
+				return rc;
+			}
+			for (int j = 0; j < wk->nwatchers; j++) {
+				wk->watchers[j]->watch_dirty = true;
+			}
+		}
+	}
+	return 0;
 }
 
 static void
@@ -889,6 +920,25 @@ serve_ready(struct brk_server *srv)
  * Listeners
  * ---------------------------------------------------------------------- */
 
+static bool
+is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in = (const struct sockaddr_in6 *)sa;
+		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+		if (IN6_IS_ADDR_LOOPBACK(&in->sin6_addr)) {
+			return true;
+		}
+		return memcmp(in->sin6_addr.s6_addr, mapped, 12) == 0 &&
+			in->sin6_addr.s6_addr[12] == 127;
+	}
+	return false;
+}
+
 static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
 	void *arg)
@@ -908,6 +958,21 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 		close(fd);
 		srv->stats.rejected_connections++;
 		echd_log(ECHD_LOG_VERBOSE, "rejected a connection: max number of clients reached");
+		return;
+	}
+	if (srv->cfg.protected_mode && !is_unix && brk_acl_nopass_default(srv) &&
+		!is_loopback(sa)) {
+		static const char msg[] =
+			"-DENIED echd is running in protected mode because protected mode is enabled "
+			"and no password is set for the default user. In this mode connections are "
+			"only accepted from the loopback interface and unix sockets. Set a password "
+			"(requirepass, or ACL users), or disable protected mode with "
+			"'CONFIG SET protected-mode no' from the loopback interface.\r\n";
+		ssize_t n = write(fd, msg, sizeof(msg) - 1);
+		(void)n;
+		close(fd);
+		srv->stats.rejected_connections++;
+		echd_log(ECHD_LOG_NOTICE, "protected mode: refused a non-loopback connection");
 		return;
 	}
 	if (is_unix) {
@@ -1226,6 +1291,13 @@ brk_server_init(struct brk_server *srv)
 	if (srv->cmdstats == NULL) {
 		return -1;
 	}
+	{
+		char err[512];
+		if (brk_acl_init(srv, err, sizeof(err)) != 0) {
+			echd_log(ECHD_LOG_WARNING, "ACL: %s", err);
+			return -1;
+		}
+	}
 	rc = mkdir_p(srv->cfg.dir);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cannot create data directory '%s': %s", srv->cfg.dir,
@@ -1462,6 +1534,7 @@ brk_server_finish(struct brk_server *srv)
 		event_base_free(srv->base);
 	}
 	ECHD_FREE(srv->cmdstats);
+	brk_acl_finish(srv);
 	brk_config_finish(&srv->cfg);
 	if (log_file) {
 		fclose(log_file);

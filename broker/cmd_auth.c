@@ -1,0 +1,188 @@
+/* cmd_auth.c - AUTH and ACL. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "broker.h"
+
+/* Logs a failed login without the password, and counts it for INFO. */
+static void
+auth_failed(struct brk_ctx *x, const char *user, size_t len)
+{
+	x->srv->stats.acl_denied_auth++;
+	echd_log(ECHD_LOG_NOTICE, "AUTH failed for user '%.*s' from %s", (int)(len > 64 ? 64 : len),
+		user, x->c->addr);
+	resp_add_error(x->w, "WRONGPASS invalid username-password pair or user is disabled.");
+}
+
+int
+brk_auth_login(struct brk_ctx *x, const struct resp_arg *user, const struct resp_arg *pass)
+{
+	struct brk_user *u = brk_acl_check(x->srv, user->p, user->len, pass->p, pass->len);
+
+	if (u == NULL) {
+		auth_failed(x, user->p, user->len);
+		return -1;
+	}
+	x->c->user = u;
+	return 0;
+}
+
+int
+brk_cmd_auth(struct brk_ctx *x)
+{
+	struct resp_arg def = {"default", 7};
+
+	if (x->argc > 3) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (x->argc == 2 && brk_acl_nopass_default(x->srv)) {
+		resp_add_error(x->w, "ERR AUTH <password> called without any password configured "
+				     "for the default user. Are you sure your configuration is correct?");
+		return 0;
+	}
+	if (brk_auth_login(x, x->argc == 3 ? &x->argv[1] : &def, &x->argv[x->argc - 1]) == 0) {
+		resp_add_simple(x->w, "OK");
+	}
+	return 0;
+}
+
+static const char *const acl_help[] = {
+	"ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
+	"    when no category is specified.",
+	"DELUSER <username> [<username> ...]", "    Delete a list of users.",
+	"LIST", "    Show users details in config file format.",
+	"LOAD", "    Reload users from the ACL file.",
+	"SAVE", "    Save the current config to the ACL file.",
+	"SETUSER <username> <attribute> [<attribute> ...]", "    Create or modify a user with the specified attributes.",
+	"USERS", "    List all the registered usernames.",
+	"WHOAMI", "    Return the current connection username.",
+	"HELP", "    Print this help.",
+};
+
+int
+brk_cmd_acl(struct brk_ctx *x)
+{
+	struct brk_server *srv = x->srv;
+	const struct resp_arg *sub = &x->argv[1];
+	char err[512];
+	int rc;
+
+	if (brk_arg_eq(sub, "WHOAMI") && x->argc == 2) {
+		resp_add_bulk_cstr(x->w, brk_user_name(x->c->user));
+	} else if (brk_arg_eq(sub, "USERS") && x->argc == 2) {
+		size_t h = resp_add_deferred(x->w), n = 0;
+		const char *names[1024];
+		/* sorted, as Redis lists them */
+		for (struct brk_user *u = srv->users; u != NULL && n < 1024; u = brk_user_next(u)) {
+			names[n++] = brk_user_name(u);
+		}
+		for (size_t i = 1; i < n; i++) {
+			for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+				const char *t = names[j];
+				names[j] = names[j - 1];
+				names[j - 1] = t;
+			}
+		}
+		for (size_t i = 0; i < n; i++) {
+			resp_add_bulk_cstr(x->w, names[i]);
+		}
+		resp_set_deferred_len(x->w, h, '*', n);
+	} else if (brk_arg_eq(sub, "LIST") && x->argc == 2) {
+		size_t h = resp_add_deferred(x->w), n = 0;
+		for (struct brk_user *u = srv->users; u != NULL; u = brk_user_next(u)) {
+			struct resp_buf b;
+			resp_buf_init(&b);
+			brk_acl_describe(u, &b);
+			resp_add_bulk(x->w, b.data, b.len);
+			resp_buf_finish(&b);
+			n++;
+		}
+		resp_set_deferred_len(x->w, h, '*', n);
+	} else if (brk_arg_eq(sub, "SETUSER") && x->argc >= 3) {
+		rc = brk_acl_setuser(srv, x->argv[2].p, x->argv[2].len, x->argc - 3, x->argv + 3, err,
+			sizeof(err));
+		if (rc == ECHD_EINVAL) {
+			resp_add_errorf(x->w, "ERR %s", err);
+			return 0;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "DELUSER") && x->argc >= 3) {
+		long long n = 0;
+		for (int i = 2; i < x->argc; i++) {
+			if (x->argv[i].len == 7 && !memcmp(x->argv[i].p, "default", 7)) {
+				resp_add_error(x->w, "ERR The 'default' user cannot be removed");
+				return 0;
+			}
+		}
+		for (int i = 2; i < x->argc; i++) {
+			n += brk_acl_deluser(srv, x->argv[i].p, x->argv[i].len);
+		}
+		resp_add_int(x->w, n);
+	} else if (brk_arg_eq(sub, "CAT") && (x->argc == 2 || x->argc == 3)) {
+		const char *const *cats;
+		brk_acl_categories(&cats);
+		if (x->argc == 2) {
+			size_t n = 0;
+			while (cats[n] != NULL) {
+				n++;
+			}
+			resp_add_array(x->w, n);
+			for (size_t i = 0; i < n; i++) {
+				resp_add_bulk_cstr(x->w, cats[i]);
+			}
+		} else {
+			size_t h, n = 0;
+			if (!brk_acl_known_category(x->argv[2].p, x->argv[2].len)) {
+				resp_add_errorf(x->w, "ERR Unknown category '%.*s'", (int)x->argv[2].len,
+					x->argv[2].p);
+				return 0;
+			}
+			h = resp_add_deferred(x->w);
+			for (size_t i = 0; i < brk_cmd_count(); i++) {
+				if (brk_acl_cmd_in_category(brk_cmd_at(i), x->argv[2].p, x->argv[2].len)) {
+					resp_add_bulk_cstr(x->w, brk_cmd_at(i)->name);
+					n++;
+				}
+			}
+			resp_set_deferred_len(x->w, h, '*', n);
+		}
+	} else if (brk_arg_eq(sub, "SAVE") && x->argc == 2) {
+		rc = brk_acl_save(srv, err, sizeof(err));
+		if (rc != 0) {
+			resp_add_errorf(x->w, "ERR %s", err);
+			return 0;
+		}
+		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "LOAD") && x->argc == 2) {
+		rc = brk_acl_load(srv, err, sizeof(err));
+		if (rc != 0) {
+			resp_add_errorf(x->w, "ERR %s", err);
+			return 0;
+		}
+		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
+		size_t n = sizeof(acl_help) / sizeof(acl_help[0]);
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
+			resp_add_simple(x->w, acl_help[i]);
+		}
+	} else {
+		static const char *const known[] = {"whoami", "users", "list", "setuser", "deluser",
+			"cat", "save", "load", "help", NULL};
+		for (int i = 0; known[i] != NULL; i++) {
+			if (brk_arg_eq(sub, known[i])) {
+				resp_add_errorf(x->w, "ERR wrong number of arguments for 'acl|%s' command",
+					known[i]);
+				return 0;
+			}
+		}
+		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try ACL HELP.", sub->p);
+	}
+	return 0;
+}
