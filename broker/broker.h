@@ -23,6 +23,7 @@ struct event_base;
 struct event;
 struct bufferevent;
 struct evconnlistener;
+struct ssl_ctx_st;
 
 /* ------------------------------------------------------------------------
  * Configuration
@@ -66,9 +67,19 @@ struct brk_config {
 	char *requirepass;            /* the default user's password */
 	char *aclfile;
 	bool protected_mode;          /* no password: loopback and unix clients only */
+	int tls_port;                 /* 0: no TLS listener */
+	char *tls_cert_file, *tls_key_file, *tls_key_file_pass;
+	char *tls_ca_cert_file, *tls_ca_cert_dir;
+	int tls_auth_clients;         /* BRK_TLS_AUTH_* */
+	int tls_auth_clients_user;    /* BRK_TLS_USER_*: log mutual-TLS clients in by CN */
+	char *tls_protocols, *tls_ciphers, *tls_ciphersuites;
+	bool tls_prefer_server_ciphers;
+	bool tls_session_caching;
 };
 
 enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };
+enum { BRK_TLS_AUTH_YES, BRK_TLS_AUTH_NO, BRK_TLS_AUTH_OPTIONAL };
+enum { BRK_TLS_USER_OFF, BRK_TLS_USER_CN };
 
 void brk_config_defaults(struct brk_config *cfg);
 void brk_config_finish(struct brk_config *cfg);
@@ -124,6 +135,7 @@ enum {
 	BRK_CONN_HELD = 1 << 3,              /* on the held list */
 	BRK_CONN_PENDING = 1 << 4,           /* on the pending-input list */
 	BRK_CONN_CLOSING = 1 << 5,           /* on the closing list */
+	BRK_CONN_TLS = 1 << 7,               /* over TLS: no direct writes */
 	BRK_CONN_WAITING = 1 << 6,           /* on the waiting-for-durability list */
 };
 
@@ -219,9 +231,10 @@ struct brk_server {
 	struct brk_config cfg;
 	struct event_base *base;
 	struct storage *st;
-	struct evconnlistener *listeners[BRK_MAX_BIND + 1];
+	struct evconnlistener *listeners[2 * BRK_MAX_BIND + 1];
 	int nlisteners;
 	int bound_port;       /* the TCP port actually bound (port 0 picks one) */
+	int bound_tls_port;
 	struct event *sig_term, *sig_int, *sig_hup, *cron, *fsync_timer;
 	bool shutdown;
 	int exit_code;
@@ -258,6 +271,7 @@ struct brk_server {
 	struct brk_cmdstat *cmdstats; /* indexed like the command table */
 	struct brk_errstat errstats[BRK_MAX_ERRSTATS];
 	int nerrstats;
+	struct ssl_ctx_st *tls_ctx;  /* for new TLS connections */
 	struct brk_user *users;      /* ACL users; "default" always exists */
 	uint64_t acl_generation;
 	unsigned users_loaded;
@@ -382,7 +396,7 @@ void brk_multi_queue(struct brk_ctx *x);
 
 /* Connections */
 struct brk_conn *brk_conn_create(struct brk_server *srv, int fd, const char *addr,
-	const char *laddr, bool is_unix);
+	const char *laddr, bool is_unix, bool is_tls);
 void brk_conn_destroy(struct brk_conn *c);
 /* Runs the requests buffered in c until it blocks, empties, or the batch is full. */
 void brk_conn_process(struct brk_conn *c);
@@ -419,6 +433,15 @@ int brk_acl_save(struct brk_server *srv, char *err, size_t errlen);
 int brk_acl_categories(const char *const **out);
 bool brk_acl_cmd_in_category(const struct brk_cmd *c, const char *cat, size_t len);
 bool brk_acl_known_category(const char *cat, size_t len);
+
+/* tls.c: TLS for client connections */
+int brk_tls_init(struct brk_server *srv);
+/* Builds a context from the current files; keeps the old one on failure. */
+int brk_tls_reload(struct brk_server *srv, char *err, size_t errlen);
+void brk_tls_finish(struct brk_server *srv);
+struct bufferevent *brk_tls_bufferevent(struct brk_server *srv, int fd);
+void brk_tls_describe_error(struct bufferevent *bev, char *buf, size_t len);
+int brk_tls_peer_name(struct bufferevent *bev, char *buf, size_t len);
 
 /* systemd.c: service manager integration */
 #define BRK_SD_LISTEN_FDS_START 3

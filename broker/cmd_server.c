@@ -331,7 +331,24 @@ struct config_reply {
 	size_t n;
 	char seen[64][48];
 	int nseen;
+	/* CONFIG SET: the values before, to undo a refused TLS change */
+	char oldname[16][64];
+	char oldval[16][512];
+	int nold;
+	const char *want;
+	bool found;
 };
+
+static void
+config_old_cb(const char *name, const char *value, void *ud)
+{
+	struct config_reply *cr = ud;
+
+	if (strcasecmp(name, cr->want) == 0) {
+		snprintf(cr->oldval[cr->nold], sizeof(cr->oldval[0]), "%s", value);
+		cr->found = true;
+	}
+}
 
 static void
 config_get_cb(const char *name, const char *value, void *ud)
@@ -425,13 +442,29 @@ brk_cmd_config(struct brk_ctx *x)
 	}
 	if (brk_arg_eq(sub, "SET")) {
 		struct brk_config scratch;
-		bool failed = false, pass_changed = false;
+		bool failed = false, pass_changed = false, tls_changed = false;
+		struct config_reply *old;
 		if (x->argc < 4 || x->argc % 2 != 0) {
 			resp_add_error(x->w, "ERR wrong number of arguments for 'config|set' command");
 			return 0;
 		}
 		/* Every value is checked on a scratch configuration first, so a
 		 * refused one leaves the real one untouched; then all apply. */
+		old = echd_calloc(1, sizeof(*old));
+		if (old == NULL) {
+			return -ENOMEM;
+		}
+		for (int i = 2; i < x->argc && old->nold < 16; i += 2) {
+			char name[64];
+			snprintf(name, sizeof(name), "%.*s", (int)x->argv[i].len, x->argv[i].p);
+			snprintf(old->oldname[old->nold], sizeof(old->oldname[0]), "%s", name);
+			old->found = false;
+			old->want = old->oldname[old->nold];
+			brk_config_get(&srv->cfg, name, config_old_cb, old);
+			if (old->found) {
+				old->nold++;
+			}
+		}
 		brk_config_defaults(&scratch);
 		for (int pass = 0; pass < 2 && !failed; pass++) {
 			for (int i = 2; i < x->argc; i += 2) {
@@ -473,8 +506,29 @@ brk_cmd_config(struct brk_ctx *x)
 		}
 		brk_config_finish(&scratch);
 		if (failed) {
+			echd_free(old);
 			return 0;
 		}
+		for (int i = 2; i < x->argc; i += 2) {
+			tls_changed |= x->argv[i].len > 4 && !strncasecmp(x->argv[i].p, "tls-", 4);
+		}
+		if (tls_changed && srv->cfg.tls_port != 0) {
+			char err[512];
+			if (brk_tls_reload(srv, err, sizeof(err)) != 0) {
+				/* keep what was in use: put the old values back */
+				for (int k = 0; k < old->nold; k++) {
+					char *words[2] = {old->oldname[k], old->oldval[k]};
+					char e2[256];
+					brk_config_apply(&srv->cfg, 2, words, true, e2, sizeof(e2));
+				}
+				echd_free(old);
+				resp_add_errorf(x->w, "ERR CONFIG SET failed - Unable to update TLS "
+						      "configuration: %s",
+					err);
+				return 0;
+			}
+		}
+		echd_free(old);
 		apply_runtime_config(srv);
 		if (pass_changed) {
 			brk_acl_requirepass_changed(srv);

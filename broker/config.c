@@ -34,6 +34,8 @@ struct opt {
 
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
 static const char *const fsyncs[] = {"always", "everysec", NULL};
+static const char *const tls_auth[] = {"yes", "no", "optional", NULL};
+static const char *const tls_user[] = {"off", "CN", NULL};
 
 #define OFF(f) offsetof(struct brk_config, f)
 #define LLMAX  0x7fffffffffffffffLL
@@ -94,6 +96,31 @@ static const struct opt opts[] = {
 		"file of ACL users (user <name> <rules>), read at start and by ACL LOAD"},
 	{"protected-mode", OPT_BOOL, true, "yes", OFF(protected_mode), 0, 0, NULL,
 		"with no password, serve only loopback and unix-socket clients"},
+	{"tls-port", OPT_INT, false, "0", OFF(tls_port), 0, 65535, NULL,
+		"TLS port on the bind addresses, 0 = no TLS"},
+	{"tls-cert-file", OPT_STR, true, "", OFF(tls_cert_file), 0, 0, NULL,
+		"server certificate (PEM, may hold the chain)"},
+	{"tls-key-file", OPT_STR, true, "", OFF(tls_key_file), 0, 0, NULL, "server private key (PEM)"},
+	{"tls-key-file-pass", OPT_STR, true, "", OFF(tls_key_file_pass), 0, 0, NULL,
+		"passphrase of tls-key-file"},
+	{"tls-ca-cert-file", OPT_STR, true, "", OFF(tls_ca_cert_file), 0, 0, NULL,
+		"CA certificates that sign client certificates"},
+	{"tls-ca-cert-dir", OPT_STR, true, "", OFF(tls_ca_cert_dir), 0, 0, NULL,
+		"directory of CA certificates (c_rehash layout)"},
+	{"tls-auth-clients", OPT_ENUM, true, "yes", OFF(tls_auth_clients), 0, 0, tls_auth,
+		"client certificates: yes (required), optional, or no"},
+	{"tls-auth-clients-user", OPT_ENUM, true, "off", OFF(tls_auth_clients_user), 0, 0, tls_user,
+		"CN: a client certificate's common name logs the client in as that ACL user"},
+	{"tls-protocols", OPT_STR, true, "TLSv1.2 TLSv1.3", OFF(tls_protocols), 0, 0, NULL,
+		"TLS versions allowed"},
+	{"tls-ciphers", OPT_STR, true, "", OFF(tls_ciphers), 0, 0, NULL,
+		"TLSv1.2 cipher list (OpenSSL syntax); empty = OpenSSL's default"},
+	{"tls-ciphersuites", OPT_STR, true, "", OFF(tls_ciphersuites), 0, 0, NULL,
+		"TLSv1.3 cipher suites; empty = OpenSSL's default"},
+	{"tls-prefer-server-ciphers", OPT_BOOL, true, "no", OFF(tls_prefer_server_ciphers), 0, 0,
+		NULL, "prefer the server's cipher order"},
+	{"tls-session-caching", OPT_BOOL, true, "yes", OFF(tls_session_caching), 0, 0, NULL,
+		"cache TLS sessions for resumption"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,
 		"must be no: run under a supervisor"},
 };
@@ -219,6 +246,8 @@ apply_obuf(struct brk_config *cfg, int argc, char **argv, char *err, size_t errl
 	return 0;
 }
 
+static int split_line(char *line, char **words, int max);
+
 static int
 apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, char *err,
 	size_t errlen)
@@ -226,6 +255,17 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 	char *base = (char *)cfg;
 	long long v;
 
+	if (o->type == OPT_SPECIAL && argc == 1 && strchr(argv[0], ' ') != NULL) {
+		char copy[1024], *words[BRK_MAX_BIND * 4 + 1];
+		int n = 0;
+		snprintf(copy, sizeof(copy), "%s", argv[0]);
+		n = split_line(copy, words, (int)(sizeof(words) / sizeof(words[0])));
+		if (n <= 0) {
+			snprintf(err, errlen, "invalid value");
+			return -1;
+		}
+		return apply_one(cfg, o, n, words, err, errlen);
+	}
 	if (o->type == OPT_SPECIAL) {
 		if (strcmp(o->name, "bind") == 0) {
 			return apply_bind(cfg, argc, argv, err, errlen);
@@ -249,6 +289,21 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 			return 0;
 		}
 	}
+	if (o->type == OPT_STR && argc > 1) {
+		/* "tls-protocols TLSv1.2 TLSv1.3": the words are one value */
+		char joined[1024];
+		size_t n = 0;
+		for (int i = 0; i < argc && n < sizeof(joined); i++) {
+			n += (size_t)snprintf(joined + n, sizeof(joined) - n, "%s%s", i ? " " : "",
+				argv[i]);
+		}
+		if (n >= sizeof(joined)) {
+			snprintf(err, errlen, "value too long");
+			return -1;
+		}
+		set_str((char **)(base + o->off), joined);
+		return 0;
+	}
 	if (argc != 1) {
 		goto arity;
 	}
@@ -266,7 +321,7 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 				o->min, o->max);
 			return -1;
 		}
-		if (o->off == OFF(port) || o->off == OFF(databases)) {
+		if (o->off == OFF(port) || o->off == OFF(databases) || o->off == OFF(tls_port)) {
 			*(int *)(base + o->off) = (int)v;
 		} else {
 			*(long long *)(base + o->off) = v;
@@ -292,8 +347,13 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 				return 0;
 			}
 		}
-		snprintf(err, errlen, "argument(s) must be one of the following: %s",
-			o->enums == loglevels ? "debug, verbose, notice, warning" : "always, everysec");
+		{
+			size_t n = (size_t)snprintf(err, errlen, "argument(s) must be one of the following: ");
+			for (int i = 0; o->enums[i] != NULL && n < errlen; i++) {
+				n += (size_t)snprintf(err + n, errlen - n, "%s%s", i ? ", " : "",
+					o->enums[i]);
+			}
+		}
 		return -1;
 	case OPT_SPECIAL:
 		break;
@@ -557,7 +617,7 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 	switch (o->type) {
 	case OPT_INT:
 	case OPT_MEM:
-		if (o->off == OFF(port) || o->off == OFF(databases)) {
+		if (o->off == OFF(port) || o->off == OFF(databases) || o->off == OFF(tls_port)) {
 			snprintf(buf, len, "%d", *(const int *)(base + o->off));
 		} else {
 			snprintf(buf, len, "%lld", *(const long long *)(base + o->off));

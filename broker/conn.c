@@ -35,7 +35,7 @@ limits_from_config(const struct brk_config *cfg, struct resp_limits *l)
 
 struct brk_conn *
 brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *laddr,
-	bool is_unix)
+	bool is_unix, bool is_tls)
 {
 	struct brk_conn *c = echd_calloc(1, sizeof(*c));
 	struct resp_limits lim;
@@ -54,9 +54,13 @@ brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *la
 	if (c->rd == NULL) {
 		goto fail;
 	}
-	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->bev = is_tls ? brk_tls_bufferevent(srv, fd)
+			: bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL) {
 		goto fail;
+	}
+	if (is_tls) {
+		c->flags |= BRK_CONN_TLS;
 	}
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -233,7 +237,7 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 	}
 	ob = bufferevent_get_output(c->bev);
 	c->srv->stats.net_output_bytes += upto;
-	if (evbuffer_get_length(ob) == 0) {
+	if (evbuffer_get_length(ob) == 0 && !(c->flags & BRK_CONN_TLS)) {
 		/* Write at once rather than wait a poll round for writability. */
 		ssize_t n = write(c->fd, c->out.data, upto);
 		if (n > 0) {
@@ -269,7 +273,25 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct brk_conn *c = arg;
 
-	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		/* TLS handshake done: a client certificate may name the user */
+		char name[256];
+		if (c->srv->cfg.tls_auth_clients_user == BRK_TLS_USER_CN &&
+			brk_tls_peer_name(bev, name, sizeof(name)) > 0) {
+			struct brk_user *u = brk_acl_find(c->srv, name, strlen(name));
+			if (brk_user_enabled(u)) {
+				c->user = u;
+				echd_log(ECHD_LOG_VERBOSE, "client %s logged in as '%s' by certificate",
+					c->addr, name);
+			}
+		}
+		return;
+	}
+	if ((what & BEV_EVENT_ERROR) && (c->flags & BRK_CONN_TLS)) {
+		char err[256];
+		brk_tls_describe_error(bev, err, sizeof(err));
+		echd_log(ECHD_LOG_VERBOSE, "TLS connection from %s closed: %s", c->addr, err);
+	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		brk_conn_close_asap(c);
 	}
@@ -410,7 +432,12 @@ brk_count_error(struct brk_server *srv, const char *msg)
 void
 brk_error_text(struct brk_server *srv, int rc, char *buf, size_t len)
 {
-	if (rc == ECHD_ELIMIT || rc == ECHD_EMAPFULL || rc == -ENOSPC) {
+	if (rc == -ENOSPC) {
+		/* The file system is full, not the map: maxdisk is no help. */
+		snprintf(buf, len,
+			"ERR storage full: no space left on the file system of the data directory; "
+			"free space there");
+	} else if (rc == ECHD_ELIMIT || rc == ECHD_EMAPFULL) {
 		snprintf(buf, len,
 			"ERR storage full: the data file may not grow beyond maxdisk (%lld bytes); "
 			"trim or delete streams, or raise maxdisk",

@@ -939,18 +939,35 @@ is_loopback(const struct sockaddr *sa)
 	return false;
 }
 
+static void accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa,
+	bool is_tls);
+
 static void
 accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
 	void *arg)
 {
-	struct brk_server *srv = arg;
+	(void)l;
+	(void)salen;
+	accept_common(arg, fd, sa, false);
+}
+
+static void
+accept_tls_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+	void *arg)
+{
+	(void)l;
+	(void)salen;
+	accept_common(arg, fd, sa, true);
+}
+
+static void
+accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa, bool is_tls)
+{
 	char addr[64] = "", laddr[64] = "";
 	struct sockaddr_storage ls;
 	socklen_t lslen = sizeof(ls);
 	bool is_unix = sa->sa_family == AF_UNIX;
 
-	(void)l;
-	(void)salen;
 	if (srv->nconns >= (uint64_t)srv->cfg.maxclients) {
 		static const char msg[] = "-ERR max number of clients reached\r\n";
 		ssize_t n = write(fd, msg, sizeof(msg) - 1);
@@ -1006,7 +1023,7 @@ accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int
 			setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 		}
 	}
-	if (brk_conn_create(srv, fd, addr, laddr, is_unix) == NULL) {
+	if (brk_conn_create(srv, fd, addr, laddr, is_unix, is_tls) == NULL) {
 		echd_log(ECHD_LOG_WARNING, "cannot set up a connection from %s: out of memory",
 			addr);
 		close(fd);
@@ -1027,12 +1044,12 @@ listener_error_cb(struct evconnlistener *l, void *arg)
 }
 
 static int
-listen_tcp(struct brk_server *srv, const char *spec)
+listen_tcp(struct brk_server *srv, const char *spec, int port, bool tls)
 {
 	bool optional = spec[0] == '-';
 	const char *host = optional ? spec + 1 : spec;
 	struct addrinfo hints, *res = NULL, *ai;
-	char port[16];
+	char portbuf[16];
 	int rc, bound = 0;
 
 	if (!strcmp(host, "*")) {
@@ -1042,8 +1059,8 @@ listen_tcp(struct brk_server *srv, const char *spec)
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
-	snprintf(port, sizeof(port), "%d", srv->cfg.port);
-	rc = getaddrinfo(host, port, &hints, &res);
+	snprintf(portbuf, sizeof(portbuf), "%d", port);
+	rc = getaddrinfo(host, portbuf, &hints, &res);
 	if (rc != 0) {
 		echd_log(optional ? ECHD_LOG_VERBOSE : ECHD_LOG_WARNING,
 			"bind address '%s' is not a numeric address: %s", host, gai_strerror(rc));
@@ -1053,7 +1070,7 @@ listen_tcp(struct brk_server *srv, const char *spec)
 		struct evconnlistener *l;
 		int fd, one = 1;
 
-		if (srv->nlisteners >= BRK_MAX_BIND) {
+		if (srv->nlisteners >= 2 * BRK_MAX_BIND) {
 			break;
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -1068,10 +1085,10 @@ listen_tcp(struct brk_server *srv, const char *spec)
 			int e = errno;
 			close(fd);
 			echd_log(optional ? ECHD_LOG_VERBOSE : ECHD_LOG_WARNING,
-				"could not bind %s port %d: %s", host, srv->cfg.port, strerror(e));
+				"could not bind %s port %d: %s", host, port, strerror(e));
 			continue;
 		}
-		l = evconnlistener_new(srv->base, accept_cb, srv,
+		l = evconnlistener_new(srv->base, tls ? accept_tls_cb : accept_cb, srv,
 			LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, (int)srv->cfg.tcp_backlog, fd);
 		if (l == NULL) {
 			close(fd);
@@ -1079,7 +1096,16 @@ listen_tcp(struct brk_server *srv, const char *spec)
 		}
 		evconnlistener_set_error_cb(l, listener_error_cb);
 		srv->listeners[srv->nlisteners++] = l;
-		if (srv->bound_port == 0) {
+		if (tls && srv->bound_tls_port == 0) {
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof(ss);
+			if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+				srv->bound_tls_port = ntohs(ss.ss_family == AF_INET
+						? ((struct sockaddr_in *)&ss)->sin_port
+						: ((struct sockaddr_in6 *)&ss)->sin6_port);
+			}
+		}
+		if (!tls && srv->bound_port == 0) {
 			struct sockaddr_storage ss;
 			socklen_t sl = sizeof(ss);
 			if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
@@ -1147,9 +1173,14 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 
 	(void)what;
 	if (sig == SIGHUP) {
+		char err[512];
 		brk_sd_notify("RELOADING=1");
-		echd_log(ECHD_LOG_NOTICE, "SIGHUP: reopening the log file");
+		echd_log(ECHD_LOG_NOTICE, "SIGHUP: reopening the log file, reloading TLS and ACLs");
 		log_open(srv);
+		brk_tls_reload(srv, err, sizeof(err)); /* logs a refusal itself */
+		if (srv->cfg.aclfile && srv->cfg.aclfile[0] && brk_acl_load(srv, err, sizeof(err)) != 0) {
+			echd_log(ECHD_LOG_WARNING, "ACL reload refused: %s", err);
+		}
 		brk_sd_notify("READY=1");
 		return;
 	}
@@ -1344,7 +1375,7 @@ brk_server_init(struct brk_server *srv)
 		}
 	} else if (srv->cfg.port != 0) {
 		for (int i = 0; i < srv->cfg.nbind; i++) {
-			if (listen_tcp(srv, srv->cfg.bind[i]) != 0) {
+			if (listen_tcp(srv, srv->cfg.bind[i], srv->cfg.port, false) != 0) {
 				echd_log(ECHD_LOG_WARNING, "failed listening on %s port %d, exiting",
 					srv->cfg.bind[i], srv->cfg.port);
 				return -1;
@@ -1354,6 +1385,20 @@ brk_server_init(struct brk_server *srv)
 			echd_log(ECHD_LOG_WARNING, "no TCP address could be bound, exiting");
 			return -1;
 		}
+	}
+	if (activated == 0 && srv->cfg.tls_port != 0) {
+		if (brk_tls_init(srv) != 0) {
+			return -1;
+		}
+		for (int i = 0; i < srv->cfg.nbind; i++) {
+			if (listen_tcp(srv, srv->cfg.bind[i], srv->cfg.tls_port, true) != 0) {
+				echd_log(ECHD_LOG_WARNING, "failed listening on %s TLS port %d, exiting",
+					srv->cfg.bind[i], srv->cfg.tls_port);
+				return -1;
+			}
+		}
+		echd_log(ECHD_LOG_NOTICE, "Ready to accept connections tls on port %d",
+			srv->bound_tls_port);
 	}
 	/* With socket activation the manager's sockets are all we listen on. */
 	if (activated == 0 && srv->cfg.unixsocket && srv->cfg.unixsocket[0] &&
@@ -1535,6 +1580,7 @@ brk_server_finish(struct brk_server *srv)
 	}
 	ECHD_FREE(srv->cmdstats);
 	brk_acl_finish(srv);
+	brk_tls_finish(srv);
 	brk_config_finish(&srv->cfg);
 	if (log_file) {
 		fclose(log_file);

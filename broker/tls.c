@@ -1,0 +1,270 @@
+/* tls.c - TLS for client connections (OpenSSL through libevent's
+ * bufferevent_openssl).
+ *
+ * One SSL_CTX serves new connections. Reloading (SIGHUP, CONFIG SET tls-*)
+ * builds a new context from the files; only when that succeeds does it
+ * replace the old one, so a bad certificate is refused with a logged
+ * reason and the old one stays in use. Established connections keep the
+ * context they started with (OpenSSL reference-counts it).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "broker.h"
+
+static void
+ssl_errstr(char *buf, size_t len)
+{
+	unsigned long e = ERR_get_error();
+
+	if (e == 0) {
+		snprintf(buf, len, "unknown error");
+	} else {
+		ERR_error_string_n(e, buf, len);
+	}
+	ERR_clear_error();
+}
+
+static int
+pass_cb(char *buf, int size, int rwflag, void *ud)
+{
+	const char *pass = ud;
+	int n;
+
+	(void)rwflag;
+	if (pass == NULL) {
+		return 0;
+	}
+	n = (int)strlen(pass);
+	if (n > size) {
+		n = size;
+	}
+	memcpy(buf, pass, (size_t)n);
+	return n;
+}
+
+/* Parses "TLSv1.2 TLSv1.3" into min/max versions. */
+static int
+protocols(const char *spec, int *min, int *max)
+{
+	char buf[128], *save = NULL;
+
+	*min = *max = 0;
+	snprintf(buf, sizeof(buf), "%s", spec && spec[0] ? spec : "TLSv1.2 TLSv1.3");
+	for (char *p = strtok_r(buf, " ,", &save); p; p = strtok_r(NULL, " ,", &save)) {
+		int v;
+		if (!strcasecmp(p, "TLSv1")) {
+			v = TLS1_VERSION;
+		} else if (!strcasecmp(p, "TLSv1.1")) {
+			v = TLS1_1_VERSION;
+		} else if (!strcasecmp(p, "TLSv1.2")) {
+			v = TLS1_2_VERSION;
+		} else if (!strcasecmp(p, "TLSv1.3")) {
+			v = TLS1_3_VERSION;
+		} else {
+			return -1;
+		}
+		if (*min == 0 || v < *min) {
+			*min = v;
+		}
+		if (v > *max) {
+			*max = v;
+		}
+	}
+	return *min == 0 ? -1 : 0;
+}
+
+/* Builds a context from the configured files. Returns it, or NULL with
+ * a message naming what failed. */
+static SSL_CTX *
+ctx_build(const struct brk_config *cfg, char *err, size_t errlen)
+{
+	char e[256];
+	SSL_CTX *ctx;
+	int min, max, verify;
+
+	if (!cfg->tls_cert_file || !cfg->tls_cert_file[0] || !cfg->tls_key_file ||
+		!cfg->tls_key_file[0]) {
+		snprintf(err, errlen, "tls-cert-file and tls-key-file must be set for tls-port");
+		return NULL;
+	}
+	ctx = SSL_CTX_new(TLS_server_method());
+	if (ctx == NULL) {
+		ssl_errstr(e, sizeof(e));
+		snprintf(err, errlen, "cannot create a TLS context: %s", e);
+		return NULL;
+	}
+	if (protocols(cfg->tls_protocols, &min, &max) != 0) {
+		snprintf(err, errlen, "tls-protocols: expected TLSv1.2 and/or TLSv1.3, got '%s'",
+			cfg->tls_protocols);
+		goto fail;
+	}
+	SSL_CTX_set_min_proto_version(ctx, min);
+	SSL_CTX_set_max_proto_version(ctx, max);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+	if (cfg->tls_prefer_server_ciphers) {
+		SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+	}
+	SSL_CTX_set_session_cache_mode(ctx,
+		cfg->tls_session_caching ? SSL_SESS_CACHE_SERVER : SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"echd", 4);
+	SSL_CTX_set_default_passwd_cb(ctx, pass_cb);
+	SSL_CTX_set_default_passwd_cb_userdata(ctx, cfg->tls_key_file_pass);
+	if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1) {
+		ssl_errstr(e, sizeof(e));
+		snprintf(err, errlen, "cannot load tls-cert-file '%s': %s", cfg->tls_cert_file, e);
+		goto fail;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1) {
+		ssl_errstr(e, sizeof(e));
+		snprintf(err, errlen, "cannot load tls-key-file '%s': %s", cfg->tls_key_file, e);
+		goto fail;
+	}
+	if (SSL_CTX_check_private_key(ctx) != 1) {
+		ssl_errstr(e, sizeof(e));
+		snprintf(err, errlen, "tls-key-file '%s' does not match tls-cert-file '%s': %s",
+			cfg->tls_key_file, cfg->tls_cert_file, e);
+		goto fail;
+	}
+	if ((cfg->tls_ca_cert_file && cfg->tls_ca_cert_file[0]) ||
+		(cfg->tls_ca_cert_dir && cfg->tls_ca_cert_dir[0])) {
+		const char *file = cfg->tls_ca_cert_file && cfg->tls_ca_cert_file[0]
+			? cfg->tls_ca_cert_file : NULL;
+		const char *dir = cfg->tls_ca_cert_dir && cfg->tls_ca_cert_dir[0]
+			? cfg->tls_ca_cert_dir : NULL;
+		if (SSL_CTX_load_verify_locations(ctx, file, dir) != 1) {
+			ssl_errstr(e, sizeof(e));
+			snprintf(err, errlen, "cannot load tls-ca-cert-%s '%s': %s",
+				file ? "file" : "dir", file ? file : dir, e);
+			goto fail;
+		}
+	} else if (cfg->tls_auth_clients != BRK_TLS_AUTH_NO) {
+		snprintf(err, errlen, "tls-auth-clients needs tls-ca-cert-file or tls-ca-cert-dir");
+		goto fail;
+	}
+	if (cfg->tls_ciphers && cfg->tls_ciphers[0] &&
+		SSL_CTX_set_cipher_list(ctx, cfg->tls_ciphers) != 1) {
+		snprintf(err, errlen, "tls-ciphers: no cipher in '%s' is usable", cfg->tls_ciphers);
+		goto fail;
+	}
+	if (cfg->tls_ciphersuites && cfg->tls_ciphersuites[0] &&
+		SSL_CTX_set_ciphersuites(ctx, cfg->tls_ciphersuites) != 1) {
+		snprintf(err, errlen, "tls-ciphersuites: no suite in '%s' is usable",
+			cfg->tls_ciphersuites);
+		goto fail;
+	}
+	switch (cfg->tls_auth_clients) {
+	case BRK_TLS_AUTH_YES:
+		verify = SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+		break;
+	case BRK_TLS_AUTH_OPTIONAL:
+		verify = SSL_VERIFY_PEER;
+		break;
+	default:
+		verify = SSL_VERIFY_NONE;
+		break;
+	}
+	SSL_CTX_set_verify(ctx, verify, NULL);
+	return ctx;
+fail:
+	SSL_CTX_free(ctx);
+	return NULL;
+}
+
+int
+brk_tls_init(struct brk_server *srv)
+{
+	char err[512];
+
+	if (srv->cfg.tls_port == 0) {
+		return 0;
+	}
+	srv->tls_ctx = ctx_build(&srv->cfg, err, sizeof(err));
+	if (srv->tls_ctx == NULL) {
+		echd_log(ECHD_LOG_WARNING, "TLS: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+int
+brk_tls_reload(struct brk_server *srv, char *err, size_t errlen)
+{
+	SSL_CTX *ctx;
+
+	if (srv->cfg.tls_port == 0) {
+		return 0;
+	}
+	ctx = ctx_build(&srv->cfg, err, errlen);
+	if (ctx == NULL) {
+		echd_log(ECHD_LOG_WARNING, "TLS reload refused, keeping the certificate in use: %s",
+			err);
+		return -1;
+	}
+	SSL_CTX_free(srv->tls_ctx);
+	srv->tls_ctx = ctx;
+	echd_log(ECHD_LOG_NOTICE, "TLS certificates reloaded");
+	return 0;
+}
+
+void
+brk_tls_finish(struct brk_server *srv)
+{
+	SSL_CTX_free(srv->tls_ctx);
+	srv->tls_ctx = NULL;
+}
+
+struct bufferevent *
+brk_tls_bufferevent(struct brk_server *srv, int fd)
+{
+	SSL *ssl = SSL_new(srv->tls_ctx);
+
+	if (ssl == NULL) {
+		return NULL;
+	}
+	/* BEV_OPT_CLOSE_ON_FREE also frees the SSL object */
+	return bufferevent_openssl_socket_new(srv->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+		BEV_OPT_CLOSE_ON_FREE);
+}
+
+void
+brk_tls_describe_error(struct bufferevent *bev, char *buf, size_t len)
+{
+	unsigned long e = bufferevent_get_openssl_error(bev);
+
+	if (e == 0) {
+		snprintf(buf, len, "connection closed during or after the handshake");
+		return;
+	}
+	ERR_error_string_n(e, buf, len);
+}
+
+/* The peer certificate's field named by tls-auth-clients-user (CN), or
+ * 0 when there is none. */
+int
+brk_tls_peer_name(struct bufferevent *bev, char *buf, size_t len)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	X509 *cert;
+	int n;
+
+	if (ssl == NULL) {
+		return 0;
+	}
+	cert = SSL_get1_peer_certificate(ssl);
+	if (cert == NULL) {
+		return 0;
+	}
+	n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf,
+		(int)len);
+	X509_free(cert);
+	return n > 0 ? n : 0;
+}
