@@ -128,12 +128,19 @@ add_rule_text(struct brk_user *u, const char *w, size_t len)
 	return 0;
 }
 
-/* Applies one ACL SETUSER word. Returns 0, -ENOMEM, or ECHD_EINVAL. */
+/* Why apply_rule() last refused a word, in Redis' words (single-threaded). */
+static const char *rule_why = "Syntax error";
+/* Which rule brk_acl_setuser() last refused (its index), or -1. */
+static int setuser_bad = -1;
+
+/* Applies one ACL SETUSER word. Returns 0, -ENOMEM, or ECHD_EINVAL (with
+ * rule_why set). */
 static int
 apply_rule(struct brk_user *u, const char *w, size_t len)
 {
 	size_t n = brk_cmd_count();
 
+	rule_why = "Syntax error";
 	if (len == 2 && !strncasecmp(w, "on", 2)) {
 		u->enabled = true;
 	} else if (len == 3 && !strncasecmp(w, "off", 3)) {
@@ -165,7 +172,7 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 		apply_rule(u, "resetkeys", 9);
 		apply_rule(u, "nocommands", 10);
 		u->enabled = false;
-	} else if (len == 14 && !strncasecmp(w, "resetchannels", 13)) {
+	} else if (len == 13 && !strncasecmp(w, "resetchannels", 13)) {
 		/* no pub/sub in echd: accepted for compatibility */
 	} else if (len >= 1 && (w[0] == '>' || w[0] == '<')) {
 		char hex[65];
@@ -193,10 +200,12 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 				}
 			}
 		}
-	} else if (len == 65 && w[0] == '#') {
+	} else if (len >= 1 && w[0] == '#') {
 		char(*h)[65];
 		for (size_t i = 1; i < 65; i++) {
-			if (!strchr("0123456789abcdefABCDEF", w[i])) {
+			if (len != 65 || !strchr("0123456789abcdefABCDEF", w[i])) {
+				rule_why = "The password hash must be exactly 64 characters and contain "
+					   "only lowercase hexadecimal characters";
 				return ECHD_EINVAL;
 			}
 		}
@@ -229,8 +238,13 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 		u->npatterns++;
 	} else if (len >= 2 && (w[0] == '+' || w[0] == '-')) {
 		unsigned char v = w[0] == '+';
+		if (len == 5 && !strncasecmp(w + 1, "@all", 4)) {
+			/* +@all and -@all say everything: the rules before them are moot */
+			return apply_rule(u, v ? "allcommands" : "nocommands", v ? 11 : 10);
+		}
 		if (w[1] == '@') {
 			if (!known_category(w + 2, len - 2)) {
+				rule_why = "Unknown command or category name in ACL";
 				return ECHD_EINVAL;
 			}
 			for (size_t i = 0; i < n; i++) {
@@ -241,6 +255,7 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 		} else {
 			const struct brk_cmd *c = brk_cmd_lookup(w + 1, len - 1);
 			if (c == NULL) {
+				rule_why = "Unknown command or category name in ACL";
 				return ECHD_EINVAL;
 			}
 			u->allowed[c - brk_cmd_at(0)] = v;
@@ -294,11 +309,13 @@ brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int nrule
 		rc = add_rule_text(&tmp, u->rules, strlen(u->rules));
 	}
 	tmp.nopass = u->nopass;
+	setuser_bad = -1;
 	for (int i = 0; i < nrules && rc == 0; i++) {
 		rc = apply_rule(&tmp, rules[i].p, rules[i].len);
 		if (rc == ECHD_EINVAL) {
-			snprintf(err, errlen, "Error in ACL SETUSER modifier '%.*s': Syntax error",
-				(int)rules[i].len, rules[i].p);
+			setuser_bad = i;
+			snprintf(err, errlen, "Error in ACL SETUSER modifier '%.*s': %s",
+				(int)rules[i].len, rules[i].p, rule_why);
 		}
 	}
 	if (rc != 0) {
@@ -460,7 +477,17 @@ brk_user_enabled(const struct brk_user *u)
 bool
 brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd)
 {
-	return u != NULL && u->allowed[cmd - brk_cmd_at(0)];
+	if (u == NULL) {
+		return false;
+	}
+	/* The commands a client may run before it authenticates are never
+	 * denied by the rules either (Redis' no-auth flag): a user without
+	 * +@connection can still AUTH as someone else, HELLO, RESET and QUIT. */
+	if (cmd->fn == brk_cmd_auth || cmd->fn == brk_cmd_hello || cmd->fn == brk_cmd_quit ||
+		cmd->fn == brk_cmd_reset) {
+		return true;
+	}
+	return u->allowed[cmd - brk_cmd_at(0)];
 }
 
 bool
@@ -524,6 +551,9 @@ words(char *line, struct resp_arg *w, int max)
 	return n;
 }
 
+#define ACL_LOAD_REFUSED \
+	"WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
+
 int
 brk_acl_load(struct brk_server *srv, char *err, size_t errlen)
 {
@@ -561,15 +591,21 @@ brk_acl_load(struct brk_server *srv, char *err, size_t errlen)
 		if (n == 0 || w[0].p[0] == '#') {
 			continue;
 		}
+		/* the errors are worded as Redis words them */
 		if (n < 2 || w[0].len != 4 || strncmp(w[0].p, "user", 4) != 0) {
-			snprintf(err, errlen, "%s:%d: should start with user keyword",
-				srv->cfg.aclfile, lineno);
+			snprintf(err, errlen, "%s:%d should start with user keyword followed by the "
+					      "username. " ACL_LOAD_REFUSED, srv->cfg.aclfile, lineno);
 			rc = ECHD_EINVAL;
 			break;
 		}
 		rc = brk_acl_setuser(srv, w[1].p, w[1].len, n - 2, w + 2, sub, sizeof(sub));
-		if (rc != 0) {
-			snprintf(err, errlen, "%s:%d: %s", srv->cfg.aclfile, lineno, sub);
+		if (rc == ECHD_EINVAL && setuser_bad >= 0) {
+			snprintf(err, errlen, "%s:%d: Error in applying operation '%.*s': %s. "
+					      ACL_LOAD_REFUSED, srv->cfg.aclfile, lineno,
+				(int)w[2 + setuser_bad].len, w[2 + setuser_bad].p, rule_why);
+		} else if (rc != 0) {
+			snprintf(err, errlen, "%s:%d: %s. " ACL_LOAD_REFUSED, srv->cfg.aclfile, lineno,
+				sub);
 		}
 	}
 	fclose(f);

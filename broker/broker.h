@@ -206,6 +206,13 @@ struct brk_stats {
 	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key;
 };
 
+/* commandstats of a container's subcommand ("xgroup|create"). */
+struct brk_substat {
+	char name[48];
+	struct brk_cmdstat st;
+};
+#define BRK_MAX_SUBSTATS 96
+
 /* An error reply counted by prefix for INFO errorstats. */
 struct brk_errstat {
 	char prefix[32];
@@ -269,6 +276,8 @@ struct brk_server {
 	/* statistics */
 	struct brk_stats stats;
 	struct brk_cmdstat *cmdstats; /* indexed like the command table */
+	struct brk_substat substats[BRK_MAX_SUBSTATS];
+	int nsubstats;
 	struct brk_errstat errstats[BRK_MAX_ERRSTATS];
 	int nerrstats;
 	struct ssl_ctx_st *tls_ctx;  /* for new TLS connections */
@@ -459,6 +468,12 @@ bool brk_sd_journal_stderr(void);
 void brk_error_text(struct brk_server *srv, int rc, char *buf, size_t len);
 void brk_reply_error_rc(struct brk_ctx *x, int rc);
 void brk_count_error(struct brk_server *srv, const char *msg);
+/* The commandstats line a request counts on: its subcommand's for a
+ * container (CONFIG GET -> "config|get"), else its command's. */
+struct brk_cmdstat *brk_stat_for(struct brk_server *srv, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv);
+/* Counts the reply at mark in INFO's error statistics if it is an error. */
+bool brk_count_reply_error(struct brk_server *srv, const struct resp_buf *out, size_t mark);
 
 /* Parsing helpers: return true and set *out, or reply the Redis error and return false. */
 bool brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out);

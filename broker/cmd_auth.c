@@ -62,6 +62,26 @@ static const char *const acl_help[] = {
 	"HELP", "    Print this help.",
 };
 
+/* The first max users sorted by name, as Redis lists them (USERS, LIST). */
+static size_t
+sorted_users(struct brk_server *srv, struct brk_user **out, size_t max)
+{
+	size_t n = 0;
+
+	for (struct brk_user *u = srv->users; u != NULL && n < max; u = brk_user_next(u)) {
+		out[n++] = u;
+	}
+	for (size_t i = 1; i < n; i++) {
+		for (size_t j = i;
+			j > 0 && strcmp(brk_user_name(out[j - 1]), brk_user_name(out[j])) > 0; j--) {
+			struct brk_user *t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	}
+	return n;
+}
+
 int
 brk_cmd_acl(struct brk_ctx *x)
 {
@@ -73,34 +93,23 @@ brk_cmd_acl(struct brk_ctx *x)
 	if (brk_arg_eq(sub, "WHOAMI") && x->argc == 2) {
 		resp_add_bulk_cstr(x->w, brk_user_name(x->c->user));
 	} else if (brk_arg_eq(sub, "USERS") && x->argc == 2) {
-		size_t h = resp_add_deferred(x->w), n = 0;
-		const char *names[1024];
-		/* sorted, as Redis lists them */
-		for (struct brk_user *u = srv->users; u != NULL && n < 1024; u = brk_user_next(u)) {
-			names[n++] = brk_user_name(u);
-		}
-		for (size_t i = 1; i < n; i++) {
-			for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-				const char *t = names[j];
-				names[j] = names[j - 1];
-				names[j - 1] = t;
-			}
-		}
+		struct brk_user *users[1024];
+		size_t n = sorted_users(srv, users, 1024);
+		resp_add_array(x->w, n);
 		for (size_t i = 0; i < n; i++) {
-			resp_add_bulk_cstr(x->w, names[i]);
+			resp_add_bulk_cstr(x->w, brk_user_name(users[i]));
 		}
-		resp_set_deferred_len(x->w, h, '*', n);
 	} else if (brk_arg_eq(sub, "LIST") && x->argc == 2) {
-		size_t h = resp_add_deferred(x->w), n = 0;
-		for (struct brk_user *u = srv->users; u != NULL; u = brk_user_next(u)) {
+		struct brk_user *users[1024];
+		size_t n = sorted_users(srv, users, 1024);
+		resp_add_array(x->w, n);
+		for (size_t i = 0; i < n; i++) {
 			struct resp_buf b;
 			resp_buf_init(&b);
-			brk_acl_describe(u, &b);
+			brk_acl_describe(users[i], &b);
 			resp_add_bulk(x->w, b.data, b.len);
 			resp_buf_finish(&b);
-			n++;
 		}
-		resp_set_deferred_len(x->w, h, '*', n);
 	} else if (brk_arg_eq(sub, "SETUSER") && x->argc >= 3) {
 		rc = brk_acl_setuser(srv, x->argv[2].p, x->argv[2].len, x->argc - 3, x->argv + 3, err,
 			sizeof(err));

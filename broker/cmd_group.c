@@ -935,9 +935,11 @@ brk_cmd_xclaim(struct brk_ctx *x)
 	if (minidle < 0) {
 		minidle = 0;
 	}
+	/* Ids are strict, as in Redis: "-" and "+" are not ids here, so they
+	 * (like any other non-id) begin the options. */
 	for (j = 5; j < x->argc; j++) {
 		if (x->argv[j].len > 127 ||
-			stream_id_parse(x->argv[j].p, x->argv[j].len, 0, true, &id) != 0) {
+			stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id) != 0) {
 			break;
 		}
 	}
@@ -1000,7 +1002,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		bool found;
 		uint64_t prev;
 
-		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, true, &id);
+		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
 		rc = pel_get(x->txn, &g, &id, &r);
 		if (rc != 0 && rc != ECHD_ENOTFOUND) {
 			return rc;

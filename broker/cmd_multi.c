@@ -136,7 +136,7 @@ brk_cmd_exec(struct brk_ctx *x)
 	size_t mark = x->w->out->len;
 	bool wrote = false;
 	uint64_t dirty = 0;
-	int rc = 0;
+	int rc = 0, tries = 0;
 
 	if (!c->multi) {
 		resp_add_error(x->w, "ERR EXEC without MULTI");
@@ -152,6 +152,7 @@ brk_cmd_exec(struct brk_ctx *x)
 		resp_add_null_array(x->w);
 		return 0;
 	}
+again:
 	batch = brk_batch_txn(srv, &rc);
 	if (batch == NULL) {
 		goto out;
@@ -167,7 +168,8 @@ brk_cmd_exec(struct brk_ctx *x)
 		struct brk_argv *q = &c->queue[i];
 		const struct brk_cmd *cmd = brk_cmd_lookup(q->argv[0].p, q->argv[0].len);
 		struct brk_ctx sub;
-		size_t before = x->w->out->len, idx = (size_t)(cmd - brk_cmd_at(0));
+		size_t before = x->w->out->len;
+		struct brk_cmdstat *stat = brk_stat_for(srv, cmd, q->argc, q->argv);
 		uint64_t t0 = brk_now_us();
 
 		memset(&sub, 0, sizeof(sub));
@@ -179,15 +181,15 @@ brk_cmd_exec(struct brk_ctx *x)
 		sub.in_exec = true;
 		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
 		rc = cmd->fn(&sub);
-		srv->cmdstats[idx].calls++;
-		srv->cmdstats[idx].usec += brk_now_us() - t0;
+		stat->calls++;
+		stat->usec += brk_now_us() - t0;
 		srv->stats.total_commands++;
 		if (rc > 0) {
 			rc = 0; /* BRK_UNDO cannot be honoured inside EXEC */
 		}
-		if (rc == 0 && x->w->out->len > before && x->w->out->data[before] == '-') {
+		if (rc == 0 && brk_count_reply_error(srv, x->w->out, before)) {
 			/* a runtime error fails only this command's reply */
-			srv->cmdstats[idx].failed++;
+			stat->failed++;
 		}
 		wrote |= sub.dirty > 0 || sub.modified;
 		dirty += sub.dirty;
@@ -196,6 +198,9 @@ brk_cmd_exec(struct brk_ctx *x)
 		/* A storage failure: nothing of the transaction stands. */
 		storage_txn_abort(child);
 		resp_buf_truncate(x->w->out, mark);
+		if (rc == ECHD_EMAPFULL && tries++ < 4) {
+			goto grow;
+		}
 		brk_reply_error_rc(x, rc);
 		rc = 0;
 		goto out;
@@ -207,6 +212,9 @@ brk_cmd_exec(struct brk_ctx *x)
 	rc = storage_txn_commit(child);
 	if (rc != 0) {
 		resp_buf_truncate(x->w->out, mark);
+		if (rc == ECHD_EMAPFULL && tries++ < 4) {
+			goto grow;
+		}
 		brk_reply_error_rc(x, rc);
 		rc = 0;
 		goto out;
@@ -217,4 +225,19 @@ brk_cmd_exec(struct brk_ctx *x)
 out:
 	brk_multi_reset(c);
 	return rc;
+grow:
+	/* The map filled up: grow it (which commits the batch first) and run
+	 * the whole transaction again, as brk_conn_execute() does for a
+	 * single command; at maxdisk the error names the limit. */
+	rc = brk_storage_grow(srv);
+	mark = x->w->out->len; /* the commit may have rewritten held replies */
+	if (rc == 0) {
+		child = NULL;
+		wrote = false;
+		dirty = 0;
+		goto again;
+	}
+	brk_reply_error_rc(x, rc);
+	rc = 0;
+	goto out;
 }

@@ -249,15 +249,17 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_COMMANDSTATS) {
 		SECTION("Commandstats");
-		for (size_t i = 0; i < brk_cmd_count(); i++) {
-			const struct brk_cmdstat *c = &srv->cmdstats[i];
+		for (size_t i = 0; i < brk_cmd_count() + (size_t)srv->nsubstats; i++) {
+			const struct brk_cmdstat *c = i < brk_cmd_count()
+				? &srv->cmdstats[i] : &srv->substats[i - brk_cmd_count()].st;
+			const char *name = i < brk_cmd_count()
+				? brk_cmd_at(i)->name : srv->substats[i - brk_cmd_count()].name;
 			if (c->calls == 0 && c->rejected == 0 && c->failed == 0) {
 				continue;
 			}
 			bprintf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls="
 				   "%llu,failed_calls=%llu\r\n",
-				brk_cmd_at(i)->name, (unsigned long long)c->calls,
-				(unsigned long long)c->usec,
+				name, (unsigned long long)c->calls, (unsigned long long)c->usec,
 				c->calls ? (double)c->usec / (double)c->calls : 0.0,
 				(unsigned long long)c->rejected, (unsigned long long)c->failed);
 		}
@@ -388,10 +390,17 @@ static void
 stats_reset(struct brk_server *srv)
 {
 	uint64_t start = srv->stats.start_ms, last = srv->stats.last_commit_ms;
+	uint64_t dirty = srv->stats.dirty;
 
 	memset(&srv->stats, 0, sizeof(srv->stats));
 	srv->stats.start_ms = start;
 	srv->stats.last_commit_ms = last;
+	/* Redis' dirty counter is reset by a save, not by RESETSTAT */
+	srv->stats.dirty = dirty;
+	/* keep the names: a pointer to one may be in use by this very call */
+	for (int i = 0; i < srv->nsubstats; i++) {
+		memset(&srv->substats[i].st, 0, sizeof(srv->substats[i].st));
+	}
 	srv->stats.ops_sample_ms = brk_now_ms();
 	memset(srv->cmdstats, 0, brk_cmd_count() * sizeof(*srv->cmdstats));
 	memset(srv->errstats, 0, sizeof(srv->errstats));

@@ -954,6 +954,11 @@ brk_cmd_xinfo(struct brk_ctx *x)
 		}
 		return brk_xinfo_consumers(x);
 	}
+	if (brk_arg_eq(sub, "HELP")) {
+		/* a known subcommand of the wrong arity, as in MULTI (brk_subcommand_ok) */
+		resp_add_error(x->w, "ERR wrong number of arguments for 'xinfo|help' command");
+		return 0;
+	}
 	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XINFO HELP.", sub->p);
 	return 0;
 }

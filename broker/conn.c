@@ -19,6 +19,9 @@
 
 #include "broker.h"
 
+/* A read this big counts as activity for the idle timeout (read_cb). */
+#define ACTIVE_READ_BYTES 1024
+
 static void read_cb(struct bufferevent *bev, void *arg);
 static void write_cb(struct bufferevent *bev, void *arg);
 static void event_cb(struct bufferevent *bev, short what, void *arg);
@@ -191,6 +194,9 @@ check_output_limits(struct brk_conn *c, size_t pending)
 	const struct brk_config *cfg = &c->srv->cfg;
 	uint64_t now;
 
+	if (c->flags & BRK_CONN_CLOSING) {
+		return; /* already on its way out: count and log it once */
+	}
 	if (cfg->obuf_hard > 0 && pending > (size_t)cfg->obuf_hard) {
 		goto close;
 	}
@@ -324,7 +330,14 @@ read_cb(struct bufferevent *bev, void *arg)
 	}
 	evbuffer_drain(in, total);
 	c->srv->stats.net_input_bytes += total;
-	c->last_ms = brk_now_ms();
+	if (total >= ACTIVE_READ_BYTES) {
+		/* Bytes alone do not make a client active for the idle timeout:
+		 * one trickling a request a byte at a time (slow loris) would
+		 * never be idle. A read counts when it brings a real chunk (a
+		 * big upload in progress); otherwise the client is active when a
+		 * request it sent runs (brk_conn_execute). */
+		c->last_ms = brk_now_ms();
+	}
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "closing client %s (id %llu): %s", c->addr,
 			(unsigned long long)c->id,
@@ -445,6 +458,62 @@ brk_error_text(struct brk_server *srv, int rc, char *buf, size_t len)
 	} else {
 		snprintf(buf, len, "ERR storage error: %s", echd_strerror(rc));
 	}
+}
+
+static bool
+is_container(const struct brk_cmd *cmd)
+{
+	return cmd->fn == brk_cmd_client || cmd->fn == brk_cmd_config ||
+		cmd->fn == brk_cmd_command || cmd->fn == brk_cmd_xinfo ||
+		cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_acl;
+}
+
+struct brk_cmdstat *
+brk_stat_for(struct brk_server *srv, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv)
+{
+	char name[48];
+	int n, i;
+
+	if (argc < 2 || !is_container(cmd) || argv[1].len > 24) {
+		return &srv->cmdstats[cmd - brk_cmd_at(0)];
+	}
+	n = snprintf(name, sizeof(name), "%s|%.*s", cmd->name, (int)argv[1].len, argv[1].p);
+	for (i = 0; i < n; i++) {
+		name[i] = (char)tolower((unsigned char)name[i]);
+	}
+	for (i = 0; i < srv->nsubstats; i++) {
+		if (strcmp(srv->substats[i].name, name) == 0) {
+			return &srv->substats[i].st;
+		}
+	}
+	if (srv->nsubstats == BRK_MAX_SUBSTATS) {
+		return &srv->cmdstats[cmd - brk_cmd_at(0)];
+	}
+	memset(&srv->substats[i], 0, sizeof(srv->substats[i]));
+	memcpy(srv->substats[i].name, name, (size_t)n + 1);
+	srv->nsubstats++;
+	return &srv->substats[i].st;
+}
+
+bool
+brk_count_reply_error(struct brk_server *srv, const struct resp_buf *out, size_t mark)
+{
+	char code[32];
+	size_t n;
+
+	if (out->len <= mark || out->data[mark] != '-') {
+		return false;
+	}
+	n = strcspn(out->data + mark + 1, " \r");
+	if (n >= sizeof(code)) {
+		n = sizeof(code) - 1;
+	}
+	memcpy(code, out->data + mark + 1, n);
+	code[n] = '\0';
+	srv->stats.total_error_replies++;
+	brk_count_error(srv, code);
+	return true;
 }
 
 void
@@ -570,7 +639,8 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	struct brk_server *srv = c->srv;
 	const struct brk_cmd *cmd;
 	struct brk_ctx x;
-	size_t mark = c->out.len, idx;
+	size_t mark = c->out.len;
+	struct brk_cmdstat *stat;
 	uint64_t t0;
 	bool nested;
 	int rc, tries = 0;
@@ -583,7 +653,6 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	x.argv = argv;
 	x.from_block = from_block;
 	c->last_ms = brk_now_ms();
-	srv->stats.total_commands++;
 	srv->batch_cmds++;
 	cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
 	if (cmd == NULL) {
@@ -591,10 +660,8 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi; /* EXEC will abort */
 		goto replied;
 	}
-	idx = (size_t)(cmd - brk_cmd_at(0));
-	if (argc >= 2 && (cmd->fn == brk_cmd_client || cmd->fn == brk_cmd_config ||
-				 cmd->fn == brk_cmd_command || cmd->fn == brk_cmd_xinfo ||
-				 cmd->fn == brk_cmd_xgroup)) {
+	stat = brk_stat_for(srv, cmd, argc, argv);
+	if (argc >= 2 && is_container(cmd)) {
 		/* containers report "name|sub", as Redis does */
 		int n = snprintf(c->last_cmd, sizeof(c->last_cmd), "%s|%.*s", cmd->name,
 			(int)argv[1].len, argv[1].p);
@@ -605,7 +672,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", cmd->name);
 	}
 	if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
-		srv->cmdstats[idx].rejected++;
+		stat->rejected++;
 		if (cmd->fn == brk_cmd_exec) {
 			/* a refused EXEC discards the transaction */
 			brk_multi_reset(c);
@@ -620,7 +687,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	if (!brk_user_enabled(c->user) && cmd->fn != brk_cmd_auth && cmd->fn != brk_cmd_hello &&
 		cmd->fn != brk_cmd_quit && cmd->fn != brk_cmd_reset) {
 		resp_add_error(&c->w, "NOAUTH Authentication required.");
-		srv->cmdstats[idx].rejected++;
+		stat->rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
@@ -628,24 +695,26 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
 			brk_user_name(c->user), cmd->name);
 		srv->stats.acl_denied_cmd++;
-		srv->cmdstats[idx].rejected++;
+		stat->rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
 	if (c->user != NULL && !acl_keys_ok(c, cmd, argc, argv)) {
 		resp_add_error(&c->w, "NOPERM No permissions to access a key");
 		srv->stats.acl_denied_key++;
-		srv->cmdstats[idx].rejected++;
+		stat->rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (!brk_subcommand_ok(&x, cmd)) {
+		/* an unknown subcommand or its arity: refused before it runs */
+		stat->rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
 	if (c->multi && cmd->fn != brk_cmd_exec && cmd->fn != brk_cmd_discard &&
 		cmd->fn != brk_cmd_multi && cmd->fn != brk_cmd_watch && cmd->fn != brk_cmd_quit &&
 		cmd->fn != brk_cmd_reset) {
-		if (!brk_subcommand_ok(&x, cmd)) {
-			c->multi_dirty = true;
-			goto replied;
-		}
 		brk_multi_queue(&x);
 		goto replied;
 	}
@@ -653,9 +722,10 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		char msg[256];
 		brk_error_text(srv, ECHD_ELIMIT, msg, sizeof(msg));
 		resp_add_error(&c->w, msg);
-		srv->cmdstats[idx].rejected++;
+		stat->rejected++;
 		goto replied;
 	}
+	srv->stats.total_commands++; /* counted once it runs, as Redis does */
 	t0 = brk_now_us();
 again:
 	x.dirty = 0;
@@ -684,8 +754,8 @@ again:
 			brk_reply_error_rc(&x, rc);
 		}
 	}
-	srv->cmdstats[idx].calls += x.blocked && !from_block ? 0 : 1;
-	srv->cmdstats[idx].usec += brk_now_us() - t0;
+	stat->calls += x.blocked && !from_block ? 0 : 1;
+	stat->usec += brk_now_us() - t0;
 	if (x.blocked) {
 		if (c->out.len == mark) {
 			return; /* waiting: no reply yet */
@@ -694,22 +764,21 @@ again:
 		brk_unblock(c);
 	}
 	if (c->out.len > mark && c->out.data[mark] == '-') {
-		srv->cmdstats[idx].failed++;
+		stat->failed++;
 	}
 replied:
-	if (c->out.len > mark && c->out.data[mark] == '-') {
-		char code[32];
-		size_t n = strcspn(c->out.data + mark + 1, " \r");
-		if (n >= sizeof(code)) {
-			n = sizeof(code) - 1;
-		}
-		memcpy(code, c->out.data + mark + 1, n);
-		code[n] = '\0';
-		srv->stats.total_error_replies++;
-		brk_count_error(srv, code);
-	}
+	brk_count_reply_error(srv, &c->out, mark);
 	c->batch_replies++;
 	brk_conn_mark_held(c);
+	if (srv->cfg.obuf_hard > 0) {
+		/* Replies wait in out until the batch commits: a pipeline of big
+		 * reads would pile up there, unseen by brk_conn_flush()'s check,
+		 * so the hard limit counts them too and stops the pipeline. */
+		size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+		if (c->out.len + obl > (size_t)srv->cfg.obuf_hard) {
+			check_output_limits(c, c->out.len + obl);
+		}
+	}
 }
 
 void

@@ -9,6 +9,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -452,6 +455,8 @@ batch_end(struct brk_server *srv)
 		release_or_wait(srv, c);
 	}
 	srv->held = NULL;
+	/* a turn that touched no storage still ends a batch of commands */
+	srv->batch_cmds = 0;
 	release_durable(srv, 0);
 	if (srv->waiting != NULL && !srv->flush_armed) {
 		/* Under load the next turn's commit flushes this meta page for
@@ -1191,6 +1196,31 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(srv->base);
 }
 
+/* Free memory glibc may keep before it is handed back (heap_trim). */
+#define HEAP_TRIM_BYTES (8u << 20)
+
+/* glibc keeps the heap pages of freed memory for reuse, and after a few
+ * big frees it serves even multi-megabyte buffers from the heap: once
+ * thousands of clients have gone, or a burst of big replies or requests
+ * has been freed, the resident size would stay at its peak. When the free
+ * memory held has grown by HEAP_TRIM_BYTES since the last look, give it
+ * back. (Other allocators return memory by themselves.) */
+static void
+heap_trim(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+	static size_t kept; /* free bytes held after the last trim */
+	struct mallinfo2 mi = mallinfo2();
+
+	if (mi.fordblks < kept) {
+		kept = mi.fordblks; /* reused since */
+	} else if (mi.fordblks - kept >= HEAP_TRIM_BYTES) {
+		malloc_trim(0);
+		kept = mi.fordblks; /* trimmed pages stay free chunks: count them as kept */
+	}
+#endif
+}
+
 static void
 cron_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1216,7 +1246,11 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 			(unsigned long long)srv->stats.commits);
 		brk_sd_notify(status);
 	}
-	if (ticks % 10 != 0 || srv->cfg.timeout <= 0) {
+	if (ticks % 10 != 0) {
+		return;
+	}
+	heap_trim();
+	if (srv->cfg.timeout <= 0) {
 		return;
 	}
 	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {

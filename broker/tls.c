@@ -8,6 +8,7 @@
  * context they started with (OpenSSL reference-counts it).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -124,8 +125,15 @@ ctx_build(const struct brk_config *cfg, char *err, size_t errlen)
 		goto fail;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1) {
+		/* OpenSSL already compares the key with the certificate here */
+		bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
 		ssl_errstr(e, sizeof(e));
-		snprintf(err, errlen, "cannot load tls-key-file '%s': %s", cfg->tls_key_file, e);
+		if (mismatch) {
+			snprintf(err, errlen, "tls-key-file '%s' does not match tls-cert-file '%s': %s",
+				cfg->tls_key_file, cfg->tls_cert_file, e);
+		} else {
+			snprintf(err, errlen, "cannot load tls-key-file '%s': %s", cfg->tls_key_file, e);
+		}
 		goto fail;
 	}
 	if (SSL_CTX_check_private_key(ctx) != 1) {
@@ -244,7 +252,25 @@ brk_tls_describe_error(struct bufferevent *bev, char *buf, size_t len)
 		snprintf(buf, len, "connection closed during or after the handshake");
 		return;
 	}
+	if (ERR_GET_LIB(e) == 0) {
+		/* libevent files SSL_get_error()'s code, not an OpenSSL error, for a
+		 * failed read or write on the socket itself */
+		snprintf(buf, len, "%s", ERR_GET_REASON(e) == SSL_ERROR_SYSCALL
+				? "connection reset or closed without a TLS close_notify"
+				: "TLS error without details");
+		return;
+	}
 	ERR_error_string_n(e, buf, len);
+	if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+		ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
+		/* say why the client's certificate was refused (expired, unknown CA...) */
+		SSL *ssl = bufferevent_openssl_get_ssl(bev);
+		long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+		size_t n = strlen(buf);
+		if (v != X509_V_OK && n < len) {
+			snprintf(buf + n, len - n, " (%s)", X509_verify_cert_error_string(v));
+		}
+	}
 }
 
 /* The peer certificate's field named by tls-auth-clients-user (CN), or
