@@ -156,6 +156,13 @@ struct brk_conn {
 	struct resp_writer w;    /* writes into out */
 	size_t batch_mark;       /* out.len when this batch began for this conn */
 	unsigned batch_replies;  /* replies added since batch_mark */
+	/* Replies of this batch that used its transaction, as [start, end)
+	 * offsets in out: only these become errors if the batch fails
+	 * (SELECT, MULTI, QUEUED... did not touch it and stand). */
+	struct {
+		size_t start, end;
+	} *ranges;
+	int nranges, rcap;
 	uint64_t ctime_ms;
 	uint64_t last_ms;        /* last interaction */
 	uint64_t obuf_soft_since; /* when the soft limit was first exceeded */

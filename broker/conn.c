@@ -144,6 +144,7 @@ brk_conn_destroy(struct brk_conn *c)
 	}
 	resp_reader_destroy(c->rd);
 	resp_buf_finish(&c->out);
+	echd_free(c->ranges);
 	echd_free(c->name);
 	echd_free(c);
 }
@@ -633,6 +634,27 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	return rc;
 }
 
+/* Remembers that the reply from mark on depends on the batch. */
+static void
+note_batch_reply(struct brk_conn *c, size_t mark)
+{
+	if (c->out.len <= mark) {
+		return;
+	}
+	if (c->nranges == c->rcap) {
+		int ncap = c->rcap ? c->rcap * 2 : 8;
+		void *nr = echd_realloc(c->ranges, (size_t)ncap * sizeof(*c->ranges));
+		if (nr == NULL) {
+			return; /* the reply then stands; ENOMEM here is the lesser harm */
+		}
+		c->ranges = nr;
+		c->rcap = ncap;
+	}
+	c->ranges[c->nranges].start = mark;
+	c->ranges[c->nranges].end = c->out.len;
+	c->nranges++;
+}
+
 void
 brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block)
 {
@@ -765,6 +787,9 @@ again:
 	}
 	if (c->out.len > mark && c->out.data[mark] == '-') {
 		stat->failed++;
+	}
+	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) || cmd->fn == brk_cmd_exec) {
+		note_batch_reply(c, mark);
 	}
 replied:
 	brk_count_reply_error(srv, &c->out, mark);

@@ -120,12 +120,13 @@ brk_batch_txn(struct brk_server *srv, int *rc)
 	return srv->batch;
 }
 
-/* Replaces every reply c holds for the failed batch with an error. */
+/* Replaces every reply c holds that depended on the failed batch with an
+ * error; replies of commands that did not use the batch stand. */
 static void
 fail_held_replies(struct brk_conn *c, int rc)
 {
-	unsigned n = c->batch_replies;
-	char msg[256];
+	char msg[256], line[300];
+	size_t mlen;
 
 	if (rc == ECHD_EMAPFULL || rc == ECHD_ELIMIT || rc == -ENOSPC) {
 		brk_error_text(c->srv, rc, msg, sizeof(msg));
@@ -134,11 +135,28 @@ fail_held_replies(struct brk_conn *c, int rc)
 					   "was applied",
 			echd_strerror(rc));
 	}
-	resp_buf_truncate(&c->out, c->batch_mark);
-	for (unsigned i = 0; i < n; i++) {
-		resp_add_error(&c->w, msg);
+	mlen = (size_t)snprintf(line, sizeof(line), "-%s\r\n", msg);
+	/* from the last range back, so earlier offsets stay valid */
+	for (int i = c->nranges - 1; i >= 0; i--) {
+		size_t start = c->ranges[i].start, end = c->ranges[i].end;
+		size_t tail = c->out.len - end;
+
+		if (end > c->out.len || start > end) {
+			continue;
+		}
+		if (mlen > end - start) {
+			resp_buf_append(&c->out, line, mlen - (end - start)); /* room */
+			if (c->out.oom) {
+				return;
+			}
+		} else {
+			c->out.len -= (end - start) - mlen;
+		}
+		memmove(c->out.data + start + mlen, c->out.data + end, tail);
+		memcpy(c->out.data + start, line, mlen);
 	}
-	c->srv->stats.total_error_replies += n;
+	c->srv->stats.total_error_replies += (uint64_t)c->nranges;
+	c->nranges = 0;
 }
 
 /* Flushes the pending meta page, making every committed batch durable. */
@@ -199,6 +217,7 @@ brk_batch_commit(struct brk_server *srv)
 		}
 		c->batch_mark = c->out.len;
 		c->batch_replies = 0;
+		c->nranges = 0;
 	}
 	return rc;
 }
@@ -220,6 +239,7 @@ brk_batch_abort(struct brk_server *srv, int rc)
 		fail_held_replies(c, rc);
 		c->batch_mark = c->out.len;
 		c->batch_replies = 0;
+		c->nranges = 0;
 	}
 }
 

@@ -13,10 +13,12 @@
  * it, and a static initializer cannot read ops->name from another file). */
 static const struct storage_ops *const backends[] = {
 	&st_lmdb_ops,
+	&st_fault_ops, /* tests only: lmdb with injected failures */
 	NULL,
 };
 static const char *const backend_names[] = {
 	"lmdb",
+	"fault",
 	NULL,
 };
 _Static_assert(sizeof(backends) / sizeof(backends[0]) ==

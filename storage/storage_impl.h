@@ -50,5 +50,6 @@ struct storage_cursor {
 };
 
 extern const struct storage_ops st_lmdb_ops;
+extern const struct storage_ops st_fault_ops; /* st_fault.c: tests only */
 
 #endif
