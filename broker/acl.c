@@ -35,6 +35,11 @@ struct brk_user {
 	struct brk_user *next;
 };
 
+/* ACL subcommands that are not @admin (Redis: @slow only); each has a
+ * permission slot after the command table's. */
+static const char *const acl_light_subs[] = {"whoami", "cat", "help", NULL};
+#define ACL_LIGHT_CATS "@slow"
+
 static const char *const categories[] = {"keyspace", "read", "write", "stream", "admin",
 	"dangerous", "connection", "fast", "slow", "blocking", "transaction", NULL};
 
@@ -252,6 +257,24 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 					u->allowed[i] = v;
 				}
 			}
+			if (len - 2 == 4 && !strncasecmp(w + 2, "slow", 4)) {
+				for (size_t k = 0; acl_light_subs[k] != NULL; k++) {
+					u->allowed[n + k] = v;
+				}
+			}
+		} else if (len > 5 && !strncasecmp(w + 1, "acl|", 4)) {
+			size_t k;
+			for (k = 0; acl_light_subs[k] != NULL; k++) {
+				if (strlen(acl_light_subs[k]) == len - 5 &&
+					!strncasecmp(acl_light_subs[k], w + 5, len - 5)) {
+					break;
+				}
+			}
+			if (acl_light_subs[k] == NULL) {
+				rule_why = "Unknown command or category name in ACL";
+				return ECHD_EINVAL;
+			}
+			u->allowed[n + k] = v;
 		} else {
 			const struct brk_cmd *c = brk_cmd_lookup(w + 1, len - 1);
 			if (c == NULL) {
@@ -259,6 +282,12 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 				return ECHD_EINVAL;
 			}
 			u->allowed[c - brk_cmd_at(0)] = v;
+			if (c->fn == brk_cmd_acl) {
+				/* +acl covers every ACL subcommand */
+				for (size_t k = 0; acl_light_subs[k] != NULL; k++) {
+					u->allowed[n + k] = v;
+				}
+			}
 		}
 		return add_rule_text(u, w, len);
 	} else {
@@ -475,7 +504,8 @@ brk_user_enabled(const struct brk_user *u)
 }
 
 bool
-brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd)
+brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv)
 {
 	if (u == NULL) {
 		return false;
@@ -486,6 +516,13 @@ brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd)
 	if (cmd->fn == brk_cmd_auth || cmd->fn == brk_cmd_hello || cmd->fn == brk_cmd_quit ||
 		cmd->fn == brk_cmd_reset) {
 		return true;
+	}
+	if (cmd->fn == brk_cmd_acl && argc >= 2) {
+		for (size_t k = 0; acl_light_subs[k] != NULL; k++) {
+			if (brk_arg_eq(&argv[1], acl_light_subs[k])) {
+				return u->allowed[brk_cmd_count() + k];
+			}
+		}
 	}
 	return u->allowed[cmd - brk_cmd_at(0)];
 }

@@ -433,7 +433,8 @@ struct brk_user *brk_acl_find(struct brk_server *srv, const char *name, size_t l
 struct brk_user *brk_acl_check(struct brk_server *srv, const char *user, size_t ulen,
 	const char *pass, size_t plen);
 bool brk_acl_nopass_default(struct brk_server *srv);
-bool brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd);
+bool brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv);
 bool brk_acl_key_allowed(const struct brk_user *u, const void *key, size_t len);
 const char *brk_user_name(const struct brk_user *u);
 struct brk_user *brk_user_next(const struct brk_user *u);

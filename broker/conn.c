@@ -713,9 +713,9 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
-	if (c->user != NULL && !brk_acl_cmd_allowed(c->user, cmd)) {
+	if (c->user != NULL && !brk_acl_cmd_allowed(c->user, cmd, argc, argv)) {
 		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
-			brk_user_name(c->user), cmd->name);
+			brk_user_name(c->user), c->last_cmd);
 		srv->stats.acl_denied_cmd++;
 		stat->rejected++;
 		c->multi_dirty |= c->multi;

@@ -1,0 +1,795 @@
+"""Authentication and authorisation: requirepass, AUTH, HELLO AUTH, NOAUTH, ACL users (key
+patterns and categories for every stream and group command), ACL SETUSER/DELUSER/LIST/USERS/
+WHOAMI/CAT/SAVE/LOAD with an aclfile, failed attempts in INFO and the log, protected mode.
+
+The module's own server has no password (the harness' PING and FLUSHALL need that); every test
+that needs a password or users starts its own server (AuthServer, below: its readiness check
+takes NOAUTH for an answer) so that no user or password leaks from one test to the next.
+
+Redis 7.0, the oracle on this machine, words a few errors differently from Redis 7.2+, whose
+words echd follows; those tests check 7.2's words on echd and 7.0's on redis-server (see
+Words below), so that the decisions (allowed, denied, which error) are checked on both:
+    NOPERM (command)  7.0 "NOPERM this user has no permissions to run the '<cmd>' command"
+                      7.2 "NOPERM User <user> has no permissions to run the '<cmd>' command"
+    NOPERM (key)      7.0 "NOPERM this user has no permissions to access one of the keys used
+                      as arguments"; 7.2 "NOPERM No permissions to access a key"
+    HELLO without AUTH: 7.2 adds "<proto>" to "HELLO <proto> AUTH <user> <pass>".
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import echdtest
+from echdtest import RespConn, RespError, Closed, echd_only, wait_until
+
+TIMEOUT = 60
+
+NOAUTH = "NOAUTH Authentication required."
+WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
+NOPASS_CONFIGURED = ("ERR AUTH <password> called without any password configured for the "
+                     "default user. Are you sure your configuration is correct?")
+ACL_LOAD_REFUSED = ("WARNING: ACL errors detected, no change to the previously active ACL "
+                    "rules was performed")
+
+
+class Words:
+    """The texts that differ between Redis 7.0 and 7.2+ (echd)."""
+
+    def __init__(self, server):
+        self.v72 = server.is_echd
+
+    def cmd(self, user, name):
+        if self.v72:
+            return "NOPERM User %s has no permissions to run the '%s' command" % (user, name)
+        return "NOPERM this user has no permissions to run the '%s' command" % name
+
+    def key(self):
+        if self.v72:
+            return "NOPERM No permissions to access a key"
+        return "NOPERM this user has no permissions to access one of the keys used as arguments"
+
+    def hello_noauth(self):
+        return ("NOAUTH HELLO must be called with the client already authenticated, otherwise "
+                "the HELLO %sAUTH <user> <pass> option can be used to authenticate the client "
+                "and select the RESP protocol version at the same time"
+                % ("<proto> " if self.v72 else ""))
+
+
+# ---------------------------------------------------------------------------
+# Servers of our own
+# ---------------------------------------------------------------------------
+
+class AuthServer(echdtest.Server):
+    """A server like the harness' whose start-up check accepts any reply to PING (NOAUTH with
+    requirepass); bind, if given, replaces 127.0.0.1."""
+
+    def __init__(self, kind, exe, extra=(), bind=None):
+        super().__init__(kind, exe, list(extra))
+        self.bind = bind
+
+    def args(self):
+        a = super().args()
+        if self.bind:
+            a[a.index("--bind") + 1] = self.bind
+        return a
+
+    def start(self, timeout=None):
+        timeout = echdtest.STARTUP_TIMEOUT if timeout is None else timeout
+        log = open(self.log_path, "ab")
+        log.write(("\n=== start: %s\n" % " ".join(self.args())).encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, cwd=self.root,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise echdtest.ServerError("%s exited with status %s during start-up\n%s"
+                                           % (self.kind, self.proc.returncode, self.log_tail()))
+            try:
+                c = RespConn(self.port, timeout=1.0)
+                try:
+                    c.send("PING")
+                    r = c.read()
+                    if r == "PONG" or (isinstance(r, RespError) and r.msg == NOAUTH):
+                        return self
+                finally:
+                    c.close()
+            except (OSError, Closed, AssertionError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise echdtest.ServerError("%s did not answer PING within %.1f s\n%s"
+                                           % (self.kind, timeout, self.log_tail()))
+            time.sleep(0.02)
+
+    def log_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+def spawn(server, *extra, bind=None):
+    """Start an AuthServer of the module's kind; stopped when the test ends."""
+    s = AuthServer(server.kind, server.exe, list(extra), bind=bind)
+    server._children.append(s)
+    return s.start()
+
+
+def login(s, user, password):
+    c = s.raw()
+    assert c.call("AUTH", user, password) == "OK"
+    return c
+
+
+def sha256(pw):
+    return hashlib.sha256(pw.encode()).hexdigest()
+
+
+def info_field(c, section, name):
+    for line in c.call("INFO", section).decode().splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1]
+    raise AssertionError("no %s in INFO %s" % (name, section))
+
+
+# ---------------------------------------------------------------------------
+# requirepass, AUTH, NOAUTH
+# ---------------------------------------------------------------------------
+
+def test_noauth_before_auth(server):
+    s = spawn(server, "--requirepass", "pw-noauth-1")
+    c = s.raw()
+    for cmd in [("XADD", "s", "*", "f", "v"), ("XRANGE", "s", "-", "+"),
+                ("XREAD", "STREAMS", "s", "0"),
+                ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+                ("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"), ("XACK", "s", "g", "1-1"),
+                ("XLEN", "s"), ("DEL", "s"), ("PING",), ("SELECT", "0"), ("CONFIG", "GET", "port"),
+                ("ACL", "WHOAMI"), ("INFO",), ("CLIENT", "ID"), ("MULTI",), ("FLUSHALL",)]:
+        assert c.err(*cmd) == NOAUTH, cmd
+    # an unknown command and a wrong arity are reported before NOAUTH, as Redis does
+    assert c.err("NOSUCHCMD", "x") == ("ERR unknown command 'NOSUCHCMD', with args beginning "
+                                       "with: 'x' ")
+    assert c.err("XADD", "s") == "ERR wrong number of arguments for 'xadd' command"
+    # the commands a client may run before AUTH: AUTH, HELLO, RESET, QUIT
+    assert c.err("HELLO", "2") == Words(s).hello_noauth()
+    assert c.call("RESET") == "RESET"
+    assert c.err("XLEN", "s") == NOAUTH                  # RESET does not log in
+    assert c.call("AUTH", "pw-noauth-1") == "OK"
+    assert c.call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    assert c.call("ACL", "WHOAMI") == b"default"
+    # RESET logs the connection out again when the default user needs a password
+    assert c.call("RESET") == "RESET"
+    assert c.err("XLEN", "s") == NOAUTH
+    q = s.raw()
+    assert q.call("QUIT") == "OK"
+    assert q.wait_closed()
+    # a fresh connection starts unauthenticated; an authenticated one sees the data
+    assert s.raw().err("XLEN", "s") == NOAUTH
+    assert login(s, "default", "pw-noauth-1").call("XLEN", "s") == 1
+
+
+def test_wrong_password(server):
+    s = spawn(server, "--requirepass", "pw-right-1")
+    c = s.raw()
+    assert c.err("AUTH", "pw-wrong") == WRONGPASS
+    assert c.err("AUTH", "default", "pw-wrong") == WRONGPASS
+    assert c.err("AUTH", "nosuchuser", "pw-right-1") == WRONGPASS
+    assert c.err("XLEN", "s") == NOAUTH
+    assert c.call("AUTH", "pw-right-1") == "OK"
+    assert c.call("XLEN", "s") == 0
+    # a failed AUTH later does not log the connection out
+    assert c.err("AUTH", "pw-wrong") == WRONGPASS
+    assert c.call("XLEN", "s") == 0
+    assert c.call("ACL", "WHOAMI") == b"default"
+    assert c.err("AUTH", "a", "b", "c") == "ERR syntax error"
+    # requirepass changed at run time: new logins need the new one, this one stays in
+    assert c.call("CONFIG", "SET", "requirepass", "pw-right-2") == "OK"
+    assert s.raw().err("AUTH", "pw-right-1") == WRONGPASS
+    assert login(s, "default", "pw-right-2").call("PING") == "PONG"
+    assert c.call("PING") == "PONG"
+    # and removed: new connections are logged in from the start
+    assert c.call("CONFIG", "SET", "requirepass", "") == "OK"
+    assert s.raw().call("XLEN", "s") == 0
+
+
+def test_auth_without_password_configured(server):
+    c = server.raw()
+    assert c.err("AUTH", "anything") == NOPASS_CONFIGURED
+    # naming the user: a nopass user takes any password
+    assert c.call("AUTH", "default", "anything") == "OK"
+    assert c.call("ACL", "WHOAMI") == b"default"
+    assert c.call("CONFIG", "GET", "requirepass") == [b"requirepass", b""]
+
+
+def test_hello_auth(server):
+    s = spawn(server, "--requirepass", "pw-hello-1")
+    w = Words(s)
+    c = s.raw()
+    assert c.err("HELLO", "3") == w.hello_noauth()
+    assert c.err("HELLO", "3", "AUTH", "default", "pw-wrong") == WRONGPASS
+    assert c.err("HELLO", "3", "AUTH", "default") == "ERR Syntax error in HELLO option 'AUTH'"
+    assert c.err("XLEN", "s") == NOAUTH
+    r = c.call("HELLO", "3", "AUTH", "default", "pw-hello-1")
+    assert isinstance(r, dict) and r[b"proto"] == 3, r
+    assert c.call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    assert c.call("XRANGE", "s", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    # HELLO once authenticated needs no AUTH
+    assert c.call("HELLO", "2")[4:6] == [b"proto", 2]
+
+    # HELLO AUTH with an ACL user, RESP2
+    c.call("ACL", "SETUSER", "alice", "on", ">pw-alice", "~*", "+@all")
+    a = s.raw()
+    r = a.call("HELLO", "2", "AUTH", "alice", "pw-alice")
+    assert r[4:6] == [b"proto", 2], r
+    assert a.call("ACL", "WHOAMI") == b"alice"
+    assert s.raw().err("HELLO", "2", "AUTH", "alice", "pw-wrong") == WRONGPASS
+
+
+# ---------------------------------------------------------------------------
+# ACL: key patterns and categories for each stream and group command
+# ---------------------------------------------------------------------------
+
+# (name in NOPERM, category: "read" or "write", argv for key K): every stream and group
+# command. Each runs after the ones above it on the same key (setup: entry 1-1, group g).
+STREAM_COMMANDS = [
+    ("xadd", "write", lambda k: ["XADD", k, "2-1", "f", "v"]),
+    ("xrange", "read", lambda k: ["XRANGE", k, "-", "+"]),
+    ("xread", "read", lambda k: ["XREAD", "COUNT", "1", "STREAMS", k, "0"]),
+    ("xreadgroup", "write", lambda k: ["XREADGROUP", "GROUP", "g", "c1", "STREAMS", k, ">"]),
+    ("xpending", "read", lambda k: ["XPENDING", k, "g"]),
+    ("xclaim", "write", lambda k: ["XCLAIM", k, "g", "c2", "0", "1-1"]),
+    ("xautoclaim", "write", lambda k: ["XAUTOCLAIM", k, "g", "c3", "0", "0-0"]),
+    ("xack", "write", lambda k: ["XACK", k, "g", "1-1"]),
+    ("xgroup|create", "write", lambda k: ["XGROUP", "CREATE", k, "g2", "$"]),
+    ("xinfo|stream", "read", lambda k: ["XINFO", "STREAM", k]),
+    ("xtrim", "write", lambda k: ["XTRIM", k, "MAXLEN", "100"]),
+    ("xdel", "write", lambda k: ["XDEL", k, "9-9"]),
+    ("del", "write", lambda k: ["DEL", k]),
+]
+
+
+def acl_setup(s):
+    admin = s.raw()
+    for k in ("jobs:a", "other:a"):
+        admin.call("XADD", k, "1-1", "f", "v")
+        admin.call("XGROUP", "CREATE", k, "g", "0")
+    admin.call("ACL", "SETUSER", "worker", "on", ">pw-worker", "~jobs:*", "+@read", "+@write",
+               "+@stream", "-@admin")
+    admin.call("ACL", "SETUSER", "reader", "on", ">pw-reader", "~jobs:*", "+@read")
+    return admin
+
+
+def run_matrix(conn, user, key, expect, words, problems):
+    """Run every stream command on key; expect(name, category) says 'ok', 'cmd' or 'key'."""
+    for name, cat, argv in STREAM_COMMANDS:
+        want = expect(name, cat)
+        conn.send(*argv(key))
+        r = conn.read()
+        if want == "ok":
+            if isinstance(r, RespError):
+                problems.append("%s %s on %s: expected a reply, got %r" % (user, name, key, r))
+        else:
+            text = words.cmd(user, name) if want == "cmd" else words.key()
+            if r != RespError(text):
+                problems.append("%s %s on %s: expected -%s, got %r" % (user, name, key, text, r))
+
+
+def test_acl_stream_commands_keys_and_categories(server):
+    s = spawn(server)
+    words = Words(s)
+    admin = acl_setup(s)
+    problems = []
+
+    # worker: ~jobs:* +@read +@write +@stream -@admin. Every stream command on jobs:*, none
+    # elsewhere (the key check), and no CONFIG.
+    w = login(s, "worker", "pw-worker")
+    run_matrix(w, "worker", "other:a", lambda n, c: "key", words, problems)
+    run_matrix(w, "worker", "jobs:a", lambda n, c: "ok", words, problems)
+    # several keys: one forbidden key refuses the whole command
+    for argv in (["XREAD", "STREAMS", "jobs:b", "other:a", "0", "0"],
+                 ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "jobs:b", "other:a", ">", ">"],
+                 ["DEL", "jobs:b", "other:a"]):
+        r = w.err(*argv)
+        if r != words.key():
+            problems.append("worker %s: expected -%s, got %r" % (argv, words.key(), r))
+    r = w.err("CONFIG", "GET", "port")
+    if r != words.cmd("worker", "config|get"):
+        problems.append("worker CONFIG GET: got %r" % r)
+
+    # reader: ~jobs:* +@read. Read commands on jobs:* only; write commands refused as
+    # commands whatever the key (the command check comes first).
+    admin.call("XADD", "jobs:a", "1-1", "f", "v")
+    admin.call("XGROUP", "CREATE", "jobs:a", "g", "0")
+    r_ = login(s, "reader", "pw-reader")
+    run_matrix(r_, "reader", "jobs:a", lambda n, c: "ok" if c == "read" else "cmd", words,
+               problems)
+    run_matrix(r_, "reader", "other:a", lambda n, c: "key" if c == "read" else "cmd", words,
+               problems)
+
+    # nothing refused changed anything
+    assert admin.call("XLEN", "other:a") == 1
+    assert admin.call("XRANGE", "other:a", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    assert admin.call("XPENDING", "other:a", "g")[0] == 0
+    assert problems == [], "\n".join(problems)
+
+
+def test_acl_noperm_names_subcommands(server):
+    """Redis names a container's subcommand in NOPERM: 'config|get', 'xgroup|create'."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    admin.call("ACL", "SETUSER", "limited", "on", ">pw-l", "~*", "+xadd", "+xlen")
+    c = login(s, "limited", "pw-l")
+    assert c.err("CONFIG", "GET", "port") == words.cmd("limited", "config|get")
+    assert c.err("CONFIG", "SET", "timeout", "0") == words.cmd("limited", "config|set")
+    assert c.err("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM") == words.cmd("limited",
+                                                                            "xgroup|create")
+    assert c.err("XINFO", "STREAM", "s") == words.cmd("limited", "xinfo|stream")
+    assert c.err("ACL", "SETUSER", "x") == words.cmd("limited", "acl|setuser")
+    assert c.err("XRANGE", "s", "-", "+") == words.cmd("limited", "xrange")
+
+
+def test_acl_admin_category(server):
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    admin.call("ACL", "SETUSER", "ops", "on", ">pw-ops", "~*", "+@all", "-@admin")
+    c = login(s, "ops", "pw-ops")
+    # refused (the exact words, 'config|get', are test_acl_noperm_names_subcommands')
+    for argv in (("CONFIG", "GET", "port"), ("CONFIG", "SET", "requirepass", "x"),
+                 ("ACL", "SETUSER", "ops", "+@admin"), ("ACL", "LIST"), ("ACL", "SAVE")):
+        e = c.err(*argv)
+        assert e.startswith("NOPERM ") and "permissions to run the '%s" % argv[0].lower() in e, \
+            (argv, e)
+    assert c.call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    assert c.call("XLEN", "s") == 1
+    assert c.call("DEL", "s") == 1
+    assert admin.call("CONFIG", "GET", "requirepass") == [b"requirepass", b""]
+    assert admin.call("ACL", "USERS") == [b"default", b"ops"]
+    # +@admin back: allowed at once on the logged-in connection
+    admin.call("ACL", "SETUSER", "ops", "+@admin")
+    assert c.call("CONFIG", "GET", "timeout") == [b"timeout", b"0"]
+    # and a single command taken away again
+    admin.call("ACL", "SETUSER", "ops", "-xadd")
+    assert c.err("XADD", "s", "1-1", "f", "v") == words.cmd("ops", "xadd")
+
+
+def test_acl_whoami_is_not_admin(server):
+    """ACL WHOAMI and ACL CAT are not @admin in Redis: a -@admin user may ask who it is."""
+    s = spawn(server)
+    s.raw().call("ACL", "SETUSER", "ops", "on", ">pw-ops", "~*", "+@all", "-@admin")
+    c = login(s, "ops", "pw-ops")
+    assert c.call("ACL", "WHOAMI") == b"ops"
+    assert b"stream" in c.call("ACL", "CAT")
+
+
+def test_acl_connection_commands_always_allowed(server):
+    """AUTH, HELLO, RESET and QUIT are never refused by the rules (Redis' no-auth flag)."""
+    s = spawn(server, "--requirepass", "pw-conn-1")
+    words = Words(s)
+    admin = login(s, "default", "pw-conn-1")
+    admin.call("ACL", "SETUSER", "narrow", "on", ">pw-n", "~*", "+xlen")
+    c = login(s, "narrow", "pw-n")
+    assert c.call("XLEN", "s") == 0
+    assert c.err("PING") == words.cmd("narrow", "ping")
+    assert c.call("HELLO", "2")[4:6] == [b"proto", 2]
+    assert c.call("AUTH", "narrow", "pw-n") == "OK"
+    assert c.call("RESET") == "RESET"
+    assert c.err("XLEN", "s") == NOAUTH          # RESET: back to the default user, who needs AUTH
+    assert c.call("AUTH", "narrow", "pw-n") == "OK"
+    assert c.call("AUTH", "pw-conn-1") == "OK"   # a narrow user may log in as another
+    assert c.call("PING") == "PONG"
+    q = login(s, "narrow", "pw-n")
+    assert q.call("QUIT") == "OK"
+    assert q.wait_closed()
+
+
+def test_acl_user_passwords_and_state(server):
+    s = spawn(server)
+    admin = s.raw()
+    assert admin.call("ACL", "SETUSER", "alice", "on", ">pw-a1", ">pw-a2", "~*", "+@all") == "OK"
+    assert login(s, "alice", "pw-a1") and login(s, "alice", "pw-a2")
+    admin.call("ACL", "SETUSER", "alice", "<pw-a1")
+    assert s.raw().err("AUTH", "alice", "pw-a1") == WRONGPASS
+    assert login(s, "alice", "pw-a2")
+    admin.call("ACL", "SETUSER", "alice", "#" + sha256("pw-hashed"))
+    assert login(s, "alice", "pw-hashed")
+    admin.call("ACL", "SETUSER", "alice", "off")
+    assert s.raw().err("AUTH", "alice", "pw-a2") == WRONGPASS       # disabled
+    admin.call("ACL", "SETUSER", "alice", "on", "resetpass")
+    assert s.raw().err("AUTH", "alice", "pw-a2") == WRONGPASS       # no password at all
+    admin.call("ACL", "SETUSER", "alice", "nopass")
+    assert login(s, "alice", "anything")
+    # a bad rule changes nothing, and does not create the user
+    assert admin.err("ACL", "SETUSER", "alice", "off", "bogus") == (
+        "ERR Error in ACL SETUSER modifier 'bogus': Syntax error")
+    assert login(s, "alice", "anything2")
+    assert admin.err("ACL", "SETUSER", "bob", "on", "+@nosuch") == (
+        "ERR Error in ACL SETUSER modifier '+@nosuch': Unknown command or category name in ACL")
+    assert admin.err("ACL", "SETUSER", "bob", "+nosuchcmd") == (
+        "ERR Error in ACL SETUSER modifier '+nosuchcmd': Unknown command or category name in "
+        "ACL")
+    assert admin.err("ACL", "SETUSER", "bob", "#abc") == (
+        "ERR Error in ACL SETUSER modifier '#abc': The password hash must be exactly 64 "
+        "characters and contain only lowercase hexadecimal characters")
+    assert admin.call("ACL", "USERS") == [b"alice", b"default"]
+
+
+def test_acl_whoami_users_list(server):
+    s = spawn(server)
+    admin = s.raw()
+    assert admin.call("ACL", "WHOAMI") == b"default"
+    admin.call("ACL", "SETUSER", "zed", "on", ">pw-z", "~jobs:*", "+@read")
+    admin.call("ACL", "SETUSER", "bob")
+    admin.call("ACL", "SETUSER", "carol", "on", "nopass", "~a:*", "~b:*", "+@all", "-@admin")
+    assert admin.call("ACL", "USERS") == [b"bob", b"carol", b"default", b"zed"]
+    lines = [x.decode() for x in admin.call("ACL", "LIST")]
+    assert len(lines) == 4, lines
+    assert lines[0] == "user bob off resetchannels -@all", lines
+    assert lines[1] == "user carol on nopass ~a:* ~b:* resetchannels +@all -@admin", lines
+    assert lines[2].startswith("user default on nopass ~* ") and lines[2].endswith(" +@all"), \
+        lines
+    assert lines[3] == ("user zed on #%s ~jobs:* resetchannels -@all +@read" % sha256("pw-z")), \
+        lines
+    admin.call("ACL", "SETUSER", "dan", "on", ">pw-d", "~*", "+@all")
+    d = login(s, "dan", "pw-d")
+    assert d.call("ACL", "WHOAMI") == b"dan"
+    assert admin.call("ACL", "WHOAMI") == b"default"
+    assert s.raw().call("ACL", "WHOAMI") == b"default"       # logged in from the start
+    assert d.call("AUTH", "default", "x") == "OK"               # the default user is nopass
+    assert d.call("ACL", "WHOAMI") == b"default"
+
+
+def test_acl_deluser(server):
+    s = spawn(server)
+    admin = s.raw()
+    assert admin.err("ACL", "DELUSER", "default") == "ERR The 'default' user cannot be removed"
+    admin.call("ACL", "SETUSER", "alice", "on", ">pw-a", "~*", "+@all")
+    admin.call("ACL", "SETUSER", "bob", "on", ">pw-b", "~*", "+@all")
+    admin.call("ACL", "SETUSER", "carol", "on", ">pw-c", "~*", "+@all")
+    a1, a2 = login(s, "alice", "pw-a"), login(s, "alice", "pw-a")
+    b = login(s, "bob", "pw-b")
+    a1.send("XREAD", "BLOCK", "0", "STREAMS", "s", "$")        # even while blocked
+    assert admin.call("ACL", "DELUSER", "alice", "nosuch") == 1
+    assert a1.wait_closed(), "a connection of a deleted user was not closed"
+    assert a2.wait_closed(), "a connection of a deleted user was not closed"
+    assert b.call("PING") == "PONG"
+    assert s.raw().err("AUTH", "alice", "pw-a") == WRONGPASS
+    assert admin.call("ACL", "DELUSER", "bob", "carol") == 2
+    assert b.wait_closed()
+    assert admin.call("ACL", "DELUSER", "nosuch") == 0
+    assert admin.call("ACL", "USERS") == [b"default"]
+    assert admin.call("PING") == "PONG"
+
+
+def test_acl_cat(server):
+    c = server.raw()
+    cats = {x.decode() for x in c.call("ACL", "CAT")}
+    need = {"keyspace", "read", "write", "stream", "admin", "dangerous", "connection", "fast",
+            "slow", "blocking", "transaction"}
+    assert need <= cats, need - cats
+
+    def names(cat):
+        return {x.decode() for x in c.call("ACL", "CAT", cat)}
+
+    stream = names("stream")
+    for cmd in ("xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xack", "xpending",
+                "xclaim", "xautoclaim", "xtrim", "xdel", "xsetid"):
+        assert cmd in stream, (cmd, stream)
+    # containers: Redis lists the subcommands, echd the command
+    assert "xgroup" in stream or "xgroup|create" in stream, stream
+    assert "xinfo" in stream or "xinfo|stream" in stream, stream
+    assert "del" not in stream and "config" not in stream
+    read, write = names("read"), names("write")
+    assert {"xrange", "xread", "xpending", "xlen"} <= read and "xadd" not in read
+    assert {"xadd", "xreadgroup", "xack", "xclaim", "xautoclaim", "xtrim", "xdel",
+            "del"} <= write and "xrange" not in write
+    assert "xread" in names("blocking") and "xreadgroup" in names("blocking")
+    admin = names("admin")
+    assert "config" in admin or "config|get" in admin, admin
+    assert "xadd" not in admin
+    assert c.err("ACL", "CAT", "nosuch") == "ERR Unknown category 'nosuch'"
+
+
+# ---------------------------------------------------------------------------
+# aclfile: SAVE, restart, LOAD
+# ---------------------------------------------------------------------------
+
+def test_acl_save_load_roundtrip(server):
+    root = tempfile.mkdtemp(prefix="echd-e2e-acl-")
+    try:
+        aclfile = os.path.join(root, "users.acl")
+        open(aclfile, "w").close()          # redis-server refuses to start without the file
+        s = spawn(server, "--aclfile", aclfile)
+        admin = s.raw()
+        admin.call("ACL", "SETUSER", "worker", "on", ">pw-worker", "~jobs:*", "+@read",
+                   "+@write", "+@stream", "-@admin")
+        admin.call("ACL", "SETUSER", "reader", "on", ">pw-reader", "~jobs:*", "+@read")
+        before = sorted(admin.call("ACL", "LIST"))
+        assert admin.call("ACL", "SAVE") == "OK"
+        with open(aclfile) as f:
+            saved = f.read()
+        assert "user worker on #%s ~jobs:*" % sha256("pw-worker") in saved, saved
+        assert "pw-worker" not in saved and "pw-reader" not in saved
+
+        # restart with the file: the users are there, with their passwords and rules
+        s.restart(kill=signal.SIGTERM)
+        admin = s.raw()
+        assert admin.call("ACL", "USERS") == [b"default", b"reader", b"worker"]
+        after = sorted(admin.call("ACL", "LIST"))
+        if s.is_echd:
+            assert after == before, (before, after)
+        else:   # Redis 7.0 writes the command rules of a loaded user in another (equal) form
+            assert [x.split(b" resetchannels")[0] for x in after if b"user default" not in x] \
+                == [x.split(b" resetchannels")[0] for x in before if b"user default" not in x]
+        w = login(s, "worker", "pw-worker")
+        assert w.call("XADD", "jobs:1", "1-1", "f", "v") == b"1-1"
+        assert w.err("XADD", "other", "1-1", "f", "v") == Words(s).key()
+        r = login(s, "reader", "pw-reader")
+        assert r.err("XADD", "jobs:1", "2-1", "f", "v") == Words(s).cmd("reader", "xadd")
+
+        # LOAD after editing the file: a new user, a changed one
+        with open(aclfile, "a") as f:
+            f.write("user carol on >pw-carol ~carol:* +@stream\n")
+        assert admin.call("ACL", "LOAD") == "OK"
+        assert admin.call("ACL", "USERS") == [b"carol", b"default", b"reader", b"worker"]
+        c = login(s, "carol", "pw-carol")
+        assert c.call("XADD", "carol:1", "1-1", "f", "v") == b"1-1"
+        assert c.err("XLEN", "jobs:1") == Words(s).key()
+
+        # a bad line: LOAD refused, naming the file and line; the users in force stay
+        good = open(aclfile).read()
+        nlines = good.count("\n")
+        with open(aclfile, "a") as f:
+            f.write("user dave on >pw-dave +@nosuch\n")
+        assert admin.err("ACL", "LOAD") == (
+            "ERR %s:%d: Error in applying operation '+@nosuch': Unknown command or category "
+            "name in ACL. %s" % (aclfile, nlines + 1, ACL_LOAD_REFUSED))
+        with open(aclfile, "w") as f:
+            f.write(good + "this is not a user line\n")
+        assert admin.err("ACL", "LOAD") == (
+            "ERR %s:%d should start with user keyword followed by the username. %s"
+            % (aclfile, nlines + 1, ACL_LOAD_REFUSED))
+        assert admin.call("ACL", "USERS") == [b"carol", b"default", b"reader", b"worker"]
+        assert s.raw().err("AUTH", "dave", "pw-dave") == WRONGPASS
+        assert c.call("XLEN", "carol:1") == 1            # logged-in users go on
+        assert login(s, "worker", "pw-worker").call("XLEN", "jobs:1") == 1
+
+        # a user taken out of the file: LOAD drops it and closes its connections
+        with open(aclfile, "w") as f:
+            f.write("".join(l for l in good.splitlines(True) if not l.startswith("user reader")))
+        r = login(s, "reader", "pw-reader")
+        assert r.call("XLEN", "jobs:1") == 1
+        assert admin.call("ACL", "LOAD") == "OK"
+        assert admin.call("ACL", "USERS") == [b"carol", b"default", b"worker"]
+        assert r.wait_closed(), "a connection of a user dropped by ACL LOAD was not closed"
+        if s.is_echd:
+            # echd keeps the connections of users still in the file (Redis 7.0 closes every
+            # connection of a user other than default on a successful LOAD)
+            assert c.call("XLEN", "carol:1") == 1
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_acl_save_load_without_aclfile(server):
+    c = server.raw()
+    text = ("ERR This Redis instance is not configured to use an ACL file. You may want to "
+            "specify users via the ACL SETUSER command and then issue a CONFIG REWRITE "
+            "(assuming you have a Redis configuration file set) in order to store users in the "
+            "Redis configuration.")
+    assert c.err("ACL", "SAVE") == text
+    assert c.err("ACL", "LOAD") == text
+
+
+def test_bad_aclfile_at_startup(server):
+    root = tempfile.mkdtemp(prefix="echd-e2e-acl-")
+    try:
+        aclfile = os.path.join(root, "users.acl")
+        with open(aclfile, "w") as f:
+            f.write("user ok on >pw ~* +@all\nuser broken on +@nosuch\n")
+        cmd = [server.exe, "--port", str(echdtest.free_port()), "--bind", "127.0.0.1",
+               "--dir", os.path.join(root, "data"), "--aclfile", aclfile]
+        if not server.is_echd:
+            cmd += ["--save", "", "--appendonly", "no"]
+        os.makedirs(os.path.join(root, "data"))
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError("started with a bad aclfile")
+        out = out.decode(errors="replace")
+        assert p.returncode != 0, out
+        assert "%s:2" % aclfile in out, out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@echd_only("echd reloads the aclfile on SIGHUP (Redis does not)")
+def test_sighup_reloads_aclfile(server):
+    root = tempfile.mkdtemp(prefix="echd-e2e-acl-")
+    try:
+        aclfile = os.path.join(root, "users.acl")
+        with open(aclfile, "w") as f:
+            f.write("user alice on >pw-a ~* +@all\n")
+        s = spawn(server, "--aclfile", aclfile)
+        assert login(s, "alice", "pw-a")
+        with open(aclfile, "a") as f:
+            f.write("user bob on >pw-b ~* +@all\n")
+        s.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: s.raw().call("ACL", "USERS") == [b"alice", b"bob", b"default"],
+                   what="SIGHUP to load bob")
+        with open(aclfile, "a") as f:
+            f.write("nonsense\n")
+        s.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "ACL reload refused" in s.log_text(), what="the refusal in the log")
+        assert s.raw().call("ACL", "USERS") == [b"alice", b"bob", b"default"]
+        assert login(s, "bob", "pw-b")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# Failed attempts: INFO and the log
+# ---------------------------------------------------------------------------
+
+def test_failed_auth_counted_and_logged_without_password(server):
+    s = spawn(server)
+    admin = s.raw()
+    # passwords set at run time so that they are not in the start-up line of the log
+    assert admin.call("CONFIG", "SET", "requirepass", "Right-Pw-7431") == "OK"
+    admin.call("ACL", "SETUSER", "alice", "on", ">Alice-Pw-2290", "~*", "+@all")
+    # the acl_access_denied_* fields of INFO stats came with Redis 7.2 (7.0 has only ACL LOG)
+    counts = s.is_echd
+    n0 = int(info_field(admin, "stats", "acl_access_denied_auth")) if counts else 0
+    c = s.raw()
+    assert c.err("AUTH", "Wrong-Attempt-5521") == WRONGPASS
+    assert c.err("AUTH", "alice", "Wrong-Attempt-5522") == WRONGPASS
+    assert c.err("AUTH", "nobody-such", "Wrong-Attempt-5523") == WRONGPASS
+    assert c.err("HELLO", "3", "AUTH", "default", "Wrong-Attempt-5524") == WRONGPASS
+    assert c.call("AUTH", "alice", "Alice-Pw-2290") == "OK"
+    assert c.call("AUTH", "Right-Pw-7431") == "OK"
+    if counts:
+        assert int(info_field(admin, "stats", "acl_access_denied_auth")) == n0 + 4
+    # NOPERM refusals are counted apart
+    admin.call("ACL", "SETUSER", "reader", "on", ">Reader-Pw-1", "~jobs:*", "+@read")
+    r = login(s, "reader", "Reader-Pw-1")
+    r.err("XADD", "jobs:1", "*", "f", "v")
+    r.err("XRANGE", "other", "-", "+")
+    if counts:
+        assert int(info_field(admin, "stats", "acl_access_denied_cmd")) == 1
+        assert int(info_field(admin, "stats", "acl_access_denied_key")) == 1
+        assert int(info_field(admin, "stats", "acl_access_denied_auth")) == n0 + 4
+        assert admin.call("CONFIG", "RESETSTAT") == "OK"
+        assert int(info_field(admin, "stats", "acl_access_denied_auth")) == 0
+
+    time.sleep(0.2)
+    log = s.log_text()
+    for secret in ("Wrong-Attempt-552", "Right-Pw-7431", "Alice-Pw-2290", "Reader-Pw-1"):
+        assert secret not in log, "%r in the server log:\n%s" % (secret, log)
+    if s.is_echd:   # Redis keeps these in ACL LOG, not in its log file
+        assert "AUTH failed for user 'default'" in log, log
+        assert "AUTH failed for user 'alice'" in log, log
+        assert "AUTH failed for user 'nobody-such'" in log, log
+
+
+# ---------------------------------------------------------------------------
+# Protected mode
+# ---------------------------------------------------------------------------
+
+# A client that is not on the loopback interface: this machine's only other address is on
+# its network interface, and test traffic stays on loopback or in network namespaces the test
+# makes. So the test runs the server and its clients in a new network namespace (`unshare -n`,
+# root) with a second address, 198.18.0.1 (benchmarking range), on its own loopback device:
+# a client bound to it is not a loopback client to the server, and nothing leaves the
+# namespace. Without unshare (not root, no user namespaces) only the loopback and unix sides
+# are tested.
+NETNS_PROBE = textwrap.dedent(r'''
+    import ctypes, json, os, socket, subprocess, sys, time
+    exe, kind, root = sys.argv[1:4]
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    subprocess.run(["ip", "addr", "add", "198.18.0.1/32", "dev", "lo"], check=True)
+    port = 7379
+    sock = os.path.join(root, "s.sock")
+    cmd = [exe, "--port", str(port), "--bind", "0.0.0.0", "--dir", os.path.join(root, "data"),
+           "--unixsocket", sock]
+    if kind == "redis":
+        cmd += ["--save", "", "--appendonly", "no"]
+    os.makedirs(os.path.join(root, "data"), exist_ok=True)
+    # the server dies with this probe (PR_SET_PDEATHSIG), even if the probe is killed
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: ctypes.CDLL(None).prctl(1, 15))
+    out = {}
+    def ask(src, data, lines=1):
+        if src == "unix":
+            s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sock)
+        else:
+            s = socket.create_connection(("198.18.0.1" if src != "127.0.0.1" else src, port),
+                                         timeout=5, source_address=(src, 0))
+        s.sendall(data)
+        got = b""
+        try:
+            while got.count(b"\r\n") < lines or not got.endswith(b"\r\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    got += b"<closed>"
+                    break
+                got += chunk
+        finally:
+            s.close()
+        return got.decode(errors="replace")
+    try:
+        for _ in range(250):
+            try:
+                ask("127.0.0.1", b"PING\r\n"); break
+            except OSError:
+                time.sleep(0.02)
+        out["loopback"] = ask("127.0.0.1", b"PING\r\n")
+        out["unix"] = ask("unix", b"PING\r\n")
+        out["remote"] = ask("198.18.0.1", b"PING\r\n")
+        out["config"] = ask("127.0.0.1", b"CONFIG GET protected-mode\r\n", 5)
+        ask("127.0.0.1", b"CONFIG SET requirepass pm-Pw-99\r\n")
+        out["remote_with_password"] = ask("198.18.0.1", b"PING\r\n")
+        out["remote_auth"] = ask("198.18.0.1", b"AUTH pm-Pw-99\r\n")
+        out["unset"] = ask("127.0.0.1", b"AUTH pm-Pw-99\r\n*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n"
+                         b"$11\r\nrequirepass\r\n$0\r\n\r\n", 2)
+        out["remote_again"] = ask("198.18.0.1", b"PING\r\n")
+        ask("127.0.0.1", b"CONFIG SET protected-mode no\r\n")
+        out["remote_unprotected"] = ask("198.18.0.1", b"PING\r\n")
+    finally:
+        p.terminate()
+        p.wait()
+    print(json.dumps(out))
+''')
+
+
+def test_protected_mode(server):
+    c = server.raw()
+    assert c.call("CONFIG", "GET", "protected-mode") == [b"protected-mode", b"yes"]
+    unshare = shutil.which("unshare")
+    root = tempfile.mkdtemp(prefix="echd-e2e-pm-")
+    try:
+        usable = unshare and shutil.which("ip") and subprocess.run(
+            [unshare, "-n", "true"], capture_output=True, timeout=10).returncode == 0
+        if not usable:
+            # the limitation stated above: only loopback and unix clients can be tried
+            sock = os.path.join(root, "s.sock")
+            s = spawn(server, "--unixsocket", sock)
+            assert s.raw().call("PING") == "PONG"
+            u = socket.socket(socket.AF_UNIX)
+            u.connect(sock)
+            u.sendall(b"PING\r\n")
+            assert u.recv(100) == b"+PONG\r\n"
+            u.close()
+            print("# protected mode: no network namespace here; non-loopback side not tested")
+            return
+        p = subprocess.run([unshare, "-n", sys.executable, "-c", NETNS_PROBE, server.exe,
+                            server.kind, root], capture_output=True, text=True, timeout=40)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert out["loopback"] == "+PONG\r\n", out
+    assert out["unix"] == "+PONG\r\n", out
+    assert out["remote"].startswith("-DENIED ") and "protected mode" in out["remote"], out
+    assert out["remote"].endswith("<closed>") or out["remote"].endswith("\r\n"), out
+    assert out["config"] == "*2\r\n$14\r\nprotected-mode\r\n$3\r\nyes\r\n", out
+    # with a password, remote clients are served (and must AUTH)
+    assert out["remote_with_password"] == "-%s\r\n" % NOAUTH, out
+    assert out["remote_auth"] == "+OK\r\n", out
+    # the password removed: refused again
+    assert out["remote_again"].startswith("-DENIED "), out
+    # protected-mode no: served without a password
+    assert out["remote_unprotected"] == "+PONG\r\n", out
