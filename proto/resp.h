@@ -119,4 +119,71 @@ void resp_add_verbatim(struct resp_writer *w, const char *fmt, const void *p, si
 size_t resp_add_deferred(struct resp_writer *w);
 void resp_set_deferred_len(struct resp_writer *w, size_t handle, char kind, size_t n);
 
+/* ---- reply parser ------------------------------------------------------ */
+
+/* What a client reads back: one reply of RESP2 or RESP3 as a tree. The
+ * parser is stateless; the caller keeps the bytes received so far and
+ * calls resp_reply_parse() again with more of them after -EAGAIN. */
+
+enum resp_reply_type {
+	RESP_REPLY_STRING,   /* +simple */
+	RESP_REPLY_ERROR,    /* -simple error, or !blob error */
+	RESP_REPLY_INTEGER,  /* :n */
+	RESP_REPLY_BULK,     /* $len (also a streamed $? string) */
+	RESP_REPLY_NULL,     /* _ , and RESP2's $-1 and *-1 */
+	RESP_REPLY_ARRAY,    /* *n */
+	RESP_REPLY_MAP,      /* %n: elements are key, value, key, value ... */
+	RESP_REPLY_SET,      /* ~n */
+	RESP_REPLY_PUSH,     /* >n */
+	RESP_REPLY_DOUBLE,   /* ,d: dval, and the text in str */
+	RESP_REPLY_BOOL,     /* #t / #f: integer 1 / 0 */
+	RESP_REPLY_BIGNUM,   /* (digits: the text in str */
+	RESP_REPLY_VERBATIM, /* =len fmt:text: fmt, and the text in str */
+};
+
+/* One node. STRING, ERROR, BULK, DOUBLE, BIGNUM and VERBATIM carry text
+ * in str, NUL-terminated at str[len] (it may hold NULs too);
+ * str is NULL for the other types. Every node of a tree lives in the root's
+ * allocation: free the root only. */
+struct resp_reply {
+	enum resp_reply_type type;
+	const char *str;
+	size_t len;
+	long long integer;           /* INTEGER; BOOL as 0 or 1 */
+	double dval;                 /* DOUBLE */
+	char fmt[4];                 /* VERBATIM: "txt", "mkd" */
+	size_t elements;             /* aggregates; a MAP holds 2 per pair */
+	struct resp_reply **element; /* borrowed from the root */
+	struct resp_reply *attr;     /* a |n attribute sent before this reply, as a MAP, or NULL */
+};
+
+struct resp_reply_limits {
+	size_t max_depth;     /* nesting of aggregates, default 128 */
+	size_t max_bulk_len;  /* one string, default 512 MiB */
+	size_t max_elements;  /* one aggregate, default 2^31 */
+	size_t max_line_len;  /* a line (+, -, :, headers), default 64 KiB */
+};
+
+/* Fills l with the defaults above. */
+void resp_reply_limits_default(struct resp_reply_limits *l);
+
+/* Parses the reply at the start of buf[0, len). Borrows buf (strings are
+ * copied into the tree). lim may be NULL (the defaults).
+ *   0           *out is the reply, owned (free with resp_reply_free()),
+ *               and *consumed the bytes it took from buf.
+ *   -EAGAIN     buf holds the start of a reply, not all of it (or nothing).
+ *   ECHD_EPROTO buf does not start with a valid reply, or a limit was
+ *               passed; the stream cannot be resynchronised.
+ *   -ENOMEM     allocation failed.
+ * Streamed strings ($?) and aggregates (*?, %?, ~?, >?) are assembled
+ * into ordinary BULK and aggregate nodes. Any thread; no shared state. */
+int resp_reply_parse(const char *buf, size_t len, const struct resp_reply_limits *lim,
+	size_t *consumed, struct resp_reply **out);
+
+/* Frees a tree returned by resp_reply_parse(). NULL is a no-op. */
+void resp_reply_free(struct resp_reply *r);
+
+/* The type's name ("string", "error", "map", ...), borrowed static. */
+const char *resp_reply_type_name(enum resp_reply_type t);
+
 #endif

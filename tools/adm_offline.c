@@ -1,0 +1,730 @@
+/* adm_offline.c - echo-admin on the LMDB directory, read-only.
+ *
+ * Everything is read through one read-only transaction: a consistent
+ * snapshot, taken without stopping or slowing echd (LMDB readers never
+ * block its writer). Figures are computed as the broker computes them for
+ * XINFO and XPENDING (broker/cmd_group.c), with this process's clock for
+ * idle times. Nothing here can write: the environment is opened with
+ * read_only, so even a bug could not change the data.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "adm.h"
+#include "echd.h"
+#include "group.h"
+
+static const struct stream_id id_min = {0, 0};
+static const struct stream_id id_max = {UINT64_MAX, UINT64_MAX};
+
+static int
+open_dir(const char *dir, struct storage **out)
+{
+	struct storage_opts so;
+	char path[4096];
+	struct stat sb;
+	int rc;
+
+	if (stat(dir, &sb) != 0) {
+		return adm_err(ADM_EXIT_CONNECT, "cannot open %s: %s", dir, strerror(errno));
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		return adm_err(ADM_EXIT_CONNECT, "cannot open %s: not a directory", dir);
+	}
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	if (access(path, F_OK) != 0) {
+		return adm_err(ADM_EXIT_CONNECT, "%s holds no echd data (no data.mdb)", dir);
+	}
+	memset(&so, 0, sizeof(so));
+	so.dir = dir;
+	so.read_only = true;
+	rc = storage_open(NULL, &so, out);
+	if (rc != 0) {
+		return adm_err(
+			ADM_EXIT_CONNECT, "cannot open %s read-only: %s", dir, echd_strerror(rc));
+	}
+	return 0;
+}
+
+int
+adm_off_open(struct adm_ctx *x, const char *dir)
+{
+	int rc = open_dir(dir, &x->st);
+
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_txn_begin(x->st, NULL, STORAGE_TXN_RDONLY, &x->txn);
+	if (rc != 0) {
+		storage_close(x->st);
+		x->st = NULL;
+		return adm_err(ADM_EXIT_CONNECT, "cannot read %s: %s", dir, echd_strerror(rc));
+	}
+	x->live = false;
+	x->now_ms = adm_now_ms();
+	return 0;
+}
+
+void
+adm_off_close(struct adm_ctx *x)
+{
+	storage_txn_abort(x->txn);
+	x->txn = NULL;
+	storage_close(x->st);
+	x->st = NULL;
+}
+
+static int
+storage_fail(int rc, const char *what)
+{
+	return adm_err(ADM_EXIT_FAILED, "%s: %s", what, echd_strerror(rc));
+}
+
+static struct st_buf
+cbuf(const char *s)
+{
+	struct st_buf b = {s, strlen(s)};
+	return b;
+}
+
+static int64_t
+since(const struct adm_ctx *x, int64_t t)
+{
+	return x->now_ms > t ? x->now_ms - t : 0;
+}
+
+/* Looks up the stream (and the group when group is not NULL); reports a
+ * missing one. Returns an ADM_EXIT_ code. */
+static int
+lookup(struct adm_ctx *x, const char *stream, const char *group, struct stream_meta *m,
+	struct group_meta *g)
+{
+	struct st_buf sn = cbuf(stream);
+	int rc = stream_lookup(x->txn, x->o->db, &sn, m);
+
+	if (rc == ECHD_ENOTFOUND || rc == ECHD_EINVAL) {
+		return adm_err(ADM_EXIT_NOTFOUND, "no stream '%s'", stream);
+	}
+	if (rc != 0) {
+		return storage_fail(rc, stream);
+	}
+	if (group != NULL) {
+		struct st_buf gn = cbuf(group);
+		rc = group_lookup(x->txn, m, &gn, g);
+		if (rc == ECHD_ENOTFOUND) {
+			return adm_err(
+				ADM_EXIT_NOTFOUND, "no group '%s' in stream '%s'", group, stream);
+		}
+		if (rc != 0) {
+			return storage_fail(rc, group);
+		}
+	}
+	return 0;
+}
+
+/* Entry fields decoded into a reusable array of buffers. */
+struct fields {
+	struct st_buf *fv;
+	size_t n;
+	size_t cap;
+};
+
+static int
+fields_decode(struct fields *f, const struct st_buf *row)
+{
+	size_t pairs = stream_fields_count(row), pos = 0;
+
+	if (pairs > row->len / 8) {
+		return ECHD_ECORRUPT; /* each pair takes at least its two lengths */
+	}
+	if (pairs * 2 > f->cap) {
+		struct st_buf *p = echd_realloc(f->fv, pairs * 2 * sizeof(*p));
+		if (p == NULL) {
+			return -ENOMEM;
+		}
+		f->fv = p;
+		f->cap = pairs * 2;
+	}
+	f->n = 0;
+	while (f->n < pairs * 2 && stream_fields_next(row, &pos, &f->fv[f->n], &f->fv[f->n + 1])) {
+		f->n += 2;
+	}
+	return f->n == pairs * 2 ? 0 : ECHD_ECORRUPT;
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+struct streams_walk {
+	struct adm_ctx *x;
+	struct adm_view *v;
+	int rc;
+};
+
+static int
+last_live(struct storage_txn *t, const struct stream_meta *m, struct stream_id *out)
+{
+	struct stream_iter *it;
+	struct st_buf f;
+	int rc = stream_iter_create(t, m, &id_min, &id_max, true, &it);
+
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_iter_next(it, out, &f);
+	stream_iter_destroy(it);
+	return rc;
+}
+
+static int
+streams_cb(const struct st_buf *name, void *ud)
+{
+	struct streams_walk *w = ud;
+	struct adm_stream_info s;
+	struct stream_meta m;
+	int rc = stream_lookup(w->x->txn, w->x->o->db, name, &m);
+
+	if (rc == 0 && m.length > 0) {
+		rc = last_live(w->x->txn, &m, &s.last_entry);
+	}
+	if (rc != 0) {
+		w->rc = storage_fail(rc, "reading a stream");
+		return 1;
+	}
+	s.name = *name;
+	s.length = m.length;
+	s.groups = m.groups;
+	s.entries_added = m.entries_added;
+	s.empty = m.length == 0;
+	s.first = m.first;
+	s.last_generated = m.last;
+	s.max_deleted = m.max_deleted;
+	if (adm_view_stream(w->v, &s) != 0) {
+		w->rc = adm_err(ADM_EXIT_FAILED, "out of memory");
+		return 1;
+	}
+	return 0;
+}
+
+int
+adm_off_streams(struct adm_ctx *x)
+{
+	struct streams_walk w = {x, adm_view_streams_begin(x), 0};
+	uint64_t cursor = 0;
+	int rc;
+
+	if (w.v == NULL) {
+		return ADM_EXIT_FAILED;
+	}
+	/* rows are printed as the walk finds them */
+	do {
+		rc = stream_scan(x->txn, x->o->db, &cursor, 1000, streams_cb, &w);
+	} while (rc == 0 && cursor != 0);
+	adm_view_end(w.v, false);
+	if (rc != 0 && w.rc == 0) {
+		w.rc = storage_fail(rc, "listing streams");
+	}
+	return w.rc;
+}
+
+/* ---- groups --------------------------------------------------------------- */
+
+struct groups_walk {
+	struct adm_ctx *x;
+	struct adm_view *v;
+	const struct stream_meta *m;
+	int rc;
+};
+
+static int
+groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
+{
+	struct groups_walk *w = ud;
+	struct adm_group_info gi;
+	struct pel_iter *it;
+	struct pel_row r;
+	bool exact;
+	int rc;
+
+	memset(&gi, 0, sizeof(gi));
+	gi.name = *name;
+	gi.last_delivered = g->last_delivered;
+	gi.entries_read = g->entries_read;
+	gi.pending = g->pending;
+	gi.consumers = g->consumers;
+	rc = group_lag(w->x->txn, w->m, g, &gi.lag, &exact);
+	gi.lag_known = rc == 0;
+	if (rc == 0) {
+		rc = pel_iter_create(w->x->txn, g, 0, &id_min, &id_max, &it);
+	}
+	if (rc == 0) {
+		rc = pel_iter_next(it, &r);
+		pel_iter_destroy(it);
+		if (rc == 0) {
+			gi.has_oldest = true;
+			gi.oldest_id = r.id;
+			gi.oldest_idle_ms = since(w->x, (int64_t)r.delivery_time);
+		} else if (rc == ECHD_ENOTFOUND) {
+			rc = 0;
+		}
+	}
+	if (rc != 0) {
+		w->rc = storage_fail(rc, "reading a group");
+		return 1;
+	}
+	if (adm_view_group(w->v, &gi) != 0) {
+		w->rc = adm_err(ADM_EXIT_FAILED, "out of memory");
+		return 1;
+	}
+	return 0;
+}
+
+int
+adm_off_groups(struct adm_ctx *x, const char *stream)
+{
+	struct stream_meta m;
+	struct groups_walk w = {x, NULL, &m, 0};
+	int rc = lookup(x, stream, NULL, &m, NULL);
+
+	if (rc != 0) {
+		return rc;
+	}
+	w.v = adm_view_groups_begin(x, stream);
+	if (w.v == NULL) {
+		return ADM_EXIT_FAILED;
+	}
+	rc = group_each(x->txn, &m, groups_cb, &w);
+	adm_view_end(w.v, false);
+	if (rc != 0 && w.rc == 0) {
+		w.rc = storage_fail(rc, "listing groups");
+	}
+	return w.rc;
+}
+
+/* ---- consumers ------------------------------------------------------------ */
+
+struct consumers_walk {
+	struct adm_ctx *x;
+	struct adm_view *v;
+};
+
+static int
+consumers_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
+{
+	struct consumers_walk *w = ud;
+	struct adm_consumer_info ci;
+
+	ci.name = *name;
+	ci.pending = c->pending;
+	ci.idle_ms = since(w->x, (int64_t)c->seen_time);
+	ci.inactive_ms = c->active_time < 0 ? -1 : since(w->x, c->active_time);
+	return adm_view_consumer(w->v, &ci) != 0 ? -ENOMEM : 0;
+}
+
+int
+adm_off_consumers(struct adm_ctx *x, const char *stream, const char *group)
+{
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumers_walk w = {x, NULL};
+	int rc = lookup(x, stream, group, &m, &g);
+
+	if (rc != 0) {
+		return rc;
+	}
+	w.v = adm_view_consumers_begin(x, stream, group);
+	if (w.v == NULL) {
+		return ADM_EXIT_FAILED;
+	}
+	rc = consumer_each(x->txn, &g, consumers_cb, &w);
+	adm_view_end(w.v, false);
+	return rc != 0 ? storage_fail(rc, "listing consumers") : 0;
+}
+
+/* ---- pending -------------------------------------------------------------- */
+
+/* The name of consumer cid, remembered for the run of rows it owns. */
+struct name_cache {
+	uint64_t cid;
+	struct st_buf name;
+};
+
+static int
+consumer_name(struct adm_ctx *x, const struct group_meta *g, uint64_t cid, struct name_cache *nc)
+{
+	struct consumer_meta c;
+	int rc;
+
+	if (nc->cid == cid && cid != 0) {
+		return 0;
+	}
+	rc = consumer_by_id(x->txn, g, cid, &c, &nc->name);
+	if (rc != 0) {
+		/* a PEL row whose owner is gone: `check` explains */
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	nc->cid = cid;
+	return 0;
+}
+
+static bool
+row_matches(const struct adm_ctx *x, const struct pel_row *r, int64_t idle)
+{
+	const struct adm_opts *o = x->o;
+
+	if (o->min_idle > 0 && idle < o->min_idle) {
+		return false;
+	}
+	return o->min_deliveries < 0 || r->delivery_count >= (uint64_t)o->min_deliveries;
+}
+
+int
+adm_off_pending(struct adm_ctx *x, const char *stream, const char *group)
+{
+	const struct adm_opts *o = x->o;
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta cm;
+	struct name_cache nc = {0, {"", 0}};
+	struct fields f = {NULL, 0, 0};
+	struct pel_iter *it = NULL;
+	struct adm_view *v = NULL;
+	struct pel_row r;
+	uint64_t cid = 0, shown = 0;
+	bool truncated = false;
+	int rc = lookup(x, stream, group, &m, &g);
+
+	if (rc != 0) {
+		return rc;
+	}
+	if (o->consumer != NULL) {
+		struct st_buf cn = cbuf(o->consumer);
+		rc = consumer_lookup(x->txn, &g, &cn, &cm);
+		if (rc == ECHD_ENOTFOUND) {
+			return adm_err(ADM_EXIT_NOTFOUND, "no consumer '%s' in group '%s'",
+				o->consumer, group);
+		}
+		if (rc != 0) {
+			return storage_fail(rc, o->consumer);
+		}
+		cid = cm.cid;
+	}
+	rc = pel_iter_create(x->txn, &g, cid, &id_min, &id_max, &it);
+	if (rc != 0) {
+		return storage_fail(rc, "reading the PEL");
+	}
+	v = adm_view_pending_begin(x, stream, group);
+	if (v == NULL) {
+		pel_iter_destroy(it);
+		return ADM_EXIT_FAILED;
+	}
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		struct adm_pending_row pr;
+		int64_t idle = since(x, (int64_t)r.delivery_time);
+
+		if (!row_matches(x, &r, idle)) {
+			continue;
+		}
+		if (o->limit >= 0 && shown == (uint64_t)o->limit) {
+			truncated = true;
+			break;
+		}
+		rc = consumer_name(x, &g, r.cid, &nc);
+		if (rc != 0) {
+			break;
+		}
+		memset(&pr, 0, sizeof(pr));
+		pr.id = r.id;
+		pr.consumer = nc.name;
+		pr.idle_ms = idle;
+		pr.deliveries = r.delivery_count;
+		if (o->payload) {
+			struct st_buf row;
+			pr.with_payload = true;
+			rc = stream_get_entry(x->txn, &m, &r.id, &row);
+			if (rc == ECHD_ENOTFOUND) {
+				pr.deleted = true;
+				rc = 0;
+			} else if (rc == 0) {
+				rc = fields_decode(&f, &row);
+				pr.fv = f.fv;
+				pr.nfv = f.n;
+			}
+			if (rc != 0) {
+				break;
+			}
+		}
+		if (adm_view_pending(v, &pr) != 0) {
+			rc = -ENOMEM;
+			break;
+		}
+		shown++;
+	}
+	pel_iter_destroy(it);
+	adm_view_end(v, truncated);
+	echd_free(f.fv);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return storage_fail(rc, "reading the PEL");
+	}
+	return 0;
+}
+
+/* ---- entry -------------------------------------------------------------- */
+
+struct entry_group {
+	struct st_buf name;
+	struct group_meta g;
+};
+
+struct entry_walk {
+	struct entry_group *v;
+	size_t n;
+	size_t cap;
+};
+
+static int
+entry_groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
+{
+	struct entry_walk *w = ud;
+
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 8;
+		struct entry_group *p = echd_realloc(w->v, cap * sizeof(*p));
+		if (p == NULL) {
+			return -ENOMEM;
+		}
+		w->v = p;
+		w->cap = cap;
+	}
+	/* names stay valid: nothing writes in a read-only transaction */
+	w->v[w->n].name = *name;
+	w->v[w->n].g = *g;
+	w->n++;
+	return 0;
+}
+
+int
+adm_off_entry(struct adm_ctx *x, const char *stream, const struct stream_id *id)
+{
+	struct stream_meta m;
+	struct entry_walk w = {NULL, 0, 0};
+	struct fields f = {NULL, 0, 0};
+	struct pel_row *rows = NULL;
+	struct adm_view *v = NULL;
+	struct st_buf row;
+	bool exists, held = false;
+	char buf[48];
+	int rc = lookup(x, stream, NULL, &m, NULL);
+
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_get_entry(x->txn, &m, id, &row);
+	exists = rc == 0;
+	if (rc == 0) {
+		rc = fields_decode(&f, &row);
+	} else if (rc == ECHD_ENOTFOUND) {
+		rc = 0;
+	}
+	if (rc == 0) {
+		rc = group_each(x->txn, &m, entry_groups_cb, &w);
+	}
+	if (rc == 0 && w.n > 0) {
+		rows = echd_calloc(w.n, sizeof(*rows));
+		rc = rows == NULL ? -ENOMEM : 0;
+	}
+	for (size_t i = 0; rc == 0 && i < w.n; i++) {
+		rc = pel_get(x->txn, &w.v[i].g, id, &rows[i]);
+		if (rc == 0) {
+			held = true;
+		} else if (rc == ECHD_ENOTFOUND) {
+			rows[i].cid = 0;
+			rc = 0;
+		}
+	}
+	if (rc != 0) {
+		rc = storage_fail(rc, "reading the entry");
+		goto out;
+	}
+	if (!exists && !held) {
+		rc = adm_err(ADM_EXIT_NOTFOUND, "no entry %s in stream '%s'", adm_fmt_id(buf, id),
+			stream);
+		goto out;
+	}
+	v = adm_view_entry_begin(x, stream, id, exists, f.fv, f.n);
+	for (size_t i = 0; v != NULL && i < w.n; i++) {
+		struct adm_entry_group eg;
+		struct consumer_meta cm;
+
+		memset(&eg, 0, sizeof(eg));
+		eg.name = w.v[i].name;
+		eg.delivered = stream_id_cmp(id, &w.v[i].g.last_delivered) <= 0;
+		if (rows[i].cid != 0) {
+			rc = consumer_by_id(x->txn, &w.v[i].g, rows[i].cid, &cm, &eg.consumer);
+			if (rc != 0) {
+				rc = storage_fail(rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc,
+					"reading the owner");
+				break;
+			}
+			eg.pending = true;
+			eg.idle_ms = since(x, (int64_t)rows[i].delivery_time);
+			eg.deliveries = rows[i].delivery_count;
+		}
+		if (adm_view_entry_group(v, &eg) != 0) {
+			rc = adm_err(ADM_EXIT_FAILED, "out of memory");
+			break;
+		}
+	}
+	if (v == NULL) {
+		rc = ADM_EXIT_FAILED;
+	}
+	adm_view_end(v, false);
+out:
+	echd_free(rows);
+	echd_free(w.v);
+	echd_free(f.fv);
+	return rc;
+}
+
+/* ---- stats ---------------------------------------------------------------- */
+
+int
+adm_off_stats(struct adm_ctx *x)
+{
+	struct storage_stat ss;
+	struct adm_view *v;
+	char a[64], b[64], c[64], line[200];
+	bool gc = false;
+	int rc;
+
+	memset(&ss, 0, sizeof(ss));
+	rc = storage_stat(x->st, &ss);
+	if (rc == 0) {
+		rc = stream_gc_pending(x->txn, &gc);
+	}
+	if (rc != 0) {
+		return storage_fail(rc, "reading statistics");
+	}
+	v = adm_view_stats_begin(x);
+	if (v == NULL) {
+		return ADM_EXIT_FAILED;
+	}
+	if (adm_out.json) {
+		adm_json_key("lmdb_map_size");
+		adm_json_uint(ss.map_size);
+		adm_json_key("lmdb_used_bytes");
+		adm_json_uint(ss.used_bytes);
+		adm_json_key("lmdb_page_size");
+		adm_json_uint(ss.page_size);
+		adm_json_key("last_txn_id");
+		adm_json_uint(ss.last_txn_id);
+		adm_json_key("deletions_pending");
+		adm_json_bool(gc);
+		adm_json_key("keyspace");
+		adm_json_obj();
+	} else {
+		snprintf(line, sizeof(line), "%s used of a %s map (%.0f%%), page %s",
+			adm_fmt_bytes(a, ss.used_bytes), adm_fmt_bytes(b, ss.map_size),
+			ss.map_size ? 100.0 * (double)ss.used_bytes / (double)ss.map_size : 0.0,
+			adm_fmt_bytes(c, ss.page_size));
+		adm_view_stat(v, NULL, "storage", line, NULL, false);
+		adm_view_stat(v, NULL, "last txn", adm_fmt_count(a, ss.last_txn_id), NULL, false);
+		adm_view_stat(v, NULL, "deletions",
+			gc ? "pending (echd finishes them)" : "none pending", NULL, false);
+	}
+	for (unsigned db = 0; db < 256; db++) {
+		uint64_t n = 0;
+		rc = stream_db_size(x->txn, db, &n);
+		if (rc != 0) {
+			break;
+		}
+		if (n == 0) {
+			continue;
+		}
+		if (adm_out.json) {
+			snprintf(a, sizeof(a), "db%u", db);
+			adm_json_key(a);
+			adm_json_uint(n);
+		} else {
+			snprintf(b, sizeof(b), "keys db%u", db);
+			adm_view_stat(v, NULL, b, adm_fmt_count(a, n), NULL, false);
+		}
+	}
+	if (adm_out.json) {
+		adm_json_obj_end();
+	}
+	adm_view_end(v, false);
+	return rc != 0 ? storage_fail(rc, "reading key counts") : 0;
+}
+
+/* ---- backup ----------------------------------------------------------------- */
+
+int
+adm_backup(const char *src, const char *dest)
+{
+	struct storage *st = NULL, *copy = NULL;
+	struct timespec t0, t1;
+	char path[4096], sz[32];
+	struct stat sb;
+	int64_t ms;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dest);
+	if (stat(dest, &sb) == 0) {
+		if (!S_ISDIR(sb.st_mode)) {
+			return adm_err(ADM_EXIT_USAGE, "%s exists and is not a directory", dest);
+		}
+		if (access(path, F_OK) == 0) {
+			return adm_err(ADM_EXIT_USAGE,
+				"%s already holds a data.mdb: choose an empty "
+				"directory",
+				dest);
+		}
+	} else if (mkdir(dest, 0750) != 0) {
+		return adm_err(ADM_EXIT_FAILED, "cannot create %s: %s", dest, strerror(errno));
+	}
+	rc = open_dir(src, &st);
+	if (rc != 0) {
+		return rc;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* LMDB's compacting copy, in its own read transaction: a consistent
+	 * point-in-time image, free pages left out, echd never waits on it */
+	rc = storage_copy(st, dest);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	storage_close(st);
+	if (rc != 0) {
+		return adm_err(
+			ADM_EXIT_FAILED, "copying %s to %s: %s", src, dest, echd_strerror(rc));
+	}
+	/* the copy must open as an environment of its own */
+	rc = open_dir(dest, &copy);
+	if (rc != 0) {
+		return adm_err(ADM_EXIT_FAILED, "the copy in %s does not open", dest);
+	}
+	storage_close(copy);
+	if (stat(path, &sb) != 0) {
+		return adm_err(ADM_EXIT_FAILED, "%s: %s", path, strerror(errno));
+	}
+	ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	if (adm_out.json) {
+		adm_json_obj();
+		adm_json_key("source");
+		adm_json_cstr(src);
+		adm_json_key("dest");
+		adm_json_cstr(dest);
+		adm_json_key("bytes");
+		adm_json_uint((uint64_t)sb.st_size);
+		adm_json_key("ms");
+		adm_json_int(ms);
+		adm_json_obj_end();
+		adm_json_done();
+	} else {
+		printf("backup of %s written to %s (%s, %lld ms)\n", src, dest,
+			adm_fmt_bytes(sz, (uint64_t)sb.st_size), (long long)ms);
+	}
+	return 0;
+}
