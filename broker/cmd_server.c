@@ -169,6 +169,9 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		struct storage_stat st;
 		char h1[32], h2[32];
 		uint64_t used = mi.uordblks + mi.hblkhd, rss = rss_bytes();
+		if (used == 0) {
+			used = rss; /* a replaced allocator (e.g. ASan's) keeps malloc's counts at 0 */
+		}
 		memset(&st, 0, sizeof(st));
 		storage_stat(srv->st, &st);
 		human_bytes(h1, sizeof(h1), used);

@@ -145,6 +145,7 @@ brk_conn_destroy(struct brk_conn *c)
 	resp_reader_destroy(c->rd);
 	resp_buf_finish(&c->out);
 	echd_free(c->ranges);
+	echd_free(c->watched);
 	echd_free(c->name);
 	echd_free(c);
 }

@@ -192,7 +192,9 @@ static bool
 idset_has(struct idset *s, uint64_t v)
 {
 	if (!s->sorted) {
-		qsort(s->v, s->n, sizeof(*s->v), u64_cmp);
+		if (s->n > 1) {
+			qsort(s->v, s->n, sizeof(*s->v), u64_cmp);
+		}
 		s->sorted = true;
 	}
 	return s->n > 0 && bsearch(&v, s->v, s->n, sizeof(*s->v), u64_cmp) != NULL;
@@ -324,7 +326,9 @@ check_consumers(
 			(unsigned long long)g->consumers, n);
 	}
 	c->consumers += n;
-	qsort(v, n, sizeof(*v), tally_cmp);
+	if (n > 1) {
+		qsort(v, n, sizeof(*v), tally_cmp); /* v may be NULL when n is 0 */
+	}
 	for (size_t i = 1; i < n; i++) {
 		if (v[i].cid == v[i - 1].cid) {
 			problem(c, "two consumers share the id %llu", (unsigned long long)v[i].cid);
