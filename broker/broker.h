@@ -498,6 +498,15 @@ bool brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t m
 bool brk_parse_interval_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,
 	struct stream_id *out, bool *exclusive);
 int brk_last_valid_id(struct storage_txn *t, const struct stream_meta *m, struct stream_id *out);
+/* XREAD/XREADGROUP options up to STREAMS; replies the error and returns
+ * false when they are wrong. */
+struct brk_read_opts {
+	long long count, timeout; /* timeout -1: no BLOCK */
+	int streams_arg, nstreams;
+	const struct resp_arg *group, *consumer;
+	bool noack;
+};
+bool brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro);
 int brk_reply_full_groups(struct brk_ctx *x, const struct stream_meta *m, uint64_t count);
 int brk_xinfo_groups(struct brk_ctx *x);
 int brk_xinfo_consumers(struct brk_ctx *x);

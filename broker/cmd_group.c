@@ -94,20 +94,34 @@ static const char *const xgroup_help[] = {
 	"    Print this help.",
 };
 
-static const struct {
+
+struct subcmd {
 	const char *name;
 	int arity;
-} xgroup_subs[] = {
-	{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
-	{"delconsumer", 5}, {"help", 2},
 };
 
-static const struct {
-	const char *name;
-	int arity;
-} xinfo_subs[] = {
-	{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
-};
+/* Checks argv[1] against a container's subcommand table (cname: "xgroup"). */
+static bool
+sub_check(struct brk_ctx *x, const char *cname, const char *help, const struct subcmd *subs,
+	size_t n)
+{
+	const struct resp_arg *sub = &x->argv[1];
+
+	for (size_t i = 0; i < n; i++) {
+		int a = subs[i].arity;
+		if (!brk_arg_eq(sub, subs[i].name)) {
+			continue;
+		}
+		if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
+			resp_add_errorf(x->w, "ERR wrong number of arguments for '%s|%s' command", cname,
+				subs[i].name);
+			return false;
+		}
+		return true;
+	}
+	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try %s HELP.", sub->p, help);
+	return false;
+}
 
 /* Looks a container's subcommand up as Redis does before running (or
  * queueing) it: replies the error and returns false when unknown or of
@@ -115,45 +129,21 @@ static const struct {
 bool
 brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
 {
-	const struct resp_arg *sub = &x->argv[1];
-	size_t n;
-	int i;
+	static const struct subcmd xgroup_subs[] = {
+		{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
+		{"delconsumer", 5}, {"help", 2},
+	};
+	static const struct subcmd xinfo_subs[] = {
+		{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
+	};
 
 	if (cmd->fn == brk_cmd_xgroup) {
-		n = sizeof(xgroup_subs) / sizeof(xgroup_subs[0]);
-		for (i = 0; i < (int)n; i++) {
-			int a = xgroup_subs[i].arity;
-			if (!brk_arg_eq(sub, xgroup_subs[i].name)) {
-				continue;
-			}
-			if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
-				resp_add_errorf(x->w,
-					"ERR wrong number of arguments for 'xgroup|%s' command",
-					xgroup_subs[i].name);
-				return false;
-			}
-			return true;
-		}
-		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XGROUP HELP.", sub->p);
-		return false;
+		return sub_check(x, "xgroup", "XGROUP", xgroup_subs,
+			sizeof(xgroup_subs) / sizeof(xgroup_subs[0]));
 	}
 	if (cmd->fn == brk_cmd_xinfo) {
-		n = sizeof(xinfo_subs) / sizeof(xinfo_subs[0]);
-		for (i = 0; i < (int)n; i++) {
-			int a = xinfo_subs[i].arity;
-			if (!brk_arg_eq(sub, xinfo_subs[i].name)) {
-				continue;
-			}
-			if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
-				resp_add_errorf(x->w,
-					"ERR wrong number of arguments for 'xinfo|%s' command",
-					xinfo_subs[i].name);
-				return false;
-			}
-			return true;
-		}
-		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XINFO HELP.", sub->p);
-		return false;
+		return sub_check(x, "xinfo", "XINFO", xinfo_subs,
+			sizeof(xinfo_subs) / sizeof(xinfo_subs[0]));
 	}
 	return true;
 }
@@ -170,21 +160,7 @@ brk_cmd_xgroup(struct brk_ctx *x)
 	bool create, setid;
 	int rc;
 
-	for (size_t i = 0; i < sizeof(xgroup_subs) / sizeof(xgroup_subs[0]); i++) {
-		int a = xgroup_subs[i].arity;
-		if (!brk_arg_eq(opt, xgroup_subs[i].name)) {
-			continue;
-		}
-		if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
-			resp_add_errorf(x->w, "ERR wrong number of arguments for 'xgroup|%s' command",
-				xgroup_subs[i].name);
-			return 0;
-		}
-		goto known;
-	}
-	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XGROUP HELP.", opt->p);
-	return 0;
-known:
+	/* the subcommand and its arity were checked by brk_subcommand_ok() */
 	if (brk_arg_eq(opt, "HELP")) {
 		size_t n = sizeof(xgroup_help) / sizeof(xgroup_help[0]);
 		resp_add_array(x->w, n);
@@ -452,52 +428,18 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	size_t served = 0, h = 0;
 	uint64_t now = brk_now_ms();
 
-	for (int i = 1; i < x->argc; i++) {
-		int more = x->argc - i - 1;
-		const struct resp_arg *o = &x->argv[i];
-		if (brk_arg_eq(o, "BLOCK") && more) {
-			i++;
-			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &timeout)) {
-				resp_add_error(x->w, "ERR timeout is not an integer or out of range");
-				return 0;
-			}
-			if (timeout < 0) {
-				resp_add_error(x->w, "ERR timeout is negative");
-				return 0;
-			}
-		} else if (brk_arg_eq(o, "COUNT") && more) {
-			i++;
-			if (!brk_arg_ll(x, &x->argv[i], &count)) {
-				return 0;
-			}
-			if (count < 0) {
-				count = 0;
-			}
-		} else if (brk_arg_eq(o, "STREAMS") && more) {
-			streams_arg = i + 1;
-			nstreams = x->argc - streams_arg;
-			if (nstreams % 2 != 0) {
-				resp_add_error(x->w, "ERR Unbalanced 'xreadgroup' list of streams: for "
-						     "each stream key an ID or '>' must be specified.");
-				return 0;
-			}
-			nstreams /= 2;
-			break;
-		} else if (brk_arg_eq(o, "GROUP") && more >= 2) {
-			group = &x->argv[i + 1];
-			consumer = &x->argv[i + 2];
-			i += 2;
-		} else if (brk_arg_eq(o, "NOACK")) {
-			noack = true;
-		} else {
-			resp_add_error(x->w, BRK_ERR_SYNTAX);
-			return 0;
-		}
-	}
-	if (streams_arg == 0) {
-		resp_add_error(x->w, BRK_ERR_SYNTAX);
+	struct brk_read_opts ro;
+
+	if (!brk_parse_read_opts(x, true, &ro)) {
 		return 0;
 	}
+	count = ro.count;
+	timeout = ro.timeout;
+	streams_arg = ro.streams_arg;
+	nstreams = ro.nstreams;
+	group = ro.group;
+	consumer = ro.consumer;
+	noack = ro.noack;
 	if (group == NULL) {
 		resp_add_error(x->w, "ERR Missing GROUP option for XREADGROUP");
 		return 0;

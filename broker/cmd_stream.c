@@ -639,6 +639,66 @@ brk_cmd_xsetid(struct brk_ctx *x)
  * XREAD
  * ---------------------------------------------------------------------- */
 
+bool
+brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
+{
+	memset(ro, 0, sizeof(*ro));
+	ro->timeout = -1;
+	for (int i = 1; i < x->argc; i++) {
+		int more = x->argc - i - 1;
+		const struct resp_arg *o = &x->argv[i];
+		if (brk_arg_eq(o, "BLOCK") && more) {
+			i++;
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &ro->timeout)) {
+				resp_add_error(x->w, "ERR timeout is not an integer or out of range");
+				return false;
+			}
+			if (ro->timeout < 0) {
+				resp_add_error(x->w, "ERR timeout is negative");
+				return false;
+			}
+		} else if (brk_arg_eq(o, "COUNT") && more) {
+			i++;
+			if (!brk_arg_ll(x, &x->argv[i], &ro->count)) {
+				return false;
+			}
+			if (ro->count < 0) {
+				ro->count = 0;
+			}
+		} else if (brk_arg_eq(o, "STREAMS") && more) {
+			ro->streams_arg = i + 1;
+			ro->nstreams = x->argc - ro->streams_arg;
+			if (ro->nstreams % 2 != 0) {
+				resp_add_errorf(x->w, "ERR Unbalanced '%s' list of streams: for each "
+						      "stream key an ID or '%c' must be specified.",
+					group ? "xreadgroup" : "xread", group ? '>' : '$');
+				return false;
+			}
+			ro->nstreams /= 2;
+			break;
+		} else if (brk_arg_eq(o, "GROUP") && more >= 2) {
+			if (!group) {
+				resp_add_error(x->w, "ERR The GROUP option is only supported by "
+						     "XREADGROUP. You called XREAD instead.");
+				return false;
+			}
+			ro->group = &x->argv[i + 1];
+			ro->consumer = &x->argv[i + 2];
+			i += 2;
+		} else if (group && brk_arg_eq(o, "NOACK")) {
+			ro->noack = true;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return false;
+		}
+	}
+	if (ro->streams_arg == 0) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return false;
+	}
+	return true;
+}
+
 int
 brk_cmd_xread(struct brk_ctx *x)
 {
@@ -648,50 +708,15 @@ brk_cmd_xread(struct brk_ctx *x)
 	char (*resolved)[48] = NULL;
 	size_t served = 0, h = 0;
 
-	for (int i = 1; i < x->argc; i++) {
-		int more = x->argc - i - 1;
-		const struct resp_arg *o = &x->argv[i];
-		if (brk_arg_eq(o, "BLOCK") && more) {
-			i++;
-			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &timeout)) {
-				resp_add_error(x->w, "ERR timeout is not an integer or out of range");
-				return 0;
-			}
-			if (timeout < 0) {
-				resp_add_error(x->w, "ERR timeout is negative");
-				return 0;
-			}
-		} else if (brk_arg_eq(o, "COUNT") && more) {
-			i++;
-			if (!brk_arg_ll(x, &x->argv[i], &count)) {
-				return 0;
-			}
-			if (count < 0) {
-				count = 0;
-			}
-		} else if (brk_arg_eq(o, "STREAMS") && more) {
-			streams_arg = i + 1;
-			nstreams = x->argc - streams_arg;
-			if (nstreams % 2 != 0) {
-				resp_add_error(x->w, "ERR Unbalanced 'xread' list of streams: for each "
-						     "stream key an ID or '$' must be specified.");
-				return 0;
-			}
-			nstreams /= 2;
-			break;
-		} else if (brk_arg_eq(o, "GROUP") && more >= 2) {
-			resp_add_error(x->w, "ERR The GROUP option is only supported by XREADGROUP. You "
-					     "called XREAD instead.");
-			return 0;
-		} else {
-			resp_add_error(x->w, BRK_ERR_SYNTAX);
-			return 0;
-		}
-	}
-	if (streams_arg == 0) {
-		resp_add_error(x->w, BRK_ERR_SYNTAX);
+	struct brk_read_opts ro;
+
+	if (!brk_parse_read_opts(x, false, &ro)) {
 		return 0;
 	}
+	count = ro.count;
+	timeout = ro.timeout;
+	streams_arg = ro.streams_arg;
+	nstreams = ro.nstreams;
 	if (nstreams > 16) {
 		ids = echd_calloc((size_t)nstreams, sizeof(*ids));
 		if (ids == NULL) {
