@@ -41,13 +41,13 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 import redis
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -67,58 +67,13 @@ def log(msg):
 # ---------------------------------------------------------------------------------------------
 # servers
 # ---------------------------------------------------------------------------------------------
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def die_with_parent():
-    """In a child before exec: SIGTERM it when this script ends, even by SIGKILL."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def launch(name, cmd_for, timeout=60):
     """Start a server in TMP/name; returns (Popen, port, dir). cmd_for(port, dir) -> argv."""
-    d = os.path.join(TMP, name)
-    os.makedirs(d, exist_ok=True)
-    port = free_port()
-    cmd = cmd_for(port, d)
-    logf = open(os.path.join(TMP, name + ".log"), "ab")
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                         start_new_session=True, preexec_fn=die_with_parent)
-    logf.close()
-    SERVERS.append(p)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and p.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(64).startswith(b"+PONG"):
-                    return p, port, d
-        except OSError:
-            pass
-        time.sleep(0.005)
-    with open(os.path.join(TMP, name + ".log"), "rb") as f:
-        tail = f.read().decode(errors="replace").splitlines()[-20:]
-    sys.exit(f"{name} did not start ({' '.join(cmd)}); its log:\n" + "\n".join(tail))
+    return benchlib.launch(TMP, SERVERS, name, cmd_for, timeout)
 
 
 def stop(p, timeout=60):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if p in SERVERS:
-        SERVERS.remove(p)
+    benchlib.stop(SERVERS, p, timeout)
 
 
 def cleanup():
