@@ -1124,11 +1124,16 @@ def broken_trials(exe, shim, seed, trials, max_cuts=5, extra_args=(), log=None):
                 xadd = model.stats["xadd"]
             except Violation as e:
                 exc = e
+            except (RespError, Closed, ServerError, OSError) as e:
+                # the broken image made echd refuse its data ("stored data is corrupt"),
+                # fail to start, or drop the connection: caught just the same
+                exc = e
             if exc is not None:
                 caught, how = True, str(exc)
                 if getattr(exc, "model", None) is not None:
                     xadd, cuts = exc.model.stats["xadd"], exc.cycles
-                found = short_reason(exc)
+                found = short_reason(exc) if isinstance(exc, Violation) else (
+                    "echd failed on the broken image: %s" % str(exc).splitlines()[0][:200])
         finally:
             srv.kill()
             if not os.environ.get("E2E_KEEP"):
