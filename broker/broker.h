@@ -142,6 +142,7 @@ enum {
 struct brk_conn {
 	struct brk_server *srv;
 	struct bufferevent *bev;
+	struct event *rev; /* plain sockets: reads bypass bev (see conn.c) */
 	int fd;
 	uint64_t id;
 	unsigned flags;

@@ -22,7 +22,12 @@
 /* A read this big counts as activity for the idle timeout (read_cb). */
 #define ACTIVE_READ_BYTES 1024
 
+/* Most a plain socket gives in one read; more waits for the next turn,
+ * as a bufferevent would do. */
+#define RAW_READ_BYTES (16 * 1024)
+
 static void read_cb(struct bufferevent *bev, void *arg);
+static void raw_read_cb(evutil_socket_t fd, short what, void *arg);
 static void write_cb(struct bufferevent *bev, void *arg);
 static void event_cb(struct bufferevent *bev, short what, void *arg);
 
@@ -66,7 +71,19 @@ brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *la
 		c->flags |= BRK_CONN_TLS;
 	}
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	if (is_tls) {
+		bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	} else {
+		/* A bufferevent asks the kernel how much is readable before each
+		 * read (one more system call per request); plain sockets read
+		 * straight into the request reader and keep the bufferevent for
+		 * output only. */
+		c->rev = event_new(srv->base, fd, EV_READ | EV_PERSIST, raw_read_cb, c);
+		if (c->rev == NULL || event_add(c->rev, NULL) != 0) {
+			goto fail;
+		}
+		bufferevent_enable(c->bev, EV_WRITE);
+	}
 	c->id = srv->next_client_id++;
 	snprintf(c->addr, sizeof(c->addr), "%s", addr);
 	snprintf(c->laddr, sizeof(c->laddr), "%s", laddr);
@@ -87,6 +104,14 @@ brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *la
 	echd_log(ECHD_LOG_DEBUG, "accepted %s (id %llu)", addr, (unsigned long long)c->id);
 	return c;
 fail:
+	if (c->rev) {
+		event_free(c->rev);
+	}
+	if (c->bev) {
+		/* the caller still owns fd on failure */
+		bufferevent_setfd(c->bev, -1);
+		bufferevent_free(c->bev);
+	}
 	resp_reader_destroy(c->rd);
 	echd_free(c);
 	return NULL;
@@ -139,6 +164,9 @@ brk_conn_destroy(struct brk_conn *c)
 	}
 	srv->nconns--;
 	echd_log(ECHD_LOG_DEBUG, "client %s closed (id %llu)", c->addr, (unsigned long long)c->id);
+	if (c->rev) {
+		event_free(c->rev); /* before the bufferevent closes the fd */
+	}
 	if (c->bev) {
 		bufferevent_free(c->bev);
 	}
@@ -157,6 +185,9 @@ brk_conn_close_asap(struct brk_conn *c)
 		return;
 	}
 	c->flags |= BRK_CONN_CLOSING | BRK_CONN_CLOSE_ASAP;
+	if (c->rev) {
+		event_del(c->rev);
+	}
 	if (c->bev) {
 		bufferevent_disable(c->bev, EV_READ);
 	}
@@ -309,28 +340,18 @@ event_cb(struct bufferevent *bev, short what, void *arg)
  * Input
  * ---------------------------------------------------------------------- */
 
-static void
-read_cb(struct bufferevent *bev, void *arg)
+/* Feeds what a read brought to the request reader and runs what is
+ * complete; returns false when the connection is closing. */
+static bool
+conn_input(struct brk_conn *c, const struct evbuffer_iovec *vec, int n)
 {
-	struct brk_conn *c = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_iovec vec[16];
 	size_t total = 0;
-	int n, rc = 0;
+	int rc = 0;
 
-	if (c->flags & (BRK_CONN_CLOSE_AFTER_REPLY | BRK_CONN_CLOSING)) {
-		evbuffer_drain(in, evbuffer_get_length(in));
-		return;
-	}
-	n = evbuffer_peek(in, -1, NULL, vec, 16);
-	if (n > 16) {
-		n = 16;
-	}
 	for (int i = 0; i < n && rc == 0; i++) {
 		rc = resp_reader_feed(c->rd, vec[i].iov_base, vec[i].iov_len);
 		total += vec[i].iov_len;
 	}
-	evbuffer_drain(in, total);
 	c->srv->stats.net_input_bytes += total;
 	if (total >= ACTIVE_READ_BYTES) {
 		/* Bytes alone do not make a client active for the idle timeout:
@@ -345,13 +366,74 @@ read_cb(struct bufferevent *bev, void *arg)
 			(unsigned long long)c->id,
 			rc == ECHD_ELIMIT ? "client query buffer limit reached" : echd_strerror(rc));
 		brk_conn_close_asap(c);
-		return;
+		return false;
 	}
 	brk_conn_process(c);
+	return true;
+}
+
+/* TLS connections: OpenSSL's bufferevent has decrypted into its input. */
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	struct brk_conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_iovec vec[16];
+	size_t total = 0;
+	int n;
+
+	if (c->flags & (BRK_CONN_CLOSE_AFTER_REPLY | BRK_CONN_CLOSING)) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	n = evbuffer_peek(in, -1, NULL, vec, 16);
+	if (n > 16) {
+		n = 16;
+	}
+	for (int i = 0; i < n; i++) {
+		total += vec[i].iov_len;
+	}
+	if (!conn_input(c, vec, n)) {
+		return;
+	}
+	evbuffer_drain(in, total);
 	if (evbuffer_get_length(in) > 0) {
 		/* more than 16 chunks were waiting: come back next turn */
 		bufferevent_trigger(bev, EV_READ, 0);
 	}
+}
+
+/* Plain sockets: one read(2) per readable event, level-triggered, so what
+ * is left is read on the next turn. */
+static void
+raw_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	static char buf[RAW_READ_BYTES]; /* one thread; consumed before return */
+	struct brk_conn *c = arg;
+	struct evbuffer_iovec vec;
+	ssize_t n;
+
+	(void)what;
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+			return;
+		}
+		echd_log(ECHD_LOG_VERBOSE, "client %s (id %llu): read: %s", c->addr,
+			(unsigned long long)c->id, strerror(errno));
+		brk_conn_close_asap(c);
+		return;
+	}
+	if (n == 0) {
+		brk_conn_close_asap(c);
+		return;
+	}
+	if (c->flags & (BRK_CONN_CLOSE_AFTER_REPLY | BRK_CONN_CLOSING)) {
+		return; /* the rest after a protocol error is discarded */
+	}
+	vec.iov_base = buf;
+	vec.iov_len = (size_t)n;
+	conn_input(c, &vec, 1);
 }
 
 void
