@@ -350,7 +350,9 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (rc != 0) {
 		return rc;
 	}
-	while ((count == 0 || *n < count) && (rc = stream_iter_next(it, &id, &fields)) == 0) {
+	/* a reply that outgrew the output limit is dropped: deliver no more */
+	while ((count == 0 || *n < count) && !x->w->out->oom &&
+		(rc = stream_iter_next(it, &id, &fields)) == 0) {
 		brk_reply_entry(x->w, &id, &fields);
 		group_advance(m, g, &id);
 		if (!noack) {
@@ -387,7 +389,7 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (rc != 0) {
 		return rc;
 	}
-	while ((count == 0 || n < count) && (rc = pel_iter_next(it, &r)) == 0) {
+	while ((count == 0 || n < count) && !x->w->out->oom && (rc = pel_iter_next(it, &r)) == 0) {
 		struct st_buf fields;
 		rc = stream_get_entry(x->txn, m, &r.id, &fields);
 		if (rc == ECHD_ENOTFOUND) {

@@ -58,7 +58,9 @@ reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_
 	if (rc != 0) {
 		return rc;
 	}
-	while ((count == 0 || n < count) && (rc = stream_iter_next(it, &id, &fields)) == 0) {
+	/* a reply that outgrew the output limit is dropped: stop building it */
+	while ((count == 0 || n < count) && !x->w->out->oom &&
+		(rc = stream_iter_next(it, &id, &fields)) == 0) {
 		brk_reply_entry(x->w, &id, &fields);
 		n++;
 	}

@@ -253,12 +253,37 @@ close:
 	brk_conn_close_asap(c);
 }
 
+/* One reply outgrew the hard limit while it was built (out.limit): it is
+ * dropped whole and the client closed, as if it had been sent and not
+ * read, rather than first built in full in memory. */
+static void
+reply_over_limit(struct brk_conn *c, size_t mark)
+{
+	resp_buf_truncate(&c->out, mark);
+	c->out.oom = false;
+	c->out.over_limit = false;
+	if (c->flags & BRK_CONN_CLOSING) {
+		return;
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"client id=%llu addr=%s closed for overcoming of output buffer limits "
+		"(one reply over %lld bytes)",
+		(unsigned long long)c->id, c->addr, c->srv->cfg.obuf_hard);
+	c->srv->stats.expired_obuf++;
+	brk_conn_close_asap(c);
+}
+
 void
 brk_conn_flush(struct brk_conn *c, size_t upto)
 {
 	struct evbuffer *ob;
 	size_t off = 0;
 
+	if (c->out.over_limit) {
+		c->batch_mark = 0;
+		reply_over_limit(c, 0);
+		return;
+	}
 	if (c->out.oom) {
 		echd_log(ECHD_LOG_WARNING, "client %s: out of memory building a reply; closing",
 			c->addr);
@@ -831,6 +856,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		goto replied;
 	}
 	srv->stats.total_commands++; /* counted once it runs, as Redis does */
+	c->out.limit = srv->cfg.obuf_hard > 0 ? (size_t)srv->cfg.obuf_hard : 0;
 	t0 = brk_now_us();
 again:
 	x.dirty = 0;
@@ -870,6 +896,9 @@ again:
 	}
 	if (c->out.len > mark && c->out.data[mark] == '-') {
 		stat->failed++;
+	}
+	if (c->out.over_limit) {
+		reply_over_limit(c, mark);
 	}
 	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) || cmd->fn == brk_cmd_exec) {
 		note_batch_reply(c, mark);

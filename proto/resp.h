@@ -67,12 +67,16 @@ size_t resp_reader_capacity(const struct resp_reader *r);
 
 /* A growable byte buffer; replies are appended to it. Allocation failure
  * is sticky: the buffer sets oom and further appends are ignored, so a
- * reply is never silently half-written without the caller able to see. */
+ * reply is never silently half-written without the caller able to see.
+ * Growing len past a non-zero limit fails the same way and also sets
+ * over_limit (the buffer may hold up to twice limit before it notices). */
 struct resp_buf {
 	char *data;
 	size_t len;
 	size_t cap;
+	size_t limit;
 	bool oom;
+	bool over_limit;
 };
 
 void resp_buf_init(struct resp_buf *b);

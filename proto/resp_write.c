@@ -26,7 +26,9 @@ resp_buf_init(struct resp_buf *b)
 	b->data = NULL;
 	b->len = 0;
 	b->cap = 0;
+	b->limit = 0;
 	b->oom = false;
+	b->over_limit = false;
 }
 
 void
@@ -64,6 +66,11 @@ grow(struct resp_buf *b, size_t n)
 
 	if (n > SIZE_MAX - b->len) {
 		b->oom = true;
+		return false;
+	}
+	if (b->limit > 0 && b->len + n > b->limit) {
+		b->oom = true;
+		b->over_limit = true;
 		return false;
 	}
 	ncap = b->cap < BUF_MIN ? BUF_MIN : b->cap;

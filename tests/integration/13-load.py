@@ -348,9 +348,55 @@ def test_reader_that_never_reads(server):
           "worst PING %.3f s; output buffer disconnections %d"
           % (base, watch.peak, after, watch.worst, disconnections))
     assert disconnections == 2, disconnections
-    # one 10 MB reply may be built before the limit is seen; 50 of them may not
     check_rss(s, "growth at the peak", watch.peak - base, 96 * MiB)
     check_rss(s, "growth after", after - base, 48 * MiB)
+
+
+@timeout(180)
+def test_one_reply_over_the_limit(server):
+    """One XRANGE and one XREADGROUP whose replies (60 MB each) are far over the hard limit
+    (4 MiB): echd stops building each at the limit and closes that client, so its memory
+    never holds the whole reply; the XREADGROUP delivers (makes pending) only what it had
+    built, and the rest stays new for the group."""
+    s = server.spawn("--client-output-buffer-limit", "normal 4mb 0 0")
+    admin = s.raw(timeout=60)
+    value = "x" * 100000
+    for i in range(60):
+        admin.pipeline([("XADD", "huge", "*", "f", value)] * 10)
+    # page the stream in once (3 MB replies), so that file pages are in the baseline
+    last = "-"
+    while True:
+        got = admin.call("XRANGE", "huge", last, "+", "COUNT", "30")
+        if not got:
+            break
+        last = "(" + got[-1][0].decode()
+    admin.call("XGROUP", "CREATE", "huge", "g", "0")
+    watch = Watch(s)
+    base = rss_kb(s)
+    for name, cmd in (("range", ("XRANGE", "huge", "-", "+")),
+                      ("group", ("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "huge", ">"))):
+        c = RespConn(s.port)
+        c.call("CLIENT", "SETNAME", name)
+        c.send(*cmd)
+        wait_until(lambda: name not in client_names(admin), timeout=30,
+                   what="the %s reader to be disconnected" % name)
+        c.close()
+    watch.stop()
+    print("rss kB: baseline %d, peak %d (two replies of 60 MB asked for, limit 4 MiB)"
+          % (base, watch.peak))
+    assert info_field(admin, "stats", "client_output_buffer_limit_disconnections") == 2
+    check_rss(s, "growth at the peak", watch.peak - base, 32 * MiB)
+    # what c1 was given is pending; nothing else was delivered
+    pending = admin.call("XPENDING", "huge", "g")[0]
+    assert 0 < pending < 60, pending
+    new = 0
+    while True:
+        got = admin.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "20", "STREAMS", "huge", ">")
+        if got is None:
+            break
+        new += len(got[0][1])
+    assert pending + new == 600, (pending, new)
+    assert admin.call("XLEN", "huge") == 600
 
 
 # ---------------------------------------------------------------------------

@@ -924,6 +924,40 @@ START_TEST(test_buf_oom)
 }
 END_TEST
 
+START_TEST(test_buf_limit)
+{
+	struct wfix f;
+	char chunk[300];
+
+	memset(chunk, 'x', sizeof(chunk));
+	wfix_init(&f, 2);
+	f.buf.limit = 2000;
+	/* growth within the limit works */
+	for (int i = 0; i < 6; i++) {
+		resp_add_bulk(&f.w, chunk, sizeof(chunk));
+	}
+	ck_assert(!f.buf.oom);
+	ck_assert(!f.buf.over_limit);
+	ck_assert_uint_eq(f.buf.len, 6 * (sizeof(chunk) + 8));
+	/* the append that would pass it is refused whole, and stays refused */
+	for (int i = 0; i < 10 && !f.buf.oom; i++) {
+		resp_add_bulk(&f.w, chunk, sizeof(chunk));
+	}
+	ck_assert(f.buf.oom);
+	ck_assert(f.buf.over_limit);
+	ck_assert_uint_le(f.buf.len, 2 * f.buf.limit);
+	ck_assert_uint_eq(f.buf.len % (sizeof(chunk) + 8), 0);
+	{
+		size_t len = f.buf.len;
+		resp_add_int(&f.w, 1);
+		ck_assert_uint_eq(f.buf.len, len);
+	}
+	resp_buf_finish(&f.buf);
+	ck_assert(!f.buf.over_limit);
+	ck_assert_uint_eq(f.buf.limit, 0);
+}
+END_TEST
+
 /* Every allocation of a reply sequence fails in turn: no crash, no leak,
  * and either the full reply or the oom flag. */
 static void
@@ -1405,6 +1439,7 @@ writer_suite(void)
 	tcase_add_test(tcase(s, "buffer basics"), test_buf_basics);
 	tcase_add_test(tcase(s, "buffer growth"), test_buf_growth);
 	tcase_add_test(tcase(s, "buffer out of memory"), test_buf_oom);
+	tcase_add_test(tcase(s, "buffer limit"), test_buf_limit);
 	tcase_add_test(tcase(s, "allocation failure"), test_writer_alloc_failure);
 	tcase_add_loop_test(tcase(s, "simple and error"), test_write_simple_error, 2, 4);
 	tcase_add_test(tcase(s, "long formatted error"), test_write_errorf_long);
