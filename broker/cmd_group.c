@@ -136,7 +136,29 @@ brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
 	static const struct subcmd xinfo_subs[] = {
 		{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
 	};
+	static const struct subcmd config_subs[] = {
+		{"get", -3}, {"set", -4}, {"resetstat", 2}, {"help", 2},
+	};
+	static const struct subcmd client_subs[] = {
+		{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2},
+		{"kill", -3}, {"unblock", -3}, {"setinfo", 4}, {"no-evict", 3}, {"no-touch", 3},
+		{"help", 2},
+	};
+	static const struct subcmd command_subs[] = {
+		{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
+	};
 
+#define SUBS(t) t, sizeof(t) / sizeof(t[0])
+	if (cmd->fn == brk_cmd_config) {
+		return sub_check(x, "config", "CONFIG", SUBS(config_subs));
+	}
+	if (cmd->fn == brk_cmd_client) {
+		return sub_check(x, "client", "CLIENT", SUBS(client_subs));
+	}
+	if (cmd->fn == brk_cmd_command && x->argc >= 2) {
+		return sub_check(x, "command", "COMMAND", SUBS(command_subs));
+	}
+#undef SUBS
 	if (cmd->fn == brk_cmd_xgroup) {
 		return sub_check(x, "xgroup", "XGROUP", xgroup_subs,
 			sizeof(xgroup_subs) / sizeof(xgroup_subs[0]));

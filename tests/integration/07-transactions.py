@@ -215,6 +215,14 @@ def test_queueing_errors_subcommands(server):
         (("XGROUP", "FOO"), "ERR unknown subcommand 'FOO'. Try XGROUP HELP."),
         (("XINFO", "FOO"), "ERR unknown subcommand 'FOO'. Try XINFO HELP."),
         (("XINFO", "STREAM"), ARITY % "xinfo|stream"),
+        (("CONFIG", "GET"), ARITY % "config|get"),
+        (("CONFIG", "SET", "timeout"), ARITY % "config|set"),
+        (("CONFIG", "FOO"), "ERR unknown subcommand 'FOO'. Try CONFIG HELP."),
+        (("CLIENT", "SETNAME"), ARITY % "client|setname"),
+        (("CLIENT", "KILL"), ARITY % "client|kill"),
+        (("CLIENT", "FOO"), "ERR unknown subcommand 'FOO'. Try CLIENT HELP."),
+        (("COMMAND", "COUNT", "x"), ARITY % "command|count"),
+        (("COMMAND", "FOO"), "ERR unknown subcommand 'FOO'. Try COMMAND HELP."),
     ]
     for bad, msg in cases:
         assert c.call("MULTI") == "OK"
