@@ -6,7 +6,7 @@
 For each server (echd with appendfsync always; redis-server with appendonly yes and
 appendfsync always; redis-server with appendonly yes and appendfsync everysec; both redis with
 --save ""), a stream is preloaded with ENTRIES entries of ~100 bytes (pipelined), a group
-is created at 0, then WORKERS processes, each with its own connection and consumer name, loop
+is created at 0, then WORKERS clients, each with its own connection and consumer name, loop
   XREADGROUP GROUP g wN COUNT 10 STREAMS s >   then   XACK s g <the ids it got>
 until the stream is drained (a worker stops at its first empty reply). The figure is entries/s:
 entries acknowledged / wall time from the common start to the last worker's last XACK. At the
@@ -25,12 +25,16 @@ Options:
   --redis-only     skip echd (to check the script itself)
   --rounds N       measure each server N times, round robin, and compare medians (default: 1)
   --timeout S      bound of each drain phase, in seconds (default: 600)
+  --clients c|python  the workers: threads of build/tests/bench-queue-worker (C; the default
+                   when it is built), or Python processes with redis-py
+  --worker-exe PATH   bench-queue-worker (default: build/tests/bench-queue-worker)
 
 Every server runs on 127.0.0.1 on a free port with a temporary data directory, and is stopped
-on exit. Workers are processes (multiprocessing), not threads, so that the GIL does not limit
-the clients; on a small machine they still share the CPUs with the server, so the CPU seconds
-that the server and the clients (all workers, from the common start to each one's end) spent
-are printed beside each figure. This script is not part of
+on exit. Python workers are processes (multiprocessing), not threads, so that the GIL does
+not limit them; even so they spent more CPU than the servers on a 2-CPU machine, which is why
+the C workers are the default. Clients and servers share the CPUs, so the CPU seconds that the
+server and the clients (all workers, from the common start to each one's end) spent are
+printed beside each figure. This script is not part of
 `tools/echd-dev test`.
 """
 import argparse
@@ -42,6 +46,7 @@ import shlex
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -177,8 +182,33 @@ def worker(idx, port, stream, count, barrier, timeout, outdir, results):
     results.put((idx, status, acked, len(delivered), t_end, cpu1 - cpu0))
 
 
+def c_workers(port, stream, args, outdir):
+    """Runs the cycle with bench-queue-worker (threads in one C process); returns the
+    per-worker tuples of worker() and the wall time from the common start."""
+    cmd = [args.worker_exe, str(port), stream, GROUP, str(args.workers), str(args.count),
+           outdir, str(args.timeout)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=args.timeout + 120)
+    got, wall = [], None
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if f[0] == "worker":
+            status = f[2] if f[2] in ("ok", "timeout") else "error: " + f[2]
+            got.append((int(f[1]), status, int(f[3]), int(f[4]), float(f[5]), float(f[6])))
+        elif f[0] == "total":
+            wall = float(f[1])
+    if wall is None:
+        sys.exit(f"bench-queue-worker failed (exit {out.returncode}): {out.stderr.strip()}")
+    return got, wall
+
+
 def run_cycle(server_pid, port, stream, args, ids):
     outdir = tempfile.mkdtemp(prefix="ids-", dir=TMP)
+    if args.clients == "c":
+        cpu0 = cpu_seconds(server_pid)
+        got, wall = c_workers(port, stream, args, outdir)
+        cpu1 = cpu_seconds(server_pid)
+        return check_cycle(port, stream, args, ids, outdir, got, wall, cpu1 - cpu0)
     results = mp.Queue()
     barrier = mp.Barrier(args.workers + 1)
     deadline_start = time.monotonic() + 120
@@ -206,6 +236,13 @@ def run_cycle(server_pid, port, stream, args, ids):
         if p.is_alive():
             p.kill()
             p.join()
+    t_end = max((g[4] for g in got), default=time.monotonic())
+    return check_cycle(port, stream, args, ids, outdir, got, t_end - t0, cpu1 - cpu0)
+
+
+def check_cycle(port, stream, args, ids, outdir, got, wall, server_cpu):
+    """Checks a drained cycle (every entry acknowledged, each delivered once) and returns
+    its figures."""
     problems = []
     if len(got) < args.workers:
         problems.append(f"{args.workers - len(got)} workers did not report")
@@ -215,9 +252,7 @@ def run_cycle(server_pid, port, stream, args, ids):
     problems.extend(f"worker {g[0]}: {g[1]}" for g in got if g[1] not in ("ok", "timeout"))
     acked = sum(g[2] for g in got)
     delivered = sum(g[3] for g in got)
-    t_end = max((g[4] for g in got), default=time.monotonic())
     client_cpu = sum(g[5] for g in got)
-    wall = t_end - t0
 
     # correctness
     r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=120)
@@ -228,7 +263,7 @@ def run_cycle(server_pid, port, stream, args, ids):
     for name in os.listdir(outdir):
         with open(os.path.join(outdir, name), "rb") as f:
             data = f.read()
-        for i in data.split(b"\n") if data else ():
+        for i in (i for i in data.split(b"\n") if i):
             if i in seen:
                 dups += 1
             seen.add(i)
@@ -252,7 +287,7 @@ def run_cycle(server_pid, port, stream, args, ids):
     return {
         "eps": acked / wall if wall > 0 else 0.0,
         "wall": wall,
-        "server_cpu": cpu1 - cpu0,
+        "server_cpu": server_cpu,
         "client_cpu": client_cpu,
         "acked": acked,
         "problems": problems,
@@ -275,7 +310,14 @@ def main():
     ap.add_argument("--redis-only", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--clients", choices=("c", "python"), default=None)
+    ap.add_argument("--worker-exe",
+                    default=os.path.join(ROOT, "build", "tests", "bench-queue-worker"))
     args = ap.parse_args()
+    if args.clients is None:
+        args.clients = "c" if os.access(args.worker_exe, os.X_OK) else "python"
+    if args.clients == "c" and not os.access(args.worker_exe, os.X_OK):
+        sys.exit(f"bench-queue-worker not found at {args.worker_exe} (build it first)")
     if args.quick:
         args.entries = 20000
 
@@ -328,7 +370,8 @@ def main():
         stop(up[name][0])
 
     print(f"\nwork-queue cycle: {args.entries} entries of ~100 bytes, {args.workers} worker "
-          f"processes, XREADGROUP COUNT {args.count} + XACK, {os.cpu_count()} CPUs"
+          + ("threads of bench-queue-worker (C)" if args.clients == "c" else "processes (Python)")
+          + f", XREADGROUP COUNT {args.count} + XACK, {os.cpu_count()} CPUs"
           + (f", {args.rounds} rounds" if args.rounds > 1 else ""))
     print(f"{'server':<16} {'round':>5} {'entries/s':>10} {'wall s':>8} {'server CPU s':>13} "
           f"{'clients CPU s':>14}  check")
