@@ -283,6 +283,7 @@ struct brk_server {
 	uint64_t blocked_clients;
 	/* statistics */
 	struct brk_stats stats;
+	uint64_t syncs_at_reset; /* storage flushes before CONFIG RESETSTAT */
 	struct brk_cmdstat *cmdstats; /* indexed like the command table */
 	struct brk_substat substats[BRK_MAX_SUBSTATS];
 	int nsubstats;

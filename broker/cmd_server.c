@@ -203,7 +203,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)s->last_commit_ms, (unsigned long long)s->commits,
 			(unsigned long long)s->commit_failures);
 		bprintf(b, "fsyncs:%llu\r\navg_batch_size:%.2f\r\nmap_grows:%llu\r\n",
-			(unsigned long long)st.syncs,
+			(unsigned long long)(st.syncs - srv->syncs_at_reset),
 			s->commits ? (double)s->batch_commands_total / (double)s->commits : 0.0,
 			(unsigned long long)s->map_grows);
 	}
@@ -395,7 +395,12 @@ stats_reset(struct brk_server *srv)
 	uint64_t start = srv->stats.start_ms, last = srv->stats.last_commit_ms;
 	uint64_t dirty = srv->stats.dirty;
 
+	struct storage_stat st;
+
 	memset(&srv->stats, 0, sizeof(srv->stats));
+	if (storage_stat(srv->st, &st) == 0) {
+		srv->syncs_at_reset = st.syncs;
+	}
 	srv->stats.start_ms = start;
 	srv->stats.last_commit_ms = last;
 	/* Redis' dirty counter is reset by a save, not by RESETSTAT */

@@ -74,7 +74,7 @@ static const struct opt opts[] = {
 	{"stream-node-max-bytes", OPT_MEM, true, "4096", OFF(stream_node_max_bytes), 0, LLMAX,
 		NULL, "bytes per stream node (affects ~ trimming)"},
 	{"appendfsync", OPT_ENUM, false, "always", OFF(appendfsync), 0, 0, fsyncs,
-		"always: reply after fsync; everysec: commit once a second"},
+		"always: reply once the commit is durable; everysec: reply after the commit, durable within a second"},
 	{"map-size", OPT_MEM, false, "256mb", OFF(map_size), 1024 * 1024, LLMAX, NULL,
 		"initial LMDB map size; grows on demand up to maxdisk"},
 	{"maxdisk", OPT_MEM, true, "0", OFF(maxdisk), 0, LLMAX, NULL,

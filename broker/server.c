@@ -320,6 +320,9 @@ release_or_wait(struct brk_server *srv, struct brk_conn *c)
 {
 	uint64_t gen = srv->durable_gen < srv->commit_gen ? srv->commit_gen : 0;
 
+	if (srv->cfg.appendfsync == BRK_FSYNC_EVERYSEC) {
+		gen = 0; /* the commit's data flush is enough; the timer does the meta page */
+	}
 	if (gen == 0 && c->nmarks == 0) {
 		brk_conn_flush(c, c->out.len);
 		return;
@@ -443,13 +446,13 @@ map_headroom(struct brk_server *srv)
 
 /* The end of a loop turn: commit, release replies, wake waiters.
  *
- * With appendfsync always the commit is fully durable when it returns
- * (data pages, then the meta page), and only then do the turn's replies
- * go out. With everysec the storage is opened with STORAGE_SYNC_DATA: a
- * commit flushes its data pages but not its meta page, replies go at once
- * and a timer flushes the meta page each second; a crash of the machine
- * can undo the commits of that last second, never corrupt, and a crash
- * of the process loses nothing that was acknowledged. */
+ * The storage is opened with STORAGE_SYNC_DATA: a commit flushes its data
+ * pages, not its meta page. With appendfsync always the turn's replies
+ * wait until the meta page is durable too: the next commit's flush covers
+ * it, or a flush of its own after flush-wait-us (release_or_wait). With
+ * everysec the replies go at once and a timer flushes the meta page each
+ * second: a crash of the machine can undo the commits of that last second,
+ * never corrupt, and a crash of the process loses nothing acknowledged. */
 static void
 batch_end(struct brk_server *srv)
 {

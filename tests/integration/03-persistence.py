@@ -238,3 +238,40 @@ def test_everysec_survives_process_kill(server):
     fill(c, "s", 500)
     s.restart(kill=signal.SIGKILL)
     assert s.raw().call("XLEN", "s") == 500
+
+
+def persistence_counts(c):
+    info = dict(line.split(":", 1) for line in c.call("INFO", "persistence").decode().split("\r\n")
+                if ":" in line)
+    return int(info["commits"]), int(info["fsyncs"])
+
+
+@echd_only("INFO persistence commits and fsyncs are echd's")
+def test_everysec_does_not_wait_for_the_meta_flush(server):
+    """A commit flushes its data pages; the meta page that makes it the current state needs a
+    second flush. With always, a lone client's reply waits for both (two flushes per write);
+    with everysec it goes after the first, and the meta page is flushed once a second."""
+    for mode in ("always", "everysec"):
+        s = server.spawn("--appendfsync", mode)
+        c = s.raw()
+        commits0, fsyncs0 = persistence_counts(c)
+        t0 = time.monotonic()
+        for i in range(100):
+            c.call("XADD", "s", "*", "f", "v")
+        elapsed = time.monotonic() - t0
+        commits, fsyncs = persistence_counts(c)
+        commits -= commits0
+        fsyncs -= fsyncs0
+        assert commits == 100, (mode, commits)
+        if mode == "always":
+            assert fsyncs >= 2 * commits, (mode, commits, fsyncs)
+        else:
+            assert fsyncs <= commits + elapsed + 2, (mode, commits, fsyncs, elapsed)
+        # and the meta page does get flushed within a second or so
+        time.sleep(1.5)
+        _, fsyncs_later = persistence_counts(c)
+        if mode == "everysec":
+            assert fsyncs_later - fsyncs0 == fsyncs + 1, (fsyncs, fsyncs_later - fsyncs0)
+        assert c.call("CONFIG", "RESETSTAT") == "OK"
+        assert persistence_counts(c) == (0, 0)
+        s.stop()
