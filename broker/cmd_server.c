@@ -595,8 +595,10 @@ client_kill(struct brk_ctx *x)
 {
 	struct brk_server *srv = x->srv;
 	const struct resp_arg *id = NULL, *addr = NULL, *laddr = NULL;
-	bool skipme = true;
-	long long killed = 0, idv = 0;
+	const struct brk_user *user = NULL;
+	bool skipme = true, by_user = false, none = false;
+	long long killed = 0, idv = 0, maxage = 0;
+	uint64_t now = brk_now_ms();
 
 	if (x->argc == 3) {
 		/* old form: CLIENT KILL addr:port */
@@ -635,16 +637,41 @@ client_kill(struct brk_ctx *x)
 				resp_add_error(x->w, BRK_ERR_SYNTAX);
 				return 0;
 			}
-		} else if (brk_arg_eq(&x->argv[i], "TYPE") || brk_arg_eq(&x->argv[i], "USER") ||
-			   brk_arg_eq(&x->argv[i], "MAXAGE")) {
-			/* accepted filters that every echd client passes */
+		} else if (brk_arg_eq(&x->argv[i], "TYPE")) {
+			const struct resp_arg *t = &x->argv[i + 1];
+			if (brk_arg_eq(t, "master") || brk_arg_eq(t, "slave") ||
+				brk_arg_eq(t, "replica") || brk_arg_eq(t, "pubsub")) {
+				none = true; /* echd has only normal clients */
+			} else if (!brk_arg_eq(t, "normal")) {
+				resp_add_errorf(x->w, "ERR Unknown client type '%.*s'", (int)t->len, t->p);
+				return 0;
+			}
+		} else if (brk_arg_eq(&x->argv[i], "USER")) {
+			const struct resp_arg *u = &x->argv[i + 1];
+			user = brk_acl_find(srv, u->p, u->len);
+			if (user == NULL) {
+				resp_add_errorf(x->w, "ERR No such user '%.*s'", (int)u->len, u->p);
+				return 0;
+			}
+			by_user = true;
+		} else if (brk_arg_eq(&x->argv[i], "MAXAGE")) {
+			if (!brk_arg_ll(x, &x->argv[i + 1], &maxage)) {
+				return 0;
+			}
 		} else {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return 0;
 		}
 	}
-	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+	for (struct brk_conn *c = srv->conns; c != NULL && !none; c = c->next) {
 		if (id && c->id != (uint64_t)idv) {
+			continue;
+		}
+		if (by_user && c->user != user) {
+			continue;
+		}
+		/* MAXAGE n: connections at least n seconds old */
+		if (maxage > 0 && (now - c->ctime_ms) / 1000 < (uint64_t)maxage) {
 			continue;
 		}
 		if (addr && (strlen(c->addr) != addr->len || memcmp(c->addr, addr->p, addr->len))) {

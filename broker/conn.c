@@ -928,17 +928,19 @@ brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 
 	n = snprintf(line, sizeof(line),
 		"id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=%u sub=0 "
-		"psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
-		"rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 "
+		"psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
+		"rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%.128s redir=-1 "
 		"resp=%d lib-name= lib-ver=\n",
 		(unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
 		(unsigned long long)((now - c->ctime_ms) / 1000),
-		(unsigned long long)((now - c->last_ms) / 1000), c->blk ? "b" : "N", c->db,
+		(unsigned long long)((now - c->last_ms) / 1000),
+		c->blk ? "b" : c->multi ? "x" : "N", c->db, c->multi ? c->nqueue : -1,
 		resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd) - resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd), c->out.len, obl,
 		sizeof(*c) + resp_reader_capacity(c->rd) + c->out.cap + obl,
-		c->last_cmd[0] ? c->last_cmd : "NULL", c->resp);
+		c->last_cmd[0] ? c->last_cmd : "NULL", c->user ? brk_user_name(c->user) : "default",
+		c->resp);
 	if (n > 0) {
 		resp_buf_append(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 	}

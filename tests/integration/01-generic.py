@@ -6,7 +6,7 @@ Replies are those of Redis 7.4; keys are created with XADD only (echd has stream
 import re
 import time
 
-from echdtest import RespError, Verbatim, wait_until
+from echdtest import RespError, Verbatim, echd_only, wait_until
 
 ARITY = "ERR wrong number of arguments for '%s' command"
 
@@ -550,6 +550,52 @@ def test_client_kill(server):
     assert c.call("CLIENT", "KILL", "ID", str(myid), "SKIPME", "no") == 1
     assert c.wait_closed(5)
     assert server.raw().call("PING") == "PONG"
+
+
+def test_client_kill_filters(server):
+    c = server.raw()
+    assert c.call("ACL", "SETUSER", "kf", "on", ">pw", "+@all", "~*") == "OK"
+    try:
+        alice = server.raw()
+        assert alice.call("AUTH", "kf", "pw") == "OK"
+        other = server.raw()
+        oid = other.call("CLIENT", "ID")
+        aid = alice.call("CLIENT", "ID")
+        # CLIENT LIST names each connection's user and counts what MULTI queued
+        assert alice.call("MULTI") == "OK"
+        assert alice.call("PING") == "QUEUED"
+        f = client_fields(c.call("CLIENT", "LIST", "ID", str(aid)))
+        assert (f["user"], f["multi"], f["flags"]) == ("kf", "1", "x"), f
+        f = client_fields(c.call("CLIENT", "LIST", "ID", str(oid)))
+        assert (f["user"], f["multi"], f["flags"]) == ("default", "-1", "N"), f
+        assert alice.call("EXEC") == ["PONG"]
+
+        assert c.err("CLIENT", "KILL", "TYPE", "bogus") == "ERR Unknown client type 'bogus'"
+        assert c.err("CLIENT", "KILL", "USER", "nobody") == "ERR No such user 'nobody'"
+        assert c.call("CLIENT", "KILL", "TYPE", "pubsub") == 0
+        assert c.call("CLIENT", "KILL", "TYPE", "master") == 0
+        # USER closes that user's connections only
+        assert c.call("CLIENT", "KILL", "USER", "kf") == 1
+        assert alice.wait_closed(5)
+        assert other.call("PING") == "PONG"
+        assert c.call("CLIENT", "KILL", "TYPE", "normal", "ID", str(oid)) == 1
+        assert other.wait_closed(5)
+        assert c.call("PING") == "PONG"
+    finally:
+        c.call("ACL", "DELUSER", "kf")
+
+
+@echd_only("CLIENT KILL MAXAGE is new in Redis 7.4")
+def test_client_kill_maxage(server):
+    c = server.raw()
+    victim = server.raw()
+    vid = victim.call("CLIENT", "ID")
+    assert c.err("CLIENT", "KILL", "MAXAGE", "x") == "ERR value is not an integer or out of range"
+    assert c.call("CLIENT", "KILL", "MAXAGE", "1000", "ID", str(vid)) == 0
+    time.sleep(1.1)
+    assert victim.call("PING") == "PONG"
+    assert c.call("CLIENT", "KILL", "MAXAGE", "1", "ID", str(vid)) == 1
+    assert victim.wait_closed(5)
 
 
 def test_command(server):
