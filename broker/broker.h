@@ -295,6 +295,7 @@ struct brk_server {
 	unsigned users_loaded;
 	char *exe_path;
 	char *config_file;
+	int lock_fd;              /* holds dir/echd.lock while open; 0: none taken */
 	pid_t pid;
 };
 
@@ -375,6 +376,10 @@ BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl);
 uint64_t brk_now_ms(void);
 uint64_t brk_now_us(void);
 
+/* Returns 0; BRK_INIT_CONFIG (2, echd's exit status for it) when the
+ * configuration cannot work (ACL file, TLS files, nothing to listen on);
+ * -1 on other failures (a port in use, the storage, the data directory). */
+#define BRK_INIT_CONFIG 2
 int brk_server_init(struct brk_server *srv);
 int brk_server_run(struct brk_server *srv);
 void brk_server_finish(struct brk_server *srv);

@@ -27,10 +27,11 @@ main(int argc, char **argv)
 	}
 	srv.exe_path = argv[0];
 	srv.config_file = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
-	if (brk_server_init(&srv) != 0) {
+	rc = brk_server_init(&srv);
+	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "echd could not start");
 		brk_server_finish(&srv);
-		return 1;
+		return rc == BRK_INIT_CONFIG ? 2 : 1;
 	}
 	rc = brk_server_run(&srv);
 	brk_server_finish(&srv);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -1359,6 +1360,49 @@ mkdir_p(const char *path)
 	return 0;
 }
 
+/* Takes dir/echd.lock for as long as this process lives: LMDB lets any
+ * number of processes write one environment, but blocked readers, WATCH
+ * and the group-commit order live in one echd's memory. echo-admin's
+ * read-only opens do not take it. */
+static int
+lock_dir(struct brk_server *srv)
+{
+	char path[4096], pid[32];
+	ssize_t n;
+	int fd;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/echd.lock", srv->cfg.dir) >= sizeof(path)) {
+		echd_log(ECHD_LOG_WARNING, "data directory path too long: '%s'", srv->cfg.dir);
+		return -1;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot open '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int err = errno;
+		n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		if (err == EWOULDBLOCK) {
+			echd_log(ECHD_LOG_WARNING,
+				"data directory '%s' is in use by another echd (pid %s); exiting",
+				srv->cfg.dir, pid[0] ? pid : "unknown");
+		} else {
+			echd_log(ECHD_LOG_WARNING, "cannot lock '%s': %s", path, strerror(err));
+		}
+		close(fd);
+		return -1;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)srv->pid);
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+		echd_log(ECHD_LOG_VERBOSE, "cannot write the pid to '%s': %s", path, strerror(errno));
+	}
+	srv->lock_fd = fd;
+	return 0;
+}
+
 int
 brk_server_init(struct brk_server *srv)
 {
@@ -1383,13 +1427,16 @@ brk_server_init(struct brk_server *srv)
 		char err[512];
 		if (brk_acl_init(srv, err, sizeof(err)) != 0) {
 			echd_log(ECHD_LOG_WARNING, "ACL: %s", err);
-			return -1;
+			return BRK_INIT_CONFIG;
 		}
 	}
 	rc = mkdir_p(srv->cfg.dir);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cannot create data directory '%s': %s", srv->cfg.dir,
 			echd_strerror(rc));
+		return -1;
+	}
+	if (lock_dir(srv) != 0) {
 		return -1;
 	}
 	memset(&so, 0, sizeof(so));
@@ -1445,7 +1492,7 @@ brk_server_init(struct brk_server *srv)
 	}
 	if (activated == 0 && srv->cfg.tls_port != 0) {
 		if (brk_tls_init(srv) != 0) {
-			return -1;
+			return BRK_INIT_CONFIG; /* a certificate, key or CA that does not load */
 		}
 		for (int i = 0; i < srv->cfg.nbind; i++) {
 			if (listen_tcp(srv, srv->cfg.bind[i], srv->cfg.tls_port, true) != 0) {
@@ -1464,7 +1511,7 @@ brk_server_init(struct brk_server *srv)
 	}
 	if (srv->nlisteners == 0) {
 		echd_log(ECHD_LOG_WARNING, "nothing to listen on: set port or unixsocket");
-		return -1;
+		return BRK_INIT_CONFIG;
 	}
 	srv->sig_term = evsignal_new(srv->base, SIGTERM, signal_cb, srv);
 	srv->sig_int = evsignal_new(srv->base, SIGINT, signal_cb, srv);
@@ -1596,6 +1643,10 @@ brk_server_finish(struct brk_server *srv)
 	}
 	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0]) {
 		unlink(srv->cfg.unixsocket);
+	}
+	if (srv->lock_fd > 0) {
+		close(srv->lock_fd); /* after the storage: the next echd may open it now */
+		srv->lock_fd = 0;
 	}
 	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
 		unlink(srv->cfg.pidfile);

@@ -6,10 +6,11 @@ keeps nothing without persistence, so against Redis these tests run with its AOF
 """
 
 import signal
+import subprocess
 import threading
 import time
 
-from echdtest import Closed, RespConn, RespError, echd_only, fill, wait_until
+from echdtest import Closed, RespConn, RespError, echd_only, fill, free_port, wait_until
 
 # Redis: the AOF with an fsync before every reply. echd needs nothing: durable by default.
 REDIS_ARGS = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -275,3 +276,22 @@ def test_everysec_does_not_wait_for_the_meta_flush(server):
         assert c.call("CONFIG", "RESETSTAT") == "OK"
         assert persistence_counts(c) == (0, 0)
         s.stop()
+
+
+@echd_only("echd's lock on its data directory")
+def test_second_echd_on_the_same_dir_is_refused(server):
+    """LMDB would let two processes write one environment, but blocked readers, WATCH and the
+    commit order live in one echd's memory: a second echd on the same dir must not start."""
+    s = server.spawn()
+    c = s.raw()
+    assert c.call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    p = subprocess.run([s.exe, "--port", str(free_port()), "--bind", "127.0.0.1", "--dir", s.dir],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=20)
+    out = p.stdout.decode(errors="replace")
+    assert p.returncode == 1, (p.returncode, out)
+    assert "data directory '%s' is in use by another echd (pid %d)" % (s.dir, s.proc.pid) in out, out
+    assert c.call("XADD", "s", "2-1", "f", "v") == b"2-1"
+    # the lock dies with the process: a restart after kill -9 is not refused
+    s.restart(kill=signal.SIGKILL)
+    assert s.raw().call("XLEN", "s") == 2
