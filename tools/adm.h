@@ -33,8 +33,13 @@ struct adm_opts {
 	int port;
 	const char *unixsocket;
 	const char *user;
-	char *pass; /* owned copy; the argv original is blanked */
-	bool tls;
+	char *pass;            /* owned copy; the argv original is blanked */
+	bool tls;              /* also set by any of the TLS options below */
+	const char *cacert;    /* NULL: the system's trusted CAs (unless cacertdir) */
+	const char *cacertdir; /* c_rehash directory */
+	const char *cert;      /* client certificate (chain); with key */
+	const char *key;
+	bool insecure; /* no check of the server's certificate */
 	int timeout_ms;
 	unsigned db;
 	/* offline */

@@ -7,14 +7,23 @@
  * array of pairs). Each action is exactly one server command, so the
  * server applies it as one transaction; the reads around it only check
  * that what it names exists, to give exit status 1 rather than a silent 0.
+ *
+ * With --tls the socket is wrapped in OpenSSL: the connected fd is made
+ * non-blocking and every SSL_* call that wants input or output waits in
+ * poll() under the same --timeout as the plain socket.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adm.h"
@@ -30,6 +40,8 @@
 #define PAGE      1000  /* XPENDING COUNT per round trip */
 #define SCAN_HINT "200" /* SCAN COUNT */
 #define READ_MIN  (64 * 1024)
+
+#define TLS_FAILED (-1100) /* a TLS error: adm_conn.tls_err says which */
 
 struct adm_conn {
 	int fd;
@@ -42,6 +54,11 @@ struct adm_conn {
 	struct resp_buf out;
 	const char *where; /* for messages: host:port or the socket path */
 	char where_buf[300];
+	SSL_CTX *tls_ctx; /* NULL: plain */
+	SSL *ssl;
+	bool tls_dead;          /* after a fatal TLS error: no close_notify */
+	unsigned long tls_code; /* OpenSSL's error of the last TLS_FAILED */
+	char tls_err[256];      /* its reason, as text */
 };
 
 /* ---- the socket --------------------------------------------------------- */
@@ -154,12 +171,510 @@ open_tcp(const char *host, int port, int timeout_ms, int *out, int *gai)
 	return rc;
 }
 
+static int
+set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		return -errno;
+	}
+	return 0;
+}
+
+static int
+sock_send(struct adm_conn *c, const char *p, size_t len)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t n = send(c->fd, p + off, len - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int rc = wait_fd(c->fd, POLLOUT, c->timeout_ms);
+			if (rc != 0) {
+				return rc;
+			}
+			continue;
+		}
+		if (n < 0) {
+			return -errno;
+		}
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Makes room for at least READ_MIN more bytes. */
+static int
+in_reserve(struct adm_conn *c)
+{
+	size_t cap;
+	char *p;
+
+	if (c->in_cap - c->in_len >= READ_MIN) {
+		return 0;
+	}
+	cap = c->in_cap ? c->in_cap * 2 : 2 * READ_MIN;
+	p = echd_realloc(c->in, cap);
+	if (p == NULL) {
+		return -ENOMEM;
+	}
+	c->in = p;
+	c->in_cap = cap;
+	return 0;
+}
+
+/* ---- TLS ---------------------------------------------------------------- */
+
+/* OpenSSL writes with write(2), which raises SIGPIPE once the server is
+ * gone: ignore it for the call (as libcurl does), so that a lost server is
+ * exit status 3 rather than death by signal. The old disposition comes back
+ * after each call, so output to a closed pipe still ends the tool. */
+static void
+sigpipe_ignore(struct sigaction *old)
+{
+	struct sigaction ign;
+
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, old);
+}
+
+static void
+sigpipe_restore(const struct sigaction *old)
+{
+	sigaction(SIGPIPE, old, NULL);
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The reason of OpenSSL's first queued error ("wrong version number"), or
+ * its whole text when the reason has no string. Empties the queue and
+ * returns the error (0: none). */
+static unsigned long
+tls_reason(char *buf, size_t len)
+{
+	unsigned long e = ERR_peek_error();
+	const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+
+	if (e == 0) {
+		snprintf(buf, len, "unknown TLS error");
+	} else if (r != NULL) {
+		snprintf(buf, len, "%s", r);
+	} else {
+		ERR_error_string_n(e, buf, len);
+	}
+	ERR_clear_error();
+	return e;
+}
+
+static bool
+tls_reason_is(unsigned long e, int reason)
+{
+	return ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == reason;
+}
+
+/* For messages: OpenSSL's "system library" text hides errno, so the files
+ * are opened here first. Returns 0 or ADM_EXIT_CONNECT, reported. */
+static int
+file_check(const char *opt, const char *path, bool dir)
+{
+	struct stat sb;
+	FILE *f;
+
+	if (dir) {
+		if (stat(path, &sb) != 0) {
+			return adm_err(ADM_EXIT_CONNECT, "cannot load %s '%s': %s", opt, path,
+				strerror(errno));
+		}
+		if (!S_ISDIR(sb.st_mode)) {
+			return adm_err(ADM_EXIT_CONNECT, "cannot load %s '%s': not a directory",
+				opt, path);
+		}
+		return 0;
+	}
+	f = fopen(path, "r");
+	if (f == NULL) {
+		return adm_err(
+			ADM_EXIT_CONNECT, "cannot load %s '%s': %s", opt, path, strerror(errno));
+	}
+	fclose(f);
+	return 0;
+}
+
+static int
+load_failed(const char *opt, const char *path)
+{
+	char why[256];
+
+	tls_reason(why, sizeof(why));
+	return adm_err(ADM_EXIT_CONNECT, "cannot load %s '%s': %s", opt, path, why);
+}
+
+static int
+load_trust(SSL_CTX *ctx, const struct adm_opts *o)
+{
+	int rc;
+
+	if (o->cacert == NULL && o->cacertdir == NULL) {
+		if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			char why[256];
+			tls_reason(why, sizeof(why));
+			return adm_err(ADM_EXIT_CONNECT,
+				"cannot load the system's CA certificates: %s", why);
+		}
+		return 0;
+	}
+	if (o->cacert != NULL && (rc = file_check("--cacert", o->cacert, false)) != 0) {
+		return rc;
+	}
+	if (o->cacertdir != NULL && (rc = file_check("--cacertdir", o->cacertdir, true)) != 0) {
+		return rc;
+	}
+	/* a directory is only looked at during the handshake: nothing to fail here */
+	if (SSL_CTX_load_verify_locations(ctx, o->cacert, o->cacertdir) != 1) {
+		return load_failed(o->cacert != NULL ? "--cacert" : "--cacertdir",
+			o->cacert != NULL ? o->cacert : o->cacertdir);
+	}
+	return 0;
+}
+
+static int
+load_identity(SSL_CTX *ctx, const struct adm_opts *o)
+{
+	unsigned long e;
+	int rc;
+
+	if ((rc = file_check("--cert", o->cert, false)) != 0 ||
+		(rc = file_check("--key", o->key, false)) != 0) {
+		return rc;
+	}
+	if (SSL_CTX_use_certificate_chain_file(ctx, o->cert) != 1) {
+		return load_failed("--cert", o->cert);
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, o->key, SSL_FILETYPE_PEM) != 1) {
+		/* OpenSSL compares the key with the certificate here */
+		e = ERR_peek_last_error();
+		if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
+			(ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH ||
+				ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH)) {
+			ERR_clear_error();
+			return adm_err(ADM_EXIT_CONNECT, "--key '%s' does not match --cert '%s'",
+				o->key, o->cert);
+		}
+		return load_failed("--key", o->key);
+	}
+	return 0;
+}
+
+/* The one context of this run: protocol versions, trusted CAs, our
+ * certificate. Files are read before connecting, so a wrong path fails
+ * without touching the network. Returns an ADM_EXIT_ code, reported. */
+static int
+tls_ctx_create(const struct adm_opts *o, SSL_CTX **out)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	char why[256];
+	int rc;
+
+	if (ctx == NULL) {
+		tls_reason(why, sizeof(why));
+		return adm_err(ADM_EXIT_FAILED, "cannot create a TLS context: %s", why);
+	}
+	/* echd's own default; older versions are broken */
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+	/* replies delimit themselves: a server closing without close_notify is
+	 * "closed", and a reply it cut short is still caught by the parser */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+	if (!o->insecure) {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		rc = load_trust(ctx, o);
+		if (rc != 0) {
+			goto fail;
+		}
+	}
+	if (o->cert != NULL) {
+		rc = load_identity(ctx, o);
+		if (rc != 0) {
+			goto fail;
+		}
+	}
+	*out = ctx;
+	return 0;
+fail:
+	SSL_CTX_free(ctx);
+	return rc;
+}
+
+/* A failed SSL_* call (ret its return value) as a return code: -errno for
+ * the socket, -ECONNRESET for a close, TLS_FAILED with c->tls_err set. */
+static int
+tls_error(struct adm_conn *c, int ret)
+{
+	int sys = errno;
+	int e = SSL_get_error(c->ssl, ret);
+	unsigned long q = ERR_peek_error();
+
+	c->tls_dead = true;
+	if (e == SSL_ERROR_ZERO_RETURN) {
+		return -ECONNRESET;
+	}
+	if (e == SSL_ERROR_SYSCALL && q == 0) {
+		return sys != 0 ? -sys : -ECONNRESET;
+	}
+	if (ERR_GET_LIB(q) == ERR_LIB_SYS) {
+		ERR_clear_error();
+		return ERR_GET_REASON(q) != 0 ? -ERR_GET_REASON(q) : -ECONNRESET;
+	}
+	if (tls_reason_is(q, SSL_R_CERTIFICATE_VERIFY_FAILED)) {
+		/* say why: unknown CA, expired, name mismatch ... */
+		long v = SSL_get_verify_result(c->ssl);
+		snprintf(c->tls_err, sizeof(c->tls_err), "certificate verify failed: %s",
+			X509_verify_cert_error_string(v));
+		c->tls_code = q;
+		ERR_clear_error();
+		return TLS_FAILED;
+	}
+	c->tls_code = tls_reason(c->tls_err, sizeof(c->tls_err));
+	return TLS_FAILED;
+}
+
+/* The poll() events a WANT_ result waits for; 0 for a real failure. */
+static short
+tls_want(struct adm_conn *c, int ret)
+{
+	switch (SSL_get_error(c->ssl, ret)) {
+	case SSL_ERROR_WANT_READ:
+		return POLLIN;
+	case SSL_ERROR_WANT_WRITE:
+		return POLLOUT;
+	default:
+		return 0;
+	}
+}
+
+/* SSL_connect, the whole handshake bounded by the timeout. */
+static int
+tls_handshake(struct adm_conn *c)
+{
+	int64_t deadline = mono_ms() + c->timeout_ms;
+	struct sigaction old;
+	int rc = 0;
+
+	sigpipe_ignore(&old);
+	for (;;) {
+		int64_t left;
+		short ev;
+		int n;
+
+		ERR_clear_error();
+		n = SSL_connect(c->ssl);
+		if (n == 1) {
+			break;
+		}
+		ev = tls_want(c, n);
+		if (ev == 0) {
+			rc = tls_error(c, n);
+			break;
+		}
+		left = deadline - mono_ms();
+		rc = left > 0 ? wait_fd(c->fd, ev, (int)left) : -ETIMEDOUT;
+		if (rc != 0) {
+			c->tls_dead = true;
+			break;
+		}
+	}
+	sigpipe_restore(&old);
+	return rc;
+}
+
+static bool
+is_ip(const char *host)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+/* Wraps the connected socket and shakes hands. The server's certificate
+ * must name --host: as an address when it is one, else as a DNS name,
+ * which also goes out as SNI (RFC 6066 has no SNI for addresses). */
+static int
+tls_open(struct adm_conn *c, const struct adm_opts *o)
+{
+	bool ip = is_ip(o->host);
+	int rc;
+
+	c->ssl = SSL_new(c->tls_ctx);
+	if (c->ssl == NULL) {
+		c->tls_code = tls_reason(c->tls_err, sizeof(c->tls_err));
+		return TLS_FAILED;
+	}
+	rc = set_nonblock(c->fd);
+	if (rc != 0) {
+		return rc;
+	}
+	if (SSL_set_fd(c->ssl, c->fd) != 1 ||
+		(!ip && SSL_set_tlsext_host_name(c->ssl, o->host) != 1)) {
+		goto fail;
+	}
+	if (!o->insecure) {
+		if (ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), o->host) != 1
+		       : SSL_set1_host(c->ssl, o->host) != 1) {
+			goto fail;
+		}
+	}
+	return tls_handshake(c);
+fail:
+	c->tls_dead = true;
+	c->tls_code = tls_reason(c->tls_err, sizeof(c->tls_err));
+	return TLS_FAILED;
+}
+
+/* A write found the connection closed. The reason may be waiting in an
+ * alert the server sent before closing (TLS 1.3 refuses a client
+ * certificate after our handshake ended, so we learn it here): prefer it. */
+static int
+tls_closed_why(struct adm_conn *c, int rc)
+{
+	char b[256];
+	int n;
+
+	ERR_clear_error();
+	n = SSL_read(c->ssl, b, sizeof(b));
+	if (n <= 0 && SSL_get_error(c->ssl, n) == SSL_ERROR_SSL) {
+		c->tls_code = tls_reason(c->tls_err, sizeof(c->tls_err));
+		return TLS_FAILED;
+	}
+	ERR_clear_error();
+	return rc;
+}
+
+/* SSL_write never writes part of a buffer (no SSL_MODE_ENABLE_PARTIAL_WRITE):
+ * after a WANT_ it is called again with the same arguments. */
+static int
+tls_send(struct adm_conn *c, const char *p, size_t len)
+{
+	struct sigaction old;
+	size_t off = 0;
+	int rc = 0;
+
+	sigpipe_ignore(&old);
+	while (off < len) {
+		int chunk = len - off > INT_MAX ? INT_MAX : (int)(len - off);
+		short ev;
+		int n;
+
+		ERR_clear_error();
+		n = SSL_write(c->ssl, p + off, chunk);
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		ev = tls_want(c, n);
+		if (ev == 0) {
+			rc = tls_error(c, n);
+			if (rc == -ECONNRESET || rc == -EPIPE) {
+				rc = tls_closed_why(c, rc);
+			}
+			break;
+		}
+		rc = wait_fd(c->fd, ev, c->timeout_ms);
+		if (rc != 0) {
+			break;
+		}
+	}
+	sigpipe_restore(&old);
+	return rc;
+}
+
+/* in_fill() for TLS: SSL_read first, since OpenSSL may hold decrypted
+ * bytes the socket no longer shows to poll(); then as in_fill(). */
+static int
+tls_fill(struct adm_conn *c)
+{
+	struct sigaction old;
+	bool got = false;
+	int rc;
+
+	sigpipe_ignore(&old);
+	for (;;) {
+		size_t room;
+		short ev;
+		int n;
+
+		rc = in_reserve(c);
+		if (rc != 0) {
+			break;
+		}
+		room = c->in_cap - c->in_len;
+		ERR_clear_error();
+		n = SSL_read(c->ssl, c->in + c->in_len, room > INT_MAX ? INT_MAX : (int)room);
+		if (n > 0) {
+			got = true;
+			c->in_len += (size_t)n;
+			continue;
+		}
+		ev = tls_want(c, n);
+		if (ev == POLLIN && got) {
+			break; /* drained */
+		}
+		if (ev == 0) {
+			rc = tls_error(c, n);
+			if (rc == -ECONNRESET && got) {
+				rc = 0; /* closed: what came before still counts */
+			}
+			break;
+		}
+		rc = wait_fd(c->fd, ev, c->timeout_ms);
+		if (rc != 0) {
+			break;
+		}
+	}
+	sigpipe_restore(&old);
+	return rc;
+}
+
+static void
+tls_close(struct adm_conn *c)
+{
+	struct sigaction old;
+
+	if (c->ssl != NULL) {
+		if (!c->tls_dead && SSL_is_init_finished(c->ssl)) {
+			/* close_notify, without waiting for the server's */
+			sigpipe_ignore(&old);
+			SSL_shutdown(c->ssl);
+			sigpipe_restore(&old);
+		}
+		SSL_free(c->ssl);
+		c->ssl = NULL;
+	}
+	SSL_CTX_free(c->tls_ctx);
+	c->tls_ctx = NULL;
+	ERR_clear_error();
+}
+
 static void
 conn_destroy(struct adm_conn *c)
 {
 	if (c == NULL) {
 		return;
 	}
+	tls_close(c);
 	if (c->fd >= 0) {
 		close(c->fd);
 	}
@@ -219,54 +734,17 @@ cmd_id(struct adm_conn *c, const struct stream_id *id, bool exclusive)
 static int
 conn_flush(struct adm_conn *c)
 {
-	size_t off = 0;
-	int rc = 0;
+	int rc;
 
 	if (c->out.oom) {
 		resp_buf_truncate(&c->out, 0);
 		c->out.oom = false;
 		return -ENOMEM;
 	}
-	while (off < c->out.len) {
-		ssize_t n = send(c->fd, c->out.data + off, c->out.len - off, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			rc = wait_fd(c->fd, POLLOUT, c->timeout_ms);
-			if (rc != 0) {
-				break;
-			}
-			continue;
-		}
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		off += (size_t)n;
-	}
+	rc = c->ssl != NULL ? tls_send(c, c->out.data, c->out.len)
+			    : sock_send(c, c->out.data, c->out.len);
 	resp_buf_truncate(&c->out, 0);
 	return rc;
-}
-
-/* Makes room for at least READ_MIN more bytes. */
-static int
-in_reserve(struct adm_conn *c)
-{
-	size_t cap;
-	char *p;
-
-	if (c->in_cap - c->in_len >= READ_MIN) {
-		return 0;
-	}
-	cap = c->in_cap ? c->in_cap * 2 : 2 * READ_MIN;
-	p = echd_realloc(c->in, cap);
-	if (p == NULL) {
-		return -ENOMEM;
-	}
-	c->in = p;
-	c->in_cap = cap;
-	return 0;
 }
 
 /* Waits for input, then takes everything the socket holds: a reply is
@@ -275,8 +753,12 @@ static int
 in_fill(struct adm_conn *c)
 {
 	bool got = false;
-	int rc = wait_fd(c->fd, POLLIN, c->timeout_ms);
+	int rc;
 
+	if (c->ssl != NULL) {
+		return tls_fill(c);
+	}
+	rc = wait_fd(c->fd, POLLIN, c->timeout_ms);
 	if (rc != 0) {
 		return rc;
 	}
@@ -355,6 +837,14 @@ io_fail(struct adm_ctx *x, int rc)
 	if (rc == -ECONNRESET) {
 		return adm_err(
 			ADM_EXIT_CONNECT, "%s: the server closed the connection", x->conn->where);
+	}
+	if (rc == TLS_FAILED) {
+		/* TLS 1.3: a refused client certificate is only seen on the first read */
+		unsigned long e = x->conn->tls_code;
+		bool hint = x->o->cert == NULL &&
+			    tls_reason_is(e, SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED);
+		return adm_err(ADM_EXIT_CONNECT, "%s: TLS: %s%s", x->conn->where, x->conn->tls_err,
+			hint ? " (the server wants a client certificate: --cert and --key)" : "");
 	}
 	return adm_err(ADM_EXIT_CONNECT, "%s: %s", x->conn->where, echd_strerror(rc));
 }
@@ -604,20 +1094,60 @@ handshake(struct adm_ctx *x)
 	return rc;
 }
 
+/* Reports a failed tls_open(). */
+static void
+tls_open_failed(const struct adm_conn *c, const struct adm_opts *o, int rc)
+{
+	const char *hint = "";
+
+	if (rc == -ETIMEDOUT) {
+		adm_err(ADM_EXIT_CONNECT,
+			"%s: TLS handshake: no answer within %d ms (--timeout): is it a TLS port?",
+			c->where, c->timeout_ms);
+		return;
+	}
+	if (rc == -ECONNRESET) {
+		adm_err(ADM_EXIT_CONNECT,
+			"%s: TLS handshake failed: the server closed the connection", c->where);
+		return;
+	}
+	if (rc != TLS_FAILED) {
+		adm_err(ADM_EXIT_CONNECT, "%s: TLS handshake failed: %s", c->where,
+			echd_strerror(rc));
+		return;
+	}
+	if (tls_reason_is(c->tls_code, SSL_R_WRONG_VERSION_NUMBER) ||
+		tls_reason_is(c->tls_code, SSL_R_PACKET_LENGTH_TOO_LONG)) {
+		/* what a plaintext reply to our hello looks like */
+		hint = " (is it a TLS port?)";
+	} else if (o->cert == NULL &&
+		   tls_reason_is(c->tls_code, SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE)) {
+		/* TLS 1.2's answer to a missing client certificate, among others */
+		hint = " (does the server want a client certificate? --cert and --key)";
+	}
+	adm_err(ADM_EXIT_CONNECT, "%s: TLS handshake failed: %s%s", c->where, c->tls_err, hint);
+}
+
 int
 adm_live_open(struct adm_ctx *x)
 {
 	const struct adm_opts *o = x->o;
+	SSL_CTX *ctx = NULL;
 	struct adm_conn *c;
 	int rc, gai = 0;
 
 	if (o->tls) {
-		return adm_err(ADM_EXIT_CONNECT, "TLS not supported yet");
+		rc = tls_ctx_create(o, &ctx);
+		if (rc != 0) {
+			return rc;
+		}
 	}
 	c = echd_calloc(1, sizeof(*c));
 	if (c == NULL) {
+		SSL_CTX_free(ctx);
 		return adm_err(ADM_EXIT_FAILED, "out of memory");
 	}
+	c->tls_ctx = ctx;
 	c->fd = -1;
 	c->timeout_ms = o->timeout_ms;
 	resp_buf_init(&c->out);
@@ -639,6 +1169,14 @@ adm_live_open(struct adm_ctx *x)
 		}
 		conn_destroy(c);
 		return ADM_EXIT_CONNECT;
+	}
+	if (c->tls_ctx != NULL) {
+		rc = tls_open(c, o);
+		if (rc != 0) {
+			tls_open_failed(c, o, rc);
+			conn_destroy(c);
+			return ADM_EXIT_CONNECT;
+		}
 	}
 	x->conn = c;
 	x->live = true;

@@ -138,8 +138,10 @@ enum opt_id {
 	O_PASS,
 	O_TLS,
 	O_CACERT,
+	O_CACERTDIR,
 	O_CERT,
 	O_KEY,
+	O_INSECURE,
 	O_TIMEOUT,
 	O_DB,
 	O_DATADIR,
@@ -175,8 +177,10 @@ static const struct optdef opts[] = {
 	{O_PASS, "pass", 0, true, 0},
 	{O_TLS, "tls", 0, false, 0},
 	{O_CACERT, "cacert", 0, true, 0},
+	{O_CACERTDIR, "cacertdir", 0, true, 0},
 	{O_CERT, "cert", 0, true, 0},
 	{O_KEY, "key", 0, true, 0},
+	{O_INSECURE, "insecure", 0, false, 0},
 	{O_TIMEOUT, "timeout", 0, true, 0},
 	{O_DB, "db", 'n', true, 0},
 	{O_DATADIR, "data-dir", 'd', true, 0},
@@ -213,9 +217,14 @@ static const char usage_tail[] =
 	"      --user USER        user to authenticate as (default \"default\")\n"
 	"      --pass PASSWORD    password; better ECHD_AUTH=PASSWORD (and ECHD_USER) in\n"
 	"                         the environment: the command line is visible to others\n"
-	"      --tls, --cacert FILE, --cert FILE, --key FILE\n"
-	"                         TLS (not supported yet: exits 3)\n"
-	"      --timeout SECONDS  connect and reply timeout (default 10)\n"
+	"      --tls              connect with TLS; each option below implies it\n"
+	"      --cacert FILE      CA certificates (PEM) to verify the server against\n"
+	"      --cacertdir DIR    the same, from a directory made by `openssl rehash`\n"
+	"                         (neither: the system's trusted CAs)\n"
+	"      --cert FILE, --key FILE\n"
+	"                         client certificate and its key (both or neither)\n"
+	"      --insecure         do not verify the server's certificate or name\n"
+	"      --timeout SECONDS  connect, TLS handshake and reply timeout (default 10)\n"
 	"  -n, --db N             database (default 0)\n"
 	"Offline mode:\n"
 	"  -d, --data-dir DIR     read DIR's LMDB environment, read-only: no server is\n"
@@ -294,7 +303,6 @@ struct parsed {
 	bool help;
 	bool version;
 	bool no_color;
-	const char *tls_file;
 	int color_mode;
 	/* options seen, to check them against the command */
 	const struct optdef *seen[32];
@@ -350,8 +358,23 @@ apply_opt(struct parsed *p, const struct optdef *d, char *val)
 		o->tls = true;
 		break;
 	case O_CACERT:
+		o->cacert = val;
+		o->tls = true;
+		break;
+	case O_CACERTDIR:
+		o->cacertdir = val;
+		o->tls = true;
+		break;
 	case O_CERT:
+		o->cert = val;
+		o->tls = true;
+		break;
 	case O_KEY:
+		o->key = val;
+		o->tls = true;
+		break;
+	case O_INSECURE:
+		o->insecure = true;
 		o->tls = true;
 		break;
 	case O_TIMEOUT:
@@ -699,6 +722,17 @@ run(struct parsed *p)
 	if ((c->flags & LIVE_ONLY) && o->data_dir != NULL) {
 		return usage(
 			"'%s' changes state: it needs a live connection, not --data-dir", c->name);
+	}
+	if (o->tls) {
+		if ((o->cert == NULL) != (o->key == NULL)) {
+			return usage("--cert and --key go together: give both or neither");
+		}
+		if (o->unixsocket != NULL) {
+			return usage("--tls is for TCP: it does not go with --unixsocket");
+		}
+		if (o->data_dir != NULL) {
+			return usage("--tls is for live mode: it does not go with --data-dir");
+		}
 	}
 	memset(&x, 0, sizeof(x));
 	x.o = o;

@@ -13,7 +13,11 @@ plaintext/garbage/truncated handshakes on the TLS port) while a parallel good TL
 working; reload on SIGHUP and CONFIG SET (old connections keep working, new ones see the new
 certificate, a bad certificate is refused and the old one stays, the log names the reason);
 start-up failures naming the file; tls-auth-clients-user CN; `--port 0 --tls-port P`;
-tls-protocols.
+tls-protocols. echo-admin --tls (<build>/tools/echo-admin beside echd): its listings compared
+with XINFO/XPENDING over a TLS-only server, a PEL of several pages, an action, --json; and what
+it refuses, with exit status 3 and the reason (unknown CA, server name or address mismatch, no
+client certificate with TLS 1.3 and 1.2, plaintext and silent ports within --timeout,
+unreadable or mismatched files) or 2 (--cert without --key, --tls with -s or -d); SNI.
 
 Each test starts its own TLS server (TlsServer below): the harness' readiness check speaks plain
 RESP, which a TLS-only server does not, so the subclass waits for a PING over TLS instead.
@@ -21,6 +25,7 @@ RESP, which a TLS-only server does not, so the subclass waits for a PING over TL
 
 import atexit
 import collections
+import json
 import os
 import shutil
 import signal
@@ -28,6 +33,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 
 import redis
@@ -71,13 +77,13 @@ class Certs:
         self._run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                   "-nodes", "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + cn)
 
-    def _signed(self, name, cn, ca, server=False):
+    def _signed(self, name, cn, ca, server=False, san="DNS:localhost,IP:127.0.0.1"):
         self._csr(name, cn)
         ext = name + ".ext"
         with open(self.path(ext), "w") as f:
             if server:
-                f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-                        "extendedKeyUsage=serverAuth\n")
+                f.write("subjectAltName=%s\n"
+                        "extendedKeyUsage=serverAuth\n" % san)
             else:
                 f.write("extendedKeyUsage=clientAuth\n")
         self._run("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
@@ -88,6 +94,8 @@ class Certs:
         self._ca("otherca", "echd-untrusted-ca")
         self._signed("server-a", "server-a", "ca", server=True)
         self._signed("server-b", "server-b", "ca", server=True)
+        # names neither localhost nor 127.0.0.1 (echo-admin's host name checks)
+        self._signed("elsewhere", "elsewhere", "ca", server=True, san="DNS:mq.example.net")
         self._signed("client", "client", "ca")
         self._signed("worker", "worker", "ca")
         self._signed("sleepy", "sleepy", "ca")
@@ -884,3 +892,296 @@ def test_tls_only(server):
     # and the server stops cleanly (stop() records a non-zero exit)
     s.stop()
     assert not s.bad_exits, s.bad_exits
+
+
+# ---------------------------------------------------------------------------
+# echo-admin --tls
+# ---------------------------------------------------------------------------
+
+def admin_exe(server):
+    """echo-admin in the build tree beside echd: <build>/tools/echo-admin."""
+    build = os.path.dirname(os.path.dirname(os.path.abspath(server.exe)))
+    return os.path.join(build, "tools", "echo-admin")
+
+
+def admin(server, port, *args, ca="ca", cert="client", host="127.0.0.1", timeout=30):
+    """Run `echo-admin --tls --cacert <ca>.crt [--cert/--key <cert>] --host host -p port args`.
+    ca=None or cert=None leave those options out."""
+    c = certs()
+    cmd = [admin_exe(server), "--tls", "--host", host, "-p", str(port)]
+    if ca:
+        cmd += ["--cacert", c.path(ca + ".crt")]
+    if cert:
+        cmd += ["--cert", c.path(cert + ".crt"), "--key", c.path(cert + ".key")]
+    env = dict(os.environ, NO_COLOR="1")
+    env.pop("ECHD_AUTH", None)
+    env.pop("ECHD_USER", None)
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def admin_ok(server, port, *args, **kw):
+    p = admin(server, port, *args, **kw)
+    assert p.returncode == 0, "exit %d\nstdout: %s\nstderr: %s" % (p.returncode, p.stdout,
+                                                                 p.stderr)
+    return p
+
+
+def admin_json(server, port, *args, **kw):
+    return json.loads(admin_ok(server, port, "--json", *args, **kw).stdout)
+
+
+def admin_fails(server, port, *args, code=3, **kw):
+    """echo-admin must exit with status code, print nothing on stdout; returns its stderr."""
+    p = admin(server, port, *args, **kw)
+    assert p.returncode == code, "exit %d, wanted %d\nstdout: %s\nstderr: %s" % (
+        p.returncode, code, p.stdout, p.stderr)
+    assert p.stdout == "", p.stdout
+    assert p.stderr.startswith("echo-admin: "), p.stderr
+    return p.stderr
+
+
+def test_admin_over_tls_matches_xinfo_and_xpending(server):
+    s = tls_server(server, plain=False)   # TLS only, client certificates required
+    r = s.tls_client()
+    for i in range(1, 31):
+        r.xadd("orders", {"item": "book%d" % i}, id="%d-1" % i)
+    r.xadd("events", {"n": "1"}, id="5-0")
+    r.xgroup_create("orders", "billing", id="0")
+    r.xgroup_create("orders", "shipping", id="0")
+    r.xreadgroup("billing", "alice", {"orders": ">"}, count=10)
+    r.xreadgroup("billing", "bob", {"orders": ">"}, count=5)
+    r.xreadgroup("shipping", "carol", {"orders": ">"}, count=3)
+    port = s.tls_port
+
+    table = admin_ok(server, port, "streams").stdout.splitlines()
+    assert table[0].split()[:2] == ["STREAM", "LENGTH"], table
+    assert sorted(line.split()[0] for line in table[1:]) == ["events", "orders"], table
+    assert [line.split()[1] for line in table[1:] if line.startswith("orders")] == ["30"]
+
+    doc = admin_json(server, port, "streams")
+    assert sorted(x["name"] for x in doc["streams"]) == ["events", "orders"], doc
+    for st in doc["streams"]:
+        info = r.xinfo_stream(st["name"])
+        assert st["length"] == info["length"], (st, info)
+        assert st["groups"] == info["groups"]
+        assert st["entries_added"] == info["entries-added"]
+        assert st["first_id"] == info["first-entry"][0]
+        assert st["last_id"] == info["last-entry"][0]
+        assert st["last_generated_id"] == info["last-generated-id"]
+
+    doc = admin_json(server, port, "groups", "orders")
+    want = {g["name"]: g for g in r.xinfo_groups("orders")}
+    got = {g["name"]: g for g in doc["groups"]}
+    assert sorted(got) == sorted(want) == ["billing", "shipping"], (got, want)
+    for name, g in got.items():
+        w = want[name]
+        assert (g["pending"], g["consumers"], g["last_delivered_id"], g["entries_read"],
+                g["lag"]) == (w["pending"], w["consumers"], w["last-delivered-id"],
+                              w["entries-read"], w["lag"]), (g, w)
+
+    def xpending(key, grp):
+        return [(x["message_id"], x["consumer"], x["times_delivered"])
+                for x in r.xpending_range(key, grp, "-", "+", 1000000)]
+
+    doc = admin_json(server, port, "pending", "orders", "billing")
+    rows = [(x["id"], x["consumer"], x["deliveries"]) for x in doc["pending"]]
+    assert rows == xpending("orders", "billing") and len(rows) == 15, rows
+    assert doc["count"] == 15 and doc["truncated"] is False, doc
+    table = admin_ok(server, port, "pending", "orders", "shipping").stdout.splitlines()
+    assert [line.split()[:2] for line in table[1:]] == [["1-1", "carol"], ["2-1", "carol"],
+                                                        ["3-1", "carol"]], table
+
+    # a pending list of three XPENDING pages (1,000 rows each): replies of many TLS records,
+    # read while OpenSSL may hold decrypted bytes that poll() cannot see
+    pipe = r.pipeline(transaction=False)
+    for i in range(2500):
+        pipe.xadd("bulk", {"i": "x" * 40}, id="%d-1" % (i + 1))
+    pipe.execute()
+    r.xgroup_create("bulk", "g", id="0")
+    r.xreadgroup("g", "worker", {"bulk": ">"}, count=2500)
+    doc = admin_json(server, port, "pending", "bulk", "g")
+    assert doc["count"] == 2500, doc["count"]
+    assert [(x["id"], x["consumer"], x["deliveries"]) for x in doc["pending"]] == \
+        xpending("bulk", "g")
+
+    # an action over TLS, and the name check for a DNS name (the certificate names localhost)
+    doc = admin_json(server, port, "ack", "orders", "billing", "1-1", "2-1", host="localhost")
+    assert (doc["action"], doc["acked"]) == ("ack", 2), doc
+    assert r.xpending("orders", "billing")["pending"] == 13
+
+
+def test_admin_tls_refusals(server):
+    s = tls_server(server)                 # tls-auth-clients yes
+    s.tls_client().xadd("q", {"a": "b"}, id="1-1")
+    port = s.tls_port
+    c = certs()
+
+    # the server's certificate is checked: against --cacert, else the system's CAs
+    err = admin_fails(server, port, "streams", ca="otherca")
+    assert "127.0.0.1:%d: TLS handshake failed: certificate verify failed: " % port in err, err
+    assert ("self-signed certificate in certificate chain" in err
+            or "unable to get local issuer certificate" in err), err
+    err = admin_fails(server, port, "streams", ca=None)
+    assert "TLS handshake failed: certificate verify failed: " in err, err
+    # unless --insecure
+    assert admin_ok(server, port, "--insecure", "streams", ca="otherca").stdout.startswith(
+        "STREAM")
+
+    # a client certificate is required: TLS 1.3 refuses it after the client's handshake ended,
+    # so echo-admin learns it from the alert when it sends its first command
+    err = admin_fails(server, port, "streams", cert=None)
+    assert "127.0.0.1:%d: TLS: tlsv13 alert certificate required" % port in err, err
+    assert "--cert and --key" in err, err
+    # with TLS 1.2 the handshake itself fails
+    admin_conn = s.raw()
+    assert admin_conn.call("CONFIG", "SET", "tls-protocols", "TLSv1.2") == "OK"
+    err = admin_fails(server, port, "streams", cert=None)
+    assert "127.0.0.1:%d: TLS handshake failed: sslv3 alert handshake failure" % port in err, err
+    assert "client certificate? --cert and --key" in err, err
+    assert admin_ok(server, port, "streams").stdout.startswith("STREAM")
+    assert admin_conn.call("CONFIG", "SET", "tls-protocols", "TLSv1.2 TLSv1.3") == "OK"
+    assert admin_ok(server, port, "streams").stdout.startswith("STREAM")
+
+    # --cert and --key go together: a usage error, before any connection
+    for opt in ("--cert", "--key"):
+        p = subprocess.run([admin_exe(server), "-p", str(port), "--cacert", c.path("ca.crt"),
+                            opt, c.path("client.crt"), "streams"], capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode == 2 and "--cert and --key go together" in p.stderr, (opt, p.stderr)
+
+    # files that cannot be used: exit 3, naming the file
+    missing = os.path.join(c.dir, "missing.crt")
+    p = subprocess.run([admin_exe(server), "-p", str(port), "--cacert", missing, "streams"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3, p.stderr
+    assert "cannot load --cacert '%s': No such file or directory" % missing in p.stderr, p.stderr
+    p = subprocess.run([admin_exe(server), "-p", str(port), "--cacert", c.path("client.csr"),
+                        "streams"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and "cannot load --cacert '%s'" % c.path("client.csr") in p.stderr, \
+        p.stderr
+    p = subprocess.run([admin_exe(server), "-p", str(port), "--cacert", c.path("ca.crt"),
+                        "--cert", missing, "--key", c.path("client.key"), "streams"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and "cannot load --cert '%s'" % missing in p.stderr, p.stderr
+    p = subprocess.run([admin_exe(server), "-p", str(port), "--cacert", c.path("ca.crt"),
+                        "--cert", c.path("client.crt"), "--key", c.path("worker.key"),
+                        "streams"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3, p.stderr
+    assert "--key '%s' does not match --cert '%s'" % (c.path("worker.key"),
+                                                       c.path("client.crt")) in p.stderr
+
+    # --cacertdir: a directory prepared with openssl rehash
+    cadir = os.path.join(c.dir, "admin-cadir")
+    if not os.path.isdir(cadir):
+        os.mkdir(cadir)
+        shutil.copyfile(c.path("ca.crt"), os.path.join(cadir, "ca.crt"))
+        c._run("rehash", cadir)
+    assert admin_ok(server, port, "--cacertdir", cadir, "streams", ca=None).stdout.startswith(
+        "STREAM")
+    p = admin(server, port, "--cacertdir", missing, "streams", ca=None)
+    assert p.returncode == 3 and "cannot load --cacertdir '%s'" % missing in p.stderr, p.stderr
+
+    # TLS is for TCP and for live mode
+    p = admin(server, port, "-s", os.path.join(c.dir, "echd.sock"), "streams")
+    assert p.returncode == 2 and "--unixsocket" in p.stderr, p.stderr
+    p = admin(server, port, "-d", s.dir, "streams")
+    assert p.returncode == 2 and "--data-dir" in p.stderr, p.stderr
+    # and the connection the failures shared stays fine
+    assert s.tls().call("XLEN", "q") == 1
+
+
+def test_admin_tls_checks_the_server_name(server):
+    s = tls_server(server)
+    c = certs()
+    port = s.tls_port
+    # a certificate for mq.example.net only (CONFIG SET: start() itself checks "localhost")
+    assert s.raw().call("CONFIG", "SET", "tls-cert-file", c.path("elsewhere.crt"),
+                        "tls-key-file", c.path("elsewhere.key")) == "OK"
+    err = admin_fails(server, port, "streams")
+    assert err.startswith("echo-admin: 127.0.0.1:%d: TLS handshake failed: certificate verify "
+                          "failed: IP address mismatch" % port), err
+    err = admin_fails(server, port, "streams", host="localhost")
+    assert "localhost:%d: TLS handshake failed: certificate verify failed: hostname mismatch"\
+        % port in err, err
+    admin_ok(server, port, "--insecure", "streams", host="localhost")
+    # back to a certificate for localhost and 127.0.0.1: both names pass
+    assert s.raw().call("CONFIG", "SET", "tls-cert-file", c.path("server-a.crt"),
+                        "tls-key-file", c.path("server-a.key")) == "OK"
+    admin_ok(server, port, "streams", host="localhost")
+    admin_ok(server, port, "streams", host="127.0.0.1")
+
+
+def test_admin_tls_against_plaintext_and_silent_ports(server):
+    """A port that does not speak TLS fails within --timeout, never hangs."""
+    t0 = time.monotonic()
+    err = admin_fails(server, server.port, "--timeout", "2", "streams")   # the plain echd
+    assert time.monotonic() - t0 < 10
+    assert "127.0.0.1:%d: TLS handshake" % server.port in err, err
+    # a listener that never answers (the kernel completes the connection, nobody accepts it)
+    quiet = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        quiet.bind(("127.0.0.1", 0))
+        quiet.listen(4)
+        port = quiet.getsockname()[1]
+        t0 = time.monotonic()
+        err = admin_fails(server, port, "--timeout", "1", "streams")
+        took = time.monotonic() - t0
+        assert 0.9 < took < 8, took
+        assert "127.0.0.1:%d: TLS handshake: no answer within 1000 ms (--timeout)" % port in err, \
+            err
+    finally:
+        quiet.close()
+
+
+def test_admin_tls_certificate_logs_in(server):
+    """tls-auth-clients-user CN: echo-admin's certificate is its login, no password needed."""
+    s = tls_server(server, "--requirepass", "pw-admin-1", "--tls-auth-clients-user", "CN")
+    a = s.raw()
+    a.call("AUTH", "pw-admin-1")
+    a.call("ACL", "SETUSER", "worker", "on", "nopass", "~*", "+@all")
+    a.call("XADD", "jobs", "1-1", "f", "v")
+    doc = admin_json(server, s.tls_port, "streams", cert="worker")
+    assert [x["name"] for x in doc["streams"]] == ["jobs"], doc
+    err = admin_fails(server, s.tls_port, "streams", cert="client")   # CN names no user
+    assert "needs a password" in err, err
+
+
+def test_admin_tls_sends_sni_for_names_only(server):
+    """SNI carries --host when it is a name; an address is never sent (RFC 6066)."""
+    c = certs()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(c.path("server-a.crt"), c.path("server-a.key"))
+    seen = []
+    ctx.sni_callback = lambda sock, name, _ctx: seen.append(name)
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    ls.settimeout(20)
+
+    def serve():
+        # answers the first command (HELLO) with an error: echo-admin stops there
+        for _ in range(2):
+            try:
+                conn, _ = ls.accept()
+            except OSError:
+                return
+            try:
+                s = ctx.wrap_socket(conn, server_side=True)
+                s.recv(1024)
+                s.sendall(b"-ERR not a real server\r\n")
+                s.close()
+            except (OSError, ssl.SSLError):
+                conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        port = ls.getsockname()[1]
+        for host in ("localhost", "127.0.0.1"):
+            err = admin_fails(server, port, "streams", host=host, cert=None)
+            assert "%s:%d: authentication failed: ERR not a real server" % (host, port) in err, err
+        t.join(20)
+    finally:
+        ls.close()
+    assert seen == ["localhost", None], seen
