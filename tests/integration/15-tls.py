@@ -714,6 +714,9 @@ def start_fails(server, *args):
             raise AssertionError("echd %s started instead of failing" % " ".join(args))
         out = out.decode(errors="replace")
         assert p.returncode != 0, "echd %s exited 0: %s" % (" ".join(args), out)
+        if server.is_echd:
+            # a configuration error: the status systemd's unit does not restart on
+            assert p.returncode == 2, "echd %s exited %d: %s" % (" ".join(args), p.returncode, out)
         return out
     finally:
         shutil.rmtree(d, ignore_errors=True)
