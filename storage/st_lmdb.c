@@ -6,10 +6,13 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "echd.h"
 #include "storage_impl.h"
@@ -480,14 +483,46 @@ lmdb_sync(struct storage *st)
 	return 0;
 }
 
+/* fsync(2) of a file or directory by path. */
+static int
+sync_path(const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC), rc = 0;
+
+	if (fd < 0) {
+		return -errno;
+	}
+	if (fsync(fd) != 0) {
+		rc = -errno;
+	}
+	close(fd);
+	return rc;
+}
+
 static int
 lmdb_copy(struct storage *st, const char *dir)
 {
 	struct st_lmdb *s = lmdb_from(st);
+	char path[4096];
+	int rc;
 
 	/* The compacting copy runs in its own read txn and so does not wait
 	 * for (or deadlock on) a write txn of this thread. */
-	return xlate(mdb_env_copy2(s->env, dir, MDB_CP_COMPACT));
+	rc = xlate(mdb_env_copy2(s->env, dir, MDB_CP_COMPACT));
+	if (rc != 0) {
+		return rc;
+	}
+	/* LMDB writes the copy with O_DIRECT but never syncs it: the device's
+	 * cache and the file's size and directory entry would not survive a
+	 * power cut. A backup is done when it is on disk. */
+	if ((size_t)snprintf(path, sizeof(path), "%s/data.mdb", dir) >= sizeof(path)) {
+		return -ENAMETOOLONG;
+	}
+	rc = sync_path(path, O_RDONLY);
+	if (rc == 0) {
+		rc = sync_path(dir, O_RDONLY | O_DIRECTORY);
+	}
+	return rc;
 }
 
 /* ---- transactions ------------------------------------------------------ */

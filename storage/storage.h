@@ -129,7 +129,8 @@ int storage_free_bytes(struct storage *st, uint64_t *out);
 int storage_grow(struct storage *st);
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);
-/* Writes a consistent, compacted copy of the environment into dir. */
+/* Writes a consistent, compacted copy of the environment into dir (which
+ * must exist) and syncs it: the copy is on disk when this returns 0. */
 int storage_copy(struct storage *st, const char *dir);
 
 #endif
