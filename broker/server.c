@@ -254,7 +254,7 @@ brk_storage_grow(struct brk_server *srv)
 	if (rc != 0) {
 		return rc;
 	}
-	rc = storage_grow(srv->st);
+	rc = storage_grow(srv->st, (uint64_t)srv->cfg.maxdisk); /* CONFIG SET may change it */
 	if (rc == 0) {
 		srv->stats.map_grows++;
 		if (storage_stat(srv->st, &st) == 0) {
@@ -1442,7 +1442,6 @@ brk_server_init(struct brk_server *srv)
 	memset(&so, 0, sizeof(so));
 	so.dir = srv->cfg.dir;
 	so.map_size = (uint64_t)srv->cfg.map_size;
-	so.max_disk = (uint64_t)srv->cfg.maxdisk;
 	so.sync_mode = STORAGE_SYNC_DATA;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
 	if (rc != 0) {

@@ -369,9 +369,9 @@ fault_free_bytes(struct storage *st, uint64_t *out)
 }
 
 static int
-fault_grow(struct storage *st)
+fault_grow(struct storage *st, uint64_t max_bytes)
 {
-	return storage_grow(fault_from(st)->inner);
+	return storage_grow(fault_from(st)->inner, max_bytes);
 }
 
 static int

@@ -92,7 +92,6 @@ struct st_lmdb {
 	MDB_env *env;
 	MDB_dbi dbi[STORAGE_T__COUNT];
 	bool read_only;
-	uint64_t max_disk;
 	unsigned ntxn;              /* open txns, nested and read ones included */
 	struct lmdb_txn *writer;    /* the open top-level write txn */
 	MDB_txn *idle_rd;           /* a reset read txn, renewed by the next reader */
@@ -295,7 +294,6 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	}
 	s->base.ops = &st_lmdb_ops;
 	s->read_only = o->read_only;
-	s->max_disk = o->max_disk;
 
 	if (o->read_only) {
 		flags |= MDB_RDONLY;
@@ -415,7 +413,7 @@ lmdb_free_bytes(struct storage *st, uint64_t *out)
 }
 
 static int
-lmdb_grow(struct storage *st)
+lmdb_grow(struct storage *st, uint64_t max_bytes)
 {
 	struct st_lmdb *s = lmdb_from(st);
 	MDB_envinfo info;
@@ -445,8 +443,8 @@ lmdb_grow(struct storage *st)
 	}
 	/* LMDB wants a multiple of the OS page size. */
 	want = (want + psize - 1) / psize * psize;
-	if (s->max_disk != 0 && want > s->max_disk) {
-		want = s->max_disk / psize * psize;
+	if (max_bytes != 0 && want > max_bytes) {
+		want = max_bytes / psize * psize;
 	}
 	if (want <= cur) {
 		return ECHD_ELIMIT;

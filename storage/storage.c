@@ -162,9 +162,9 @@ storage_stat(struct storage *st, struct storage_stat *out)
 }
 
 int
-storage_grow(struct storage *st)
+storage_grow(struct storage *st, uint64_t max_bytes)
 {
-	return st->ops->grow(st);
+	return st->ops->grow(st, max_bytes);
 }
 
 int

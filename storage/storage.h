@@ -57,7 +57,6 @@ enum storage_sync_mode {
 struct storage_opts {
 	const char *dir;    /* borrowed; must exist */
 	uint64_t map_size;  /* initial map size in bytes */
-	uint64_t max_disk;  /* storage_grow() never goes beyond this; 0 = no limit */
 	enum storage_sync_mode sync_mode;
 	bool read_only;     /* open for inspection only (echo-admin) */
 };
@@ -124,9 +123,10 @@ int storage_stat(struct storage *st, struct storage_stat *out);
  * when the map is nearly full. No write transaction may be open. */
 int storage_free_bytes(struct storage *st, uint64_t *out);
 
-/* Grows the map (about doubles it) up to max_disk. No transaction may be
- * open. Returns 0, or ECHD_ELIMIT when already at max_disk. */
-int storage_grow(struct storage *st);
+/* Grows the map (about doubles it) up to max_bytes (0: no limit; a limit
+ * per call, so it may change while the storage is open). No transaction
+ * may be open. Returns 0, or ECHD_ELIMIT when already at max_bytes. */
+int storage_grow(struct storage *st, uint64_t max_bytes);
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);
 /* Writes a consistent, compacted copy of the environment into dir (which

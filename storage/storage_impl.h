@@ -33,7 +33,7 @@ struct storage_ops {
 	int (*cursor_prev)(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
 	int (*cursor_del)(struct storage_cursor *c);
 	int (*stat)(struct storage *st, struct storage_stat *out);
-	int (*grow)(struct storage *st);
+	int (*grow)(struct storage *st, uint64_t max_bytes);
 	int (*sync)(struct storage *st);
 	int (*copy)(struct storage *st, const char *dir);
 	int (*free_bytes)(struct storage *st, uint64_t *out); /* may be NULL: 0 */

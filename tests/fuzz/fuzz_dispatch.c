@@ -116,7 +116,6 @@ server_setup(struct brk_server *srv)
 	memset(&so, 0, sizeof(so));
 	so.dir = srv->cfg.dir;
 	so.map_size = (uint64_t)srv->cfg.map_size;
-	so.max_disk = (uint64_t)srv->cfg.maxdisk;
 	so.sync_mode = STORAGE_SYNC_DATA;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
 	if (rc != 0) {

@@ -187,5 +187,14 @@ def test_map_growth_and_maxdisk(server):
     assert c.call("XLEN", "s") == acked
     assert len(c.call("XRANGE", "s", "-", "+", "COUNT", "10")) == 10
     assert c.call("PING") == "PONG"
+    # a higher maxdisk set at run time lets the map grow again
+    assert c.call("CONFIG", "SET", "maxdisk", "16mb") == "OK"
+    more = 0
+    for _ in range(20):
+        if any(isinstance(r, RespError) for r in c.pipeline([("XADD", "s", "*", "f", value)] * 100)):
+            break
+        more += 100
+    assert more >= 2000, more
+    acked = c.call("XLEN", "s")
     s.restart()
     assert s.raw().call("XLEN", "s") == acked

@@ -869,7 +869,7 @@ START_TEST(test_nested_open_child_at_parent_end)
 	get_is(t, STORAGE_T_KEYS, "lost", NULL);
 	storage_txn_abort(t);
 	/* Every wrapper came back: grow needs zero open txns. */
-	OK(storage_grow(st));
+	OK(storage_grow(st, 0));
 }
 END_TEST
 
@@ -1130,7 +1130,7 @@ grow_and_check(uint64_t old_size)
 {
 	struct storage_stat s;
 
-	OK(storage_grow(st));
+	OK(storage_grow(st, 0));
 	OK(storage_stat(st, &s));
 	ck_assert_uint_ge(s.map_size, old_size + 64 * MIB);
 }
@@ -1283,31 +1283,31 @@ START_TEST(test_grow_limits)
 
 	/* Already at the cap. */
 	o.map_size = 4 * MIB;
-	o.max_disk = 4 * MIB;
 	reopen_fresh(&o);
-	FAILS(storage_grow(st), ECHD_ELIMIT);
+	FAILS(storage_grow(st, 4 * MIB), ECHD_ELIMIT);
 
-	/* Capped growth, then the cap. */
-	o.max_disk = 6 * MIB;
+	/* Capped growth, then the cap; a higher cap in a later call counts. */
 	reopen_fresh(&o);
-	OK(storage_grow(st));
+	OK(storage_grow(st, 6 * MIB));
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(s.map_size, 6 * MIB);
-	FAILS(storage_grow(st), ECHD_ELIMIT);
+	FAILS(storage_grow(st, 6 * MIB), ECHD_ELIMIT);
+	OK(storage_grow(st, 8 * MIB));
+	OK(storage_stat(st, &s));
+	ck_assert_uint_eq(s.map_size, 8 * MIB);
 
 	/* No cap: doubles, at least +64 MiB. */
-	o.max_disk = 0;
 	o.map_size = 100 * MIB;
 	reopen_fresh(&o);
-	OK(storage_grow(st));
+	OK(storage_grow(st, 0));
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(s.map_size, 200 * MIB);
 
 	/* Never with a txn open, read ones included. */
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
-	FAILS(storage_grow(st), -EBUSY);
+	FAILS(storage_grow(st, 0), -EBUSY);
 	storage_txn_abort(t);
-	OK(storage_grow(st));
+	OK(storage_grow(st, 0));
 }
 END_TEST
 
@@ -1319,7 +1319,7 @@ START_TEST(test_map_size_kept_on_reopen)
 
 	o.map_size = 2 * MIB;
 	reopen_fresh(&o);
-	OK(storage_grow(st));
+	OK(storage_grow(st, 0));
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(s.map_size, 66 * MIB);
 	/* The new size is recorded by the next commit. */
@@ -1359,7 +1359,7 @@ START_TEST(test_read_only_refuses_writes)
 	o.read_only = true;
 	OK(storage_open("lmdb", &o, &st));
 	FAILS(storage_txn_begin(st, NULL, 0, &w), -EROFS);
-	FAILS(storage_grow(st), -EROFS);
+	FAILS(storage_grow(st, 0), -EROFS);
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
 	get_is(t, STORAGE_T_KEYS, "seed", "1");
 	FAILS(storage_txn_begin(st, t, 0, &w), ECHD_EINVAL);
