@@ -266,6 +266,9 @@ brk_cmd_xgroup(struct brk_ctx *x)
 			resp_add_simple(x->w, "OK");
 			return 0;
 		}
+		if (gname.len > GROUP_NAME_MAX) {
+			return ECHD_ETOOLONG; /* before MKSTREAM writes anything */
+		}
 		if (!have_stream) {
 			rc = stream_create(x->txn, x->c->db, &key, &m);
 			if (rc != 0) {

@@ -865,8 +865,10 @@ again:
 	rc = run_handler(&x, cmd, &nested);
 	if (rc < 0) {
 		resp_buf_truncate(&c->out, mark);
-		if (!nested && (cmd->flags & BRK_CMD_WRITE)) {
-			/* it may have written half: nothing of this batch stands */
+		if (!nested && (cmd->flags & BRK_CMD_WRITE) && rc != ECHD_ETOOLONG) {
+			/* It may have written half: nothing of this batch stands.
+			 * A name too long is found before a command writes (the
+			 * handlers check it first), so it fails that one alone. */
 			brk_batch_abort(srv, rc);
 			mark = c->out.len;
 		}

@@ -24,7 +24,8 @@
 
 #define GROUP_ENTRIES_READ_UNKNOWN (-1) /* Redis' SCG_INVALID_ENTRIES_READ */
 /* Group and consumer names are keys (after an 8-byte prefix), and LMDB
- * keys stop at 511 bytes: longer names are refused with ECHD_ETOOLONG. */
+ * keys stop at 511 bytes: longer names are refused with ECHD_ETOOLONG,
+ * always before anything is written (the broker relies on it). */
 #define GROUP_NAME_MAX 400
 
 struct group_meta {

@@ -445,6 +445,17 @@ def test_group_names_past_400_bytes(server):
             "NOGROUP No such key 's' or consumer group 'ggg")
         assert c.err("XCLAIM", "s", ok, long_name, "0", "1-1") == NAME_LIMIT
         assert c.err("XAUTOCLAIM", "s", ok, long_name, "0", "0") == NAME_LIMIT
+    # a refused name fails its own command only, not the others of its batch
+    fails0 = c.call("INFO", "persistence").count(b"commit_failures:0")
+    r = c.pipeline([("XADD", "u", "*", "f", "v"),
+                    ("XREADGROUP", "GROUP", ok, "c" * 401, "STREAMS", "s", ">"),
+                    ("XGROUP", "CREATE", "t", "g" * 401, "$", "MKSTREAM"),
+                    ("XADD", "u", "*", "f", "v")])
+    assert isinstance(r[0], bytes) and isinstance(r[3], bytes), r
+    assert r[1] == RespError(NAME_LIMIT) and r[2] == RespError(NAME_LIMIT), r
+    assert c.call("XLEN", "u") == 2
+    assert c.call("INFO", "persistence").count(b"commit_failures:0") == fails0 == 1
+    c.call("DEL", "u")
     # nothing was created by the refused commands
     assert c.call("EXISTS", "t") == 0
     assert [g[1] for g in c.call("XINFO", "GROUPS", "s")] == [ok.encode()]
