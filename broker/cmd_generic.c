@@ -485,6 +485,11 @@ brk_cmd_save(struct brk_ctx *x)
 {
 	/* Every acknowledged write is already durable in LMDB. */
 	if (brk_arg_eq(&x->argv[0], "bgsave")) {
+		/* BGSAVE [SCHEDULE], as Redis parses it */
+		if (x->argc > 2 || (x->argc == 2 && !brk_arg_eq(&x->argv[1], "SCHEDULE"))) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
 		resp_add_simple(x->w, "Background saving started");
 	} else {
 		resp_add_simple(x->w, "OK");

@@ -207,6 +207,20 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			s->commits ? (double)s->batch_commands_total / (double)s->commits : 0.0,
 			(unsigned long long)s->map_grows);
 	}
+	if (secs & SEC_STORAGE) {
+		/* echd's own section: the storage behind the keyspace */
+		struct storage_stat st;
+		memset(&st, 0, sizeof(st));
+		storage_stat(srv->st, &st);
+		SECTION("Storage");
+		bprintf(b, "storage_dir:%s\r\n", srv->cfg.dir); /* the backend is in Server */
+		bprintf(b, "storage_map_bytes:%llu\r\nstorage_used_bytes:%llu\r\n",
+			(unsigned long long)st.map_size, (unsigned long long)st.used_bytes);
+		bprintf(b, "storage_page_size:%llu\r\nstorage_maxdisk:%lld\r\n",
+			(unsigned long long)st.page_size, srv->cfg.maxdisk);
+		bprintf(b, "storage_disk_full:%d\r\nstorage_map_grows:%llu\r\n",
+			srv->disk_full ? 1 : 0, (unsigned long long)s->map_grows);
+	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");
 		bprintf(b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n",

@@ -598,6 +598,19 @@ def test_client_kill_maxage(server):
     assert victim.wait_closed(5)
 
 
+def test_save_and_bgsave(server):
+    """Every acknowledged write is already on disk in echd; SAVE and BGSAVE answer as Redis
+    does and parse their arguments as it does."""
+    c = server.raw()
+    assert c.err("BGSAVE", "FOO") == "ERR syntax error"
+    assert c.err("BGSAVE", "SCHEDULE", "x") == "ERR syntax error"
+    assert c.err("SAVE", "x") == ARITY % "save"
+    assert c.call("BGSAVE") == "Background saving started"
+    wait_until(lambda: b"rdb_bgsave_in_progress:0" in c.call("INFO", "persistence"),
+               timeout=10, what="the background save to end")
+    assert c.call("SAVE") == "OK"
+
+
 def test_command(server):
     c = server.raw()
     n = c.call("COMMAND", "COUNT")

@@ -821,3 +821,22 @@ def test_info_redis_py_and_cli(server):
         out.splitlines()[1].startswith("db0:keys=1,expires=0,avg_ttl=0,")), out
     out = server.cli("INFO", "server")
     assert "tcp_port:%d" % server.port in out.splitlines()
+
+
+@echd_only("INFO storage is echd's own section")
+def test_info_storage(server):
+    c = server.raw()
+    fill(c, "s", 100)
+    text = info_text(c, "storage")
+    assert headers(text) == ["Storage"]
+    d = parse(text)
+    assert parse(info_text(c, "server"))["storage_backend"] == "lmdb"
+    assert d["storage_dir"] == server.dir
+    used, mapped = int(d["storage_used_bytes"]), int(d["storage_map_bytes"])
+    assert 0 < used <= mapped, d
+    assert int(d["storage_page_size"]) in (4096, 8192, 16384, 65536), d
+    assert d["storage_maxdisk"] == "0" and d["storage_disk_full"] == "0", d
+    # it grows as the data does
+    fill(c, "t", 2000)
+    assert int(parse(info_text(c, "storage"))["storage_used_bytes"]) > used
+    assert "Storage" in headers(info_text(c))
