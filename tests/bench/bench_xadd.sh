@@ -13,6 +13,8 @@
 #   --c1-n N         requests of the -c 1 runs only (default: as -n; with fsync per request
 #                    a -c 1 run of 200000 can take minutes)
 #   --quick          -n 20000 (a fast sanity run)
+#   --rounds N       measure every server N times, round robin, and report medians
+#                    (default: 1; the disk of a shared machine varies from minute to minute)
 #   --entries N      entries loaded by --large (default: 10000000)
 #   --redis-only     skip echd (to check the script itself)
 #   --echd-only      skip redis-server
@@ -32,10 +34,11 @@ ENTRIES=10000000
 LARGE=0
 RUN_ECHD=1
 RUN_REDIS=1
+ROUNDS=1
 ECHD_ARGS=()
 
 usage() {
-	sed -n '2,21s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+	sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 while [ $# -gt 0 ]; do
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
 	-n) N=$2; shift 2 ;;
 	--c1-n) C1_N=$2; shift 2 ;;
 	--quick) N=20000; shift ;;
+	--rounds) ROUNDS=$2; shift 2 ;;
 	--large) LARGE=1; shift ;;
 	--entries) ENTRIES=$2; shift 2 ;;
 	--redis-only) RUN_ECHD=0; shift ;;
@@ -157,6 +161,10 @@ anon_kb() {
 	awk '/^Anonymous:/ { print $2 }' "/proc/$1/smaps_rollup"
 }
 
+median() {  # median of the arguments (numbers)
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 ratio() {
 	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
 }
@@ -168,26 +176,56 @@ declare -A RPS P50 P99
 # Standard mode: three runs against each server
 # ---------------------------------------------------------------------------
 standard() {
-	local servers=() s c p key n
+	local servers=() s c p key n r
+	declare -A SPID SPORT
 	[ $RUN_ECHD -eq 0 ] || servers+=(echd)
 	[ $RUN_REDIS -eq 0 ] || servers+=(redis-always redis-everysec)
 	local runs=("50 1" "50 16" "1 1")
+	# every server stays up for the whole run; rounds go round them, so that a slow minute
+	# of the disk does not fall on one server only
 	for s in "${servers[@]}"; do
 		case $s in
 		echd) launch "$s" echd ;;
 		redis-always) launch "$s" redis --appendonly yes --appendfsync always ;;
 		redis-everysec) launch "$s" redis --appendonly yes --appendfsync everysec ;;
 		esac
+		SPID[$s]=$PID
+		SPORT[$s]=$PORT
+	done
+	for r in $(seq "$ROUNDS"); do
+		for s in "${servers[@]}"; do
+			for run in "${runs[@]}"; do
+				read -r c p <<<"$run"
+				key="$s/c$c/P$p"
+				n=$N
+				[ "$c" -ne 1 ] || n=${C1_N:-$N}
+				log "round $r/$ROUNDS $key: redis-benchmark -n $n -c $c -P $p XADD s * f v"
+				read -r "RPS[$key/$r]" "P50[$key/$r]" "P99[$key/$r]" < <(bench "${SPORT[$s]}" "$c" "$p" "$n")
+			done
+		done
+	done
+	for s in "${servers[@]}"; do
+		stop "${SPID[$s]}"
+	done
+	local rr=()
+	for r in $(seq "$ROUNDS"); do
+		rr+=("$r")
+	done
+	for s in "${servers[@]}"; do
 		for run in "${runs[@]}"; do
 			read -r c p <<<"$run"
 			key="$s/c$c/P$p"
-			n=$N
-			[ "$c" -ne 1 ] || n=${C1_N:-$N}
-			log "$key: redis-benchmark -n $n -c $c -P $p XADD s * f v"
-			read -r "RPS[$key]" "P50[$key]" "P99[$key]" < <(bench "$PORT" "$c" "$p" "$n")
+			local a=() b=() d=()
+			for r in "${rr[@]}"; do
+				a+=("${RPS[$key/$r]}") b+=("${P50[$key/$r]}") d+=("${P99[$key/$r]}")
+			done
+			RPS[$key]=$(median "${a[@]}") P50[$key]=$(median "${b[@]}") P99[$key]=$(median "${d[@]}")
+			if [ "$ROUNDS" -gt 1 ]; then
+				log "$key requests/s by round: ${a[*]}"
+			fi
 		done
-		stop "$PID"
 	done
+	[ "$ROUNDS" -eq 1 ] || printf '\nmedians of %s rounds\n' "$ROUNDS"
 
 	printf '\n%-10s %-16s %12s %9s %9s\n' run server 'requests/s' 'p50 ms' 'p99 ms'
 	for run in "${runs[@]}"; do
