@@ -759,7 +759,8 @@ brk_cmd_client(struct brk_ctx *x)
 		int i = 2;
 		if (x->argc >= 4 && brk_arg_eq(&x->argv[2], "TYPE")) {
 			if (!brk_arg_eq(&x->argv[3], "normal") && !brk_arg_eq(&x->argv[3], "replica") &&
-				!brk_arg_eq(&x->argv[3], "master") && !brk_arg_eq(&x->argv[3], "pubsub")) {
+				!brk_arg_eq(&x->argv[3], "slave") && !brk_arg_eq(&x->argv[3], "master") &&
+				!brk_arg_eq(&x->argv[3], "pubsub")) {
 				resp_add_errorf(x->w, "ERR Unknown client type '%.*s'",
 					(int)x->argv[3].len, x->argv[3].p);
 				return 0;

@@ -253,9 +253,9 @@ close:
 	brk_conn_close_asap(c);
 }
 
-/* One reply outgrew the hard limit while it was built (out.limit): it is
- * dropped whole and the client closed, as if it had been sent and not
- * read, rather than first built in full in memory. */
+/* The held replies outgrew the hard limit while one was built (out.limit):
+ * that reply is dropped whole and the client closed, as if it had been
+ * sent and not read, rather than first built in full in memory. */
 static void
 reply_over_limit(struct brk_conn *c, size_t mark)
 {
@@ -267,7 +267,7 @@ reply_over_limit(struct brk_conn *c, size_t mark)
 	}
 	echd_log(ECHD_LOG_WARNING,
 		"client id=%llu addr=%s closed for overcoming of output buffer limits "
-		"(one reply over %lld bytes)",
+		"(over %lld bytes while building a reply)",
 		(unsigned long long)c->id, c->addr, c->srv->cfg.obuf_hard);
 	c->srv->stats.expired_obuf++;
 	brk_conn_close_asap(c);

@@ -520,6 +520,9 @@ def test_client_list(server):
     assert len(only) == 1 and client_fields(only[0])["id"] == str(bid)
     normal = a.call("CLIENT", "LIST", "TYPE", "normal").decode().splitlines()
     assert len(normal) == len(lines)
+    for other in ("replica", "slave", "master", "pubsub"):
+        assert a.call("CLIENT", "LIST", "TYPE", other) == b"", other
+    assert a.err("CLIENT", "LIST", "TYPE", "bogus") == "ERR Unknown client type 'bogus'"
     assert server.client().client_setname("py") is True
 
 
