@@ -94,7 +94,7 @@ brk_cmd_hello(struct brk_ctx *x)
 			return 0;
 		}
 	}
-	if (!brk_user_enabled(c->user)) {
+	if (c->user == NULL) {
 		resp_add_error(x->w, "NOAUTH HELLO must be called with the client already "
 				     "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
 				     "option can be used to authenticate the client and select the RESP "

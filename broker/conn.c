@@ -814,7 +814,9 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
-	if (!brk_user_enabled(c->user) && cmd->fn != brk_cmd_auth && cmd->fn != brk_cmd_hello &&
+	/* Logged in is enough: a user switched off later keeps the connections
+	 * it has (Redis does); it only cannot log in again. */
+	if (c->user == NULL && cmd->fn != brk_cmd_auth && cmd->fn != brk_cmd_hello &&
 		cmd->fn != brk_cmd_quit && cmd->fn != brk_cmd_reset) {
 		resp_add_error(&c->w, "NOAUTH Authentication required.");
 		stat->rejected++;

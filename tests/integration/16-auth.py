@@ -404,8 +404,14 @@ def test_acl_user_passwords_and_state(server):
     assert login(s, "alice", "pw-a2")
     admin.call("ACL", "SETUSER", "alice", "#" + sha256("pw-hashed"))
     assert login(s, "alice", "pw-hashed")
+    logged_in = s.raw()
+    assert logged_in.call("AUTH", "alice", "pw-a2") == "OK"
     admin.call("ACL", "SETUSER", "alice", "off")
     assert s.raw().err("AUTH", "alice", "pw-a2") == WRONGPASS       # disabled
+    # ...for new logins: a connection already logged in goes on, as in Redis
+    assert logged_in.call("PING") == "PONG"
+    assert isinstance(logged_in.call("XADD", "off-user", "*", "f", "v"), bytes)
+    assert logged_in.call("ACL", "WHOAMI") == b"alice"
     admin.call("ACL", "SETUSER", "alice", "on", "resetpass")
     assert s.raw().err("AUTH", "alice", "pw-a2") == WRONGPASS       # no password at all
     admin.call("ACL", "SETUSER", "alice", "nopass")
