@@ -177,8 +177,13 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 		apply_rule(u, "resetkeys", 9);
 		apply_rule(u, "nocommands", 10);
 		u->enabled = false;
-	} else if (len == 13 && !strncasecmp(w, "resetchannels", 13)) {
-		/* no pub/sub in echd: accepted for compatibility */
+	} else if ((len == 13 && !strncasecmp(w, "resetchannels", 13)) ||
+		   (len == 11 && !strncasecmp(w, "allchannels", 11)) || (len >= 1 && w[0] == '&') ||
+		   (len == 16 && !strncasecmp(w, "sanitize-payload", 16)) ||
+		   (len == 21 && !strncasecmp(w, "skip-sanitize-payload", 21))) {
+		/* Pub/Sub channels and RESTORE payloads do not exist in echd: the
+		 * words are accepted (Redis writes them in every aclfile) and mean
+		 * nothing here. */
 	} else if (len >= 1 && (w[0] == '>' || w[0] == '<')) {
 		char hex[65];
 		sha256_hex(w + 1, len - 1, hex);

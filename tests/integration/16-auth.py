@@ -587,6 +587,30 @@ def test_acl_save_load_roundtrip(server):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_aclfile_as_redis_writes_it(server):
+    """Redis writes channel rules and sanitize-payload into every aclfile (ACL SAVE of 7.x):
+    such a file loads, the words change nothing that exists in echd, and SETUSER takes them."""
+    root = tempfile.mkdtemp(prefix="echd-e2e-acl-")
+    try:
+        aclfile = os.path.join(root, "users.acl")
+        with open(aclfile, "w") as f:
+            f.write("user default on nopass sanitize-payload ~* &* +@all\n"
+                    "user worker on #%s ~jobs:* resetchannels &jobs:* skip-sanitize-payload "
+                    "+@read +@write +@stream -@admin\n" % sha256("pw-worker"))
+        s = spawn(server, "--aclfile", aclfile)
+        admin = s.raw()
+        assert admin.call("ACL", "USERS") == [b"default", b"worker"]
+        w = login(s, "worker", "pw-worker")
+        assert w.call("XADD", "jobs:1", "1-1", "f", "v") == b"1-1"
+        assert w.err("XADD", "other", "1-1", "f", "v") == Words(s).key()
+        assert admin.call("ACL", "SETUSER", "ch", "on", ">pw-ch", "resetchannels", "&news:*",
+                          "sanitize-payload", "~*", "+@all") == "OK"
+        assert admin.call("ACL", "SETUSER", "ch", "allchannels") == "OK"
+        assert login(s, "ch", "pw-ch").call("XLEN", "jobs:1") == 1
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_acl_save_load_without_aclfile(server):
     c = server.raw()
     text = ("ERR This Redis instance is not configured to use an ACL file. You may want to "
