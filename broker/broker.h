@@ -276,6 +276,8 @@ struct brk_server {
 	bool savepoints;             /* map nearly full at maxdisk: nest every write */
 	bool disk_full;              /* at maxdisk: commands that add data are refused */
 	/* blocking */
+	struct brk_seen *seen;    /* seen.c: in-memory seen-times by consumer id */
+	size_t seen_size, seen_count;
 	struct brk_waitkey **wk_table;
 	size_t wk_size, wk_count;
 	struct brk_waitkey *touched;
@@ -394,6 +396,12 @@ int brk_batch_commit(struct brk_server *srv);
 void brk_batch_abort(struct brk_server *srv, int rc);
 /* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT. */
 int brk_storage_grow(struct brk_server *srv);
+
+/* seen.c: a consumer's seen-time when it is all a command changed. */
+void brk_seen_note(struct brk_server *srv, uint64_t cid, uint64_t ms);
+/* The later of stored and what was noted for cid. */
+uint64_t brk_seen_get(const struct brk_server *srv, uint64_t cid, uint64_t stored);
+void brk_seen_clear(struct brk_server *srv);
 /* Queues c to be closed at the end of the loop turn. */
 void brk_conn_close_asap(struct brk_conn *c);
 /* Queues c to run its buffered requests in the next turn. */

@@ -431,6 +431,7 @@ do_flush(struct brk_ctx *x, bool all)
 	}
 	x->srv->gc_pending = true;
 	x->dirty++;
+	brk_seen_clear(x->srv); /* consumer ids may start again */
 	brk_signal_db(x->srv, x->c->db, all);
 	resp_add_simple(x->w, "OK");
 	return 0;

@@ -52,22 +52,53 @@ lookup_stream_group(struct brk_ctx *x, const struct resp_arg *key, const struct 
 	return rc;
 }
 
-/* Finds or creates the consumer, marking it seen now (Redis 7.2+). */
+/* Finds or creates the consumer, marking it seen now (Redis 7.2+). The
+ * seen-time alone is not written (seen.c): *before is what the consumer
+ * was, and save_touched() writes it only when more than that changed. */
 static int
 touch_consumer(struct brk_ctx *x, struct group_meta *g, const struct st_buf *name,
-	struct consumer_meta *c, uint64_t now)
+	struct consumer_meta *c, uint64_t now, struct consumer_meta *before)
 {
 	int rc = consumer_lookup(x->txn, g, name, c);
 
 	if (rc == ECHD_ENOTFOUND) {
 		rc = consumer_create(x->txn, g, name, now, c);
+		if (rc == 0) {
+			x->modified = true;
+			memset(before, 0, sizeof(*before)); /* never equal to c: saved */
+			return 0;
+		}
 	}
 	if (rc != 0) {
 		return rc;
 	}
 	c->seen_time = now;
-	x->modified = true;
+	*before = *c;
+	brk_seen_note(x->srv, c->cid, now);
 	return 0;
+}
+
+/* Writes the consumer and the group back if the command changed them
+ * beyond the consumer's seen-time (kept by touch_consumer()); the
+ * seen-time too once the command writes anyway. The structs have no
+ * padding (all 64-bit fields), so memcmp compares their values. */
+static int
+save_touched(struct brk_ctx *x, const struct stream_meta *m, const struct st_buf *gname,
+	const struct group_meta *g, const struct group_meta *g_before,
+	const struct st_buf *cname, const struct consumer_meta *c,
+	const struct consumer_meta *c_before)
+{
+	int rc = 0;
+
+	if (x->modified || x->dirty > 0 || memcmp(c, c_before, sizeof(*c)) != 0) {
+		rc = consumer_save(x->txn, g, cname, c);
+		x->modified = true;
+	}
+	if (rc == 0 && memcmp(g, g_before, sizeof(*g)) != 0) {
+		rc = group_save(x->txn, m, gname, g);
+		x->modified = true;
+	}
+	return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -509,8 +540,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		struct st_buf key = arg_buf(&x->argv[streams_arg + i]), gname = arg_buf(group);
 		struct st_buf cname = arg_buf(consumer);
 		struct stream_meta m;
-		struct group_meta g;
-		struct consumer_meta c;
+		struct group_meta g, g0;
+		struct consumer_meta c, c0;
 		struct stream_id maxid;
 		size_t n = 0;
 		bool serve = false;
@@ -531,7 +562,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			}
 			serve = stream_id_cmp(&maxid, &g.last_delivered) > 0;
 		}
-		rc = touch_consumer(x, &g, &cname, &c, now);
+		g0 = g;
+		rc = touch_consumer(x, &g, &cname, &c, now, &c0);
 		if (rc != 0) {
 			goto out;
 		}
@@ -564,10 +596,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 				goto out;
 			}
 		}
-		rc = consumer_save(x->txn, &g, &cname, &c);
-		if (rc == 0) {
-			rc = group_save(x->txn, &m, &gname, &g);
-		}
+		/* an empty read changes nothing stored: no write, no flush */
+		rc = save_touched(x, &m, &gname, &g, &g0, &cname, &c, &c0);
 		if (rc != 0) {
 			goto out;
 		}
@@ -887,8 +917,8 @@ brk_cmd_xclaim(struct brk_ctx *x)
 	struct stream_id lastid = {0, 0}, id;
 	bool force = false, justid = false;
 	struct stream_meta m;
-	struct group_meta g;
-	struct consumer_meta c;
+	struct group_meta g, g0;
+	struct consumer_meta c, c0;
 	uint64_t now = brk_now_ms();
 	int j, last_id_arg, rc;
 	size_t h, n = 0;
@@ -897,6 +927,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 	if (rc != 0) {
 		return rc == 1 ? 0 : rc;
 	}
+	g0 = g; /* what the command may change, from here on */
 	if (!brk_str2ll(x->argv[4].p, x->argv[4].len, &minidle)) {
 		resp_add_error(x->w, "ERR Invalid min-idle-time argument for XCLAIM");
 		return 0;
@@ -961,7 +992,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 	} else {
 		deliverytime = (long long)now;
 	}
-	rc = touch_consumer(x, &g, &cname, &c, now);
+	rc = touch_consumer(x, &g, &cname, &c, now, &c0);
 	if (rc != 0) {
 		return rc;
 	}
@@ -1022,10 +1053,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		n++;
 	}
 	resp_set_deferred_len(x->w, h, '*', n);
-	rc = consumer_save(x->txn, &g, &cname, &c);
-	if (rc == 0) {
-		rc = group_save(x->txn, &m, &gname, &g);
-	}
+	rc = save_touched(x, &m, &gname, &g, &g0, &cname, &c, &c0);
 	(void)key;
 	return rc;
 }
@@ -1039,8 +1067,8 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 	long long minidle, count = 100, attempts;
 	bool justid = false, ex;
 	struct stream_meta m;
-	struct group_meta g;
-	struct consumer_meta c;
+	struct group_meta g, g0;
+	struct consumer_meta c, c0;
 	struct pel_iter *it = NULL;
 	struct pel_row r;
 	uint64_t now = brk_now_ms();
@@ -1082,12 +1110,13 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 	if (rc != 0) {
 		return rc == 1 ? 0 : rc;
 	}
+	g0 = g; /* what the command may change, from here on */
 	attempts = count * 10;
 	deleted = echd_calloc((size_t)(count < 1024 ? count : 1024), sizeof(*deleted));
 	if (deleted == NULL) {
 		return -ENOMEM;
 	}
-	rc = touch_consumer(x, &g, &cname, &c, now);
+	rc = touch_consumer(x, &g, &cname, &c, now, &c0);
 	if (rc != 0) {
 		goto out;
 	}
@@ -1184,10 +1213,7 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 	for (size_t i = 0; i < ndeleted; i++) {
 		brk_reply_id(x->w, &deleted[i]);
 	}
-	rc = consumer_save(x->txn, &g, &cname, &c);
-	if (rc == 0) {
-		rc = group_save(x->txn, &m, &gname, &g);
-	}
+	rc = save_touched(x, &m, &gname, &g, &g0, &cname, &c, &c0);
 out:
 	pel_iter_destroy(it);
 	echd_free(deleted);
@@ -1282,7 +1308,7 @@ consumers_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 {
 	struct info_walk *iw = ud;
 	struct brk_ctx *x = iw->x;
-	uint64_t now = brk_now_ms();
+	uint64_t now = brk_now_ms(), seen = brk_seen_get(x->srv, c->cid, c->seen_time);
 
 	resp_add_map(x->w, 4);
 	resp_add_bulk_cstr(x->w, "name");
@@ -1290,7 +1316,7 @@ consumers_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 	resp_add_bulk_cstr(x->w, "pending");
 	resp_add_int(x->w, (long long)c->pending);
 	resp_add_bulk_cstr(x->w, "idle");
-	resp_add_int(x->w, now > c->seen_time ? (long long)(now - c->seen_time) : 0);
+	resp_add_int(x->w, now > seen ? (long long)(now - seen) : 0);
 	resp_add_bulk_cstr(x->w, "inactive");
 	if (c->active_time < 0) {
 		resp_add_int(x->w, -1);
@@ -1360,7 +1386,7 @@ full_consumer_cb(const struct st_buf *name, const struct consumer_meta *c, void 
 	resp_add_bulk_cstr(x->w, "name");
 	resp_add_bulk(x->w, name->data, name->len);
 	resp_add_bulk_cstr(x->w, "seen-time");
-	resp_add_int(x->w, (long long)c->seen_time);
+	resp_add_int(x->w, (long long)brk_seen_get(x->srv, c->cid, c->seen_time));
 	resp_add_bulk_cstr(x->w, "active-time");
 	resp_add_int(x->w, c->active_time);
 	resp_add_bulk_cstr(x->w, "pel-count");

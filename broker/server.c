@@ -1682,6 +1682,7 @@ brk_server_finish(struct brk_server *srv)
 		}
 	}
 	ECHD_FREE(srv->wk_table);
+	brk_seen_clear(srv);
 	if (srv->base) {
 		event_base_free(srv->base);
 	}

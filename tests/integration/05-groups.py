@@ -1691,6 +1691,48 @@ def test_groups_survive_sigkill_everything(server):
         4, b"4-1", 0, 1)
 
 
+@echd_only("where echd keeps a seen-time (Redis keeps them all in memory only)")
+def test_empty_reads_are_not_writes(server):
+    """An XREADGROUP that returns nothing, an XCLAIM or XAUTOCLAIM that claims nothing: each
+    changes only the consumer's seen-time, which echd then keeps in memory (as Redis keeps
+    all of them): no commit and no flush before the reply. XINFO shows it while echd runs;
+    after a restart the consumer shows the seen-time of its last command that wrote."""
+    s = server.spawn()
+    c = s.raw()
+    fill(c, "s", 2)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    assert len(c.call("XREADGROUP", "GROUP", "g", "w", "STREAMS", "s", ">")[0][1]) == 2
+
+    def seen():
+        return full(c, "s")["groups"][0]["consumers"][0]["seen-time"]
+
+    def commits():
+        info = c.call("INFO", "persistence").decode()
+        return int(info.split("commits:")[1].split()[0])
+    stored = seen()
+    time.sleep(0.3)
+    before = commits()
+    assert c.call("XREADGROUP", "GROUP", "g", "w", "STREAMS", "s", ">") is None
+    assert c.call("XREADGROUP", "GROUP", "g", "w", "STREAMS", "s", "9-9") == [[b"s", []]]
+    assert c.call("XCLAIM", "s", "g", "w", "100000", "1-1", "JUSTID") == []
+    assert c.call("XAUTOCLAIM", "s", "g", "w", "100000", "0") == [b"0-0", [], []]
+    assert commits() == before
+    assert seen() >= stored + 250
+    assert consumers(c, "s", "g")[0]["idle"] < 250
+    # a command that writes stores it with the rest
+    c.call("XADD", "s", "3-1", "f", "v")
+    assert len(c.call("XREADGROUP", "GROUP", "g", "w", "STREAMS", "s", ">")[0][1]) == 1
+    wrote = seen()
+    time.sleep(0.05)
+    assert c.call("XREADGROUP", "GROUP", "g", "w", "STREAMS", "s", ">") is None
+    assert seen() > wrote
+    s.restart(kill=signal.SIGKILL)
+    c = s.raw()
+    assert seen() == wrote
+    assert [p[0] for p in c.call("XPENDING", "s", "g", "-", "+", "10")] == [b"1-1", b"2-1",
+                                                                           b"3-1"]
+
+
 # ---------------------------------------------------------------------------
 # clients
 # ---------------------------------------------------------------------------
