@@ -178,35 +178,37 @@ group_destroy(struct storage_txn *t, struct stream_meta *m, const struct st_buf 
 	return st_trash_add(t, ST_TRASH_GROUP, g.gid);
 }
 
-int
-group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void *ud)
+/* A row of a table keyed by an 8-byte id and a name: name is the key less
+ * the id. */
+typedef int (*prefix_row_fn)(const struct st_buf *name, const struct st_buf *val, void *ud);
+
+/* Calls row for each row of table tb whose key starts with id, in key
+ * order; a non-zero return from row ends the walk and is returned. */
+static int
+prefix_each(struct storage_txn *t, enum storage_table tb, uint64_t id, prefix_row_fn row,
+	void *ud)
 {
 	unsigned char prefix[8];
 	struct storage_cursor *c;
 	struct st_buf key, val, seek = {prefix, 8};
 	int rc;
 
-	st_put_u64(prefix, m->sid);
-	rc = storage_cursor_open(t, STORAGE_T_GROUPS, &c);
+	st_put_u64(prefix, id);
+	rc = storage_cursor_open(t, tb, &c);
 	if (rc != 0) {
 		return rc;
 	}
 	rc = storage_cursor_seek(c, &seek, &key, &val);
 	while (rc == 0) {
-		struct group_meta g;
 		struct st_buf name;
 
 		if (key.len < 8 || memcmp(key.data, prefix, 8) != 0) {
 			rc = ECHD_ENOTFOUND;
 			break;
 		}
-		rc = group_decode(&val, &g);
-		if (rc != 0) {
-			break;
-		}
 		name.data = (const unsigned char *)key.data + 8;
 		name.len = key.len - 8;
-		rc = fn(&name, &g, ud);
+		rc = row(&name, &val, ud);
 		if (rc != 0) {
 			storage_cursor_close(c);
 			return rc;
@@ -215,6 +217,29 @@ group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void
 	}
 	storage_cursor_close(c);
 	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+struct group_walk {
+	group_fn fn;
+	void *ud;
+};
+
+static int
+group_row(const struct st_buf *name, const struct st_buf *val, void *ud)
+{
+	struct group_walk *w = ud;
+	struct group_meta g;
+	int rc = group_decode(val, &g);
+
+	return rc != 0 ? rc : w->fn(name, &g, w->ud);
+}
+
+int
+group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void *ud)
+{
+	struct group_walk w = {fn, ud};
+
+	return prefix_each(t, STORAGE_T_GROUPS, m->sid, group_row, &w);
 }
 
 int64_t
@@ -596,48 +621,37 @@ consumer_delete(struct storage_txn *t, struct group_meta *g, const struct st_buf
 	return 0;
 }
 
+struct consumer_walk {
+	struct storage_txn *t;
+	const struct group_meta *g;
+	consumer_fn fn;
+	void *ud;
+};
+
+/* consumers: gid + name -> cid; the record is in consrec */
+static int
+consumer_row(const struct st_buf *name, const struct st_buf *val, void *ud)
+{
+	struct consumer_walk *w = ud;
+	struct consumer_meta cm;
+	int rc;
+
+	if (val->len != 8) {
+		return ECHD_ECORRUPT;
+	}
+	rc = consumer_by_id(w->t, w->g, st_get_u64(val->data), &cm, NULL);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+	}
+	return w->fn(name, &cm, w->ud);
+}
+
 int
 consumer_each(struct storage_txn *t, const struct group_meta *g, consumer_fn fn, void *ud)
 {
-	unsigned char prefix[8];
-	struct storage_cursor *c;
-	struct st_buf key, val, seek = {prefix, 8};
-	int rc;
+	struct consumer_walk w = {t, g, fn, ud};
 
-	st_put_u64(prefix, g->gid);
-	rc = storage_cursor_open(t, STORAGE_T_CONSUMERS, &c);
-	if (rc != 0) {
-		return rc;
-	}
-	rc = storage_cursor_seek(c, &seek, &key, &val);
-	while (rc == 0) {
-		struct consumer_meta cm;
-		struct st_buf name;
-
-		if (key.len < 8 || memcmp(key.data, prefix, 8) != 0) {
-			rc = ECHD_ENOTFOUND;
-			break;
-		}
-		if (val.len != 8) {
-			rc = ECHD_ECORRUPT;
-			break;
-		}
-		rc = consumer_by_id(t, g, st_get_u64(val.data), &cm, NULL);
-		if (rc != 0) {
-			rc = rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
-			break;
-		}
-		name.data = (const unsigned char *)key.data + 8;
-		name.len = key.len - 8;
-		rc = fn(&name, &cm, ud);
-		if (rc != 0) {
-			storage_cursor_close(c);
-			return rc;
-		}
-		rc = storage_cursor_next(c, &key, &val);
-	}
-	storage_cursor_close(c);
-	return rc == ECHD_ENOTFOUND ? 0 : rc;
+	return prefix_each(t, STORAGE_T_CONSUMERS, g->gid, consumer_row, &w);
 }
 
 /* ---- pending entries ---------------------------------------------------- */
