@@ -26,6 +26,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=benchlib.sh
+. "$ROOT/tests/bench/benchlib.sh"
 ECHD=$ROOT/build/broker/echd
 REDIS=/usr/bin/redis-server
 BENCH=$(command -v redis-benchmark || echo /usr/bin/redis-benchmark)
@@ -61,33 +63,7 @@ command -v "$BENCH" >/dev/null || { echo "redis-benchmark not found (apt-get ins
 command -v "$OPENSSL" >/dev/null || { echo "openssl not found (apt-get install openssl)" >&2; exit 1; }
 "$BENCH" --help 2>&1 | grep -q -- '--tls' || { echo "$BENCH was built without TLS" >&2; exit 1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/echd-bench-tls.XXXXXX")
-PIDS=()
-
-cleanup() {
-	local pid
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-log() {
-	printf '# %s\n' "$*" >&2
-}
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+bench_begin echd-bench-tls
 
 # ---------------------------------------------------------------------------
 # Throw-away certificates (EC P-256; nothing outlives $TMP)
@@ -127,43 +103,7 @@ launch() {
 		cmd=("$REDIS" --port "$PORT" --tls-port "$TLS_PORT" --bind 127.0.0.1 --dir "$dir"
 			--save "" "${SERVER_TLS[@]}" "$@")
 	fi
-	PID=$(python3 - "$TMP/$name.log" "$PORT" "${cmd[@]}" <<'EOF'
-import socket, subprocess, sys, time
-log, port, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(log, "ab"),
-                     stderr=subprocess.STDOUT, start_new_session=True)
-deadline = time.monotonic() + 60
-while time.monotonic() < deadline and p.poll() is None:
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=1)
-        s.sendall(b"PING\r\n")
-        if s.recv(64).startswith(b"+PONG"):
-            print(p.pid)
-            sys.exit(0)
-        s.close()
-    except OSError:
-        pass
-    time.sleep(0.005)
-print(-p.pid if p.poll() is None else 0)
-EOF
-)
-	if [ "$PID" -le 0 ]; then
-		[ "$PID" -eq 0 ] || PIDS+=("${PID#-}")
-		echo "$name did not start; its log:" >&2
-		tail -20 "$TMP/$name.log" >&2
-		exit 1
-	fi
-	PIDS+=("$PID")
-}
-
-stop() {
-	local pid=$1
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for _ in $(seq 600); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
+	started "$name" "$(spawn_ready "$TMP/$name.log" "$PORT" "${cmd[@]}")"
 }
 
 # bench PORT CLIENTS PIPELINE [redis-benchmark TLS options...]: prints "rps p50 p99" (ms)
@@ -176,15 +116,6 @@ bench() {
 		exit 1
 	}
 	printf '%s\n' "$out" | awk -F'"' '/^"XADD/ { print $4, $10, $14 }'
-}
-
-median() {  # median of the numbers given
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END {
-		if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
 }
 
 declare -A RPS P50 P99 ALL_RPS ALL_P50 ALL_P99

@@ -24,6 +24,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=benchlib.sh
+. "$ROOT/tests/bench/benchlib.sh"
 ECHD=$ROOT/build/broker/echd
 REDIS=/usr/bin/redis-server
 BENCH=$(command -v redis-benchmark || echo /usr/bin/redis-benchmark)
@@ -63,33 +65,7 @@ done
 [ $RUN_REDIS -eq 0 ] || [ -x "$REDIS" ] || { echo "redis-server not found at $REDIS" >&2; exit 1; }
 command -v "$BENCH" >/dev/null || { echo "redis-benchmark not found (apt-get install redis-tools)" >&2; exit 1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/echd-bench.XXXXXX")
-PIDS=()
-
-cleanup() {
-	local pid
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${PIDS[@]}"; do
-		for _ in $(seq 100); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-log() {
-	printf '# %s\n' "$*" >&2
-}
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+bench_begin echd-bench
 
 # launch NAME KIND [ARGS...]: start a server in $TMP/NAME; sets PORT, PID, DIR and START_MS
 # (milliseconds from exec to the first +PONG; a Redis still loading answers -LOADING).
@@ -106,46 +82,7 @@ launch() {
 	else
 		cmd=("$REDIS" --port "$PORT" --bind 127.0.0.1 --dir "$DIR" --save "" "$@")
 	fi
-	local out
-	out=$(python3 - "$TMP/$name.log" "$PORT" "${cmd[@]}" <<'EOF'
-import socket, subprocess, sys, time
-log, port, cmd = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-t0 = time.monotonic()
-p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(log, "ab"),
-                     stderr=subprocess.STDOUT, start_new_session=True)
-deadline = t0 + 600
-while time.monotonic() < deadline and p.poll() is None:
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=1)
-        s.sendall(b"PING\r\n")
-        if s.recv(64).startswith(b"+PONG"):
-            print(p.pid, round((time.monotonic() - t0) * 1000, 1))
-            sys.exit(0)
-        s.close()
-    except OSError:
-        pass
-    time.sleep(0.0005)
-print(p.pid, -1)
-EOF
-)
-	PID=${out% *}
-	START_MS=${out#* }
-	PIDS+=("$PID")
-	if [ "$START_MS" = -1 ]; then
-		echo "$name did not start; its log:" >&2
-		tail -20 "$TMP/$name.log" >&2
-		exit 1
-	fi
-}
-
-stop() {
-	local pid=$1
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for _ in $(seq 600); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
+	started "$name" "$(spawn_ready "$TMP/$name.log" "$PORT" "${cmd[@]}")"
 }
 
 # bench PORT CLIENTS PIPELINE REQUESTS [XADD args...]: prints "rps p50 p99" (ms)
@@ -159,14 +96,6 @@ bench() {
 
 anon_kb() {
 	awk '/^Anonymous:/ { print $2 }' "/proc/$1/smaps_rollup"
-}
-
-median() {  # median of the arguments (numbers)
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'
 }
 
 declare -A PORT_FOR
