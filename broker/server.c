@@ -992,33 +992,34 @@ accept_tls_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 static void
 accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa, bool is_tls)
 {
+	static const char maxclients_msg[] = "-ERR max number of clients reached\r\n";
+	static const char denied_msg[] =
+		"-DENIED echd is running in protected mode because protected mode is enabled "
+		"and no password is set for the default user. In this mode connections are "
+		"only accepted from the loopback interface and unix sockets. Set a password "
+		"(requirepass, or ACL users), or disable protected mode with "
+		"'CONFIG SET protected-mode no' from the loopback interface.\r\n";
 	char addr[64] = "", laddr[64] = "";
 	struct sockaddr_storage ls;
 	socklen_t lslen = sizeof(ls);
 	bool is_unix = sa->sa_family == AF_UNIX;
+	const char *refusal = NULL;
+	struct brk_conn *c;
 
 	if (srv->nconns >= (uint64_t)srv->cfg.maxclients) {
-		static const char msg[] = "-ERR max number of clients reached\r\n";
-		ssize_t n = write(fd, msg, sizeof(msg) - 1);
-		(void)n;
-		close(fd);
+		refusal = maxclients_msg;
 		srv->stats.rejected_connections++;
 		echd_log(ECHD_LOG_VERBOSE, "rejected a connection: max number of clients reached");
-		return;
-	}
-	if (srv->cfg.protected_mode && !is_unix && brk_acl_nopass_default(srv) &&
-		!is_loopback(sa)) {
-		static const char msg[] =
-			"-DENIED echd is running in protected mode because protected mode is enabled "
-			"and no password is set for the default user. In this mode connections are "
-			"only accepted from the loopback interface and unix sockets. Set a password "
-			"(requirepass, or ACL users), or disable protected mode with "
-			"'CONFIG SET protected-mode no' from the loopback interface.\r\n";
-		ssize_t n = write(fd, msg, sizeof(msg) - 1);
-		(void)n;
-		close(fd);
+	} else if (srv->cfg.protected_mode && !is_unix && brk_acl_nopass_default(srv) &&
+		   !is_loopback(sa)) {
+		refusal = denied_msg;
 		srv->stats.rejected_connections++;
 		echd_log(ECHD_LOG_NOTICE, "protected mode: refused a non-loopback connection");
+	}
+	if (refusal != NULL && !is_tls) {
+		ssize_t n = write(fd, refusal, strlen(refusal)); /* best effort, as Redis */
+		(void)n;
+		close(fd);
 		return;
 	}
 	if (is_unix) {
@@ -1052,10 +1053,20 @@ accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa, b
 			setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 		}
 	}
-	if (brk_conn_create(srv, fd, addr, laddr, is_unix, is_tls) == NULL) {
+	c = brk_conn_create(srv, fd, addr, laddr, is_unix, is_tls);
+	if (c == NULL) {
 		echd_log(ECHD_LOG_WARNING, "cannot set up a connection from %s: out of memory",
 			addr);
 		close(fd);
+		return;
+	}
+	if (refusal != NULL) {
+		/* Over TLS the refusal must be sent after the handshake, encrypted
+		 * (plain bytes would read as a broken handshake); the connection
+		 * then closes, or cron_cb closes it if the handshake never ends. */
+		c->flags |= BRK_CONN_REFUSED | BRK_CONN_CLOSE_AFTER_REPLY;
+		resp_buf_append(&c->out, refusal, strlen(refusal));
+		brk_conn_flush(c, c->out.len);
 		return;
 	}
 	srv->stats.total_connections++;
@@ -1245,6 +1256,9 @@ heap_trim(void)
 #endif
 }
 
+/* How long a refused TLS connection may take to hear why. */
+#define REFUSED_GRACE_MS 5000
+
 static void
 cron_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -1274,6 +1288,11 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	heap_trim();
+	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
+		if ((c->flags & BRK_CONN_REFUSED) && now - c->ctime_ms > REFUSED_GRACE_MS) {
+			brk_conn_close_asap(c);
+		}
+	}
 	if (srv->cfg.timeout <= 0) {
 		return;
 	}

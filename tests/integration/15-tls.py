@@ -39,9 +39,11 @@ import time
 import redis
 
 import echdtest
-from echdtest import RespConn, RespError, Closed, free_port, wait_until
+from echdtest import Closed, RespConn, RespError, free_port, timeout, wait_until
 
 ECHD_ONLY = "TLS listener tests use echd's own options (the Redis suite is not run over TLS here)"
+TLS_SUITE = False
+TLS_SUITE_WHY = "its servers are TLS servers of their own, with their own certificates"
 TIMEOUT = 60
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
@@ -1188,3 +1190,36 @@ def test_admin_tls_sends_sni_for_names_only(server):
     finally:
         ls.close()
     assert seen == ["localhost", None], seen
+
+
+@timeout(60)
+def test_refused_over_tls_hears_why(server):
+    """Over maxclients, a TLS client is refused after the handshake, with the error encrypted
+    (sent in clear it would read as a broken handshake); a refused connection that never
+    shakes hands is closed after a few seconds; the clients already in are not disturbed."""
+    s = tls_server(server, "--maxclients", "1")
+
+    def first_in():
+        # the start-up check's own connection may not be gone yet
+        c = s.tls()
+        c.send("PING")
+        if c.read() == "PONG":
+            return c
+        c.close()
+        return None
+    inside = wait_until(first_in, timeout=5, what="the first client in")
+    over = s.tls()
+    assert over.read() == RespError("ERR max number of clients reached")
+    assert over.wait_closed(5)
+    silent = socket.create_connection(("127.0.0.1", s.tls_port), timeout=15)
+    t0 = time.monotonic()
+    try:
+        assert silent.recv(100) == b""          # closed by echd, not by us
+    finally:
+        silent.close()
+    waited = time.monotonic() - t0
+    assert 3 < waited < 12, waited
+    assert inside.call("PING") == "PONG"
+    rejected = [x for x in inside.call("INFO", "stats").decode().split("\r\n")
+                if x.startswith("rejected_connections:")]
+    assert len(rejected) == 1 and int(rejected[0].split(":")[1]) >= 2, rejected
