@@ -498,7 +498,7 @@ def test_client_id_name_info(server):
         assert k in f, (k, f)
     assert f["id"] == str(cid) and f["name"] == "app-1" and f["db"] == "3", f
     assert f["cmd"] == "client|info", f
-    assert f["laddr"] == "127.0.0.1:%d" % server.port
+    assert f["laddr"] == "127.0.0.1:%d" % server.client_port
     assert f["addr"] == "127.0.0.1:%d" % c.sock.getsockname()[1]
     assert c.err("CLIENT", "FOO") == "ERR unknown subcommand 'FOO'. Try CLIENT HELP."
     assert c.err("CLIENT") == ARITY % "client"

@@ -11,6 +11,14 @@ Module-level settings a test module may define:
     REDIS_ARGS = [...]    extra arguments for redis only
     TIMEOUT = 60          default per-test timeout in seconds
 
+    TLS_SUITE = False     the module is not run by run.py --tls (its reason in TLS_SUITE_WHY)
+
+The whole suite over TLS (run.py --tls, echd only): every echd Server also listens on a TLS
+port with a throw-away certificate (enable_tls()), and the harness' own clients -- RespConn
+to a server's port, Server.client() (redis-py) and Server.cli() (redis-cli) -- go through
+that port; the plain port stays open for what a test starts itself (echo-admin, sockets).
+server.client_port is the port those clients use.
+
 Decorators:
     @echd_only("why")     collected only when testing echd (e.g. Redis 7.0, the oracle on
                           this machine, differs from the Redis 7.4 documentation, or the
@@ -30,6 +38,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -108,10 +117,45 @@ def encode_command(*args):
     return b"".join(out)
 
 
+# ---------------------------------------------------------------------------
+# The suite over TLS
+# ---------------------------------------------------------------------------
+
+TLS = None          # after enable_tls(): {"ca": path, "cert": path, "key": path}
+_TLS_PORT = {}      # a server's plain port -> its TLS port
+
+
+def enable_tls(workdir):
+    """Makes a CA and a server certificate for 127.0.0.1/localhost in workdir (openssl, EC
+    P-256) and turns TLS on for every echd Server made from now on."""
+    global TLS
+
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), cwd=workdir, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=e2e-ca",
+        "-days", "2")
+    run("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=e2e")
+    with open(os.path.join(workdir, "server.ext"), "w") as f:
+        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
+    TLS = {k: os.path.join(workdir, v) for k, v in
+           (("ca", "ca.crt"), ("cert", "server.crt"), ("key", "server.key"))}
+
+
+def tls_context():
+    return ssl.create_default_context(cafile=TLS["ca"])
+
+
 class RespConn:
     def __init__(self, port, host="127.0.0.1", timeout=30.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        tls_port = _TLS_PORT.get(port)
+        self.sock = socket.create_connection((host, tls_port or port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls_port:
+            self.sock = tls_context().wrap_socket(self.sock, server_hostname=host)
         self.buf = bytearray()
         self.pos = 0
         self.history = collections.deque(maxlen=6)  # (command, reply) for failure reports
@@ -310,6 +354,10 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         self.log_path = os.path.join(self.root, "server.log")
         self.port = free_port()
+        self.suite_tls_port = None   # run.py --tls: the port the harness' clients use
+        if TLS is not None and self.is_echd:
+            self.suite_tls_port = free_port()
+            _TLS_PORT[self.port] = self.suite_tls_port
         self.proc = None
         self.bad_exits = []      # "exit status N" of stops that should have been clean
         self._resources = []     # clients/connections to close after each test
@@ -322,6 +370,10 @@ class Server:
             a += ["--loglevel", "notice"]
         else:
             a += ["--save", "", "--appendonly", "no"]
+        if self.suite_tls_port:
+            a += ["--tls-port", str(self.suite_tls_port), "--tls-cert-file", TLS["cert"],
+                  "--tls-key-file", TLS["key"], "--tls-ca-cert-file", TLS["ca"],
+                  "--tls-auth-clients", "no"]
         return a + self.extra_args
 
     def start(self, timeout=None):
@@ -434,10 +486,18 @@ class Server:
         return "--- %s log (last %d lines) ---\n%s" % (self.kind, lines, "\n".join(data[-lines:]))
 
     # -- clients
+    @property
+    def client_port(self):
+        """The port the harness' clients connect to: the TLS one in a run over TLS."""
+        return self.suite_tls_port or self.port
+
     def client(self, **kw):
         kw.setdefault("decode_responses", True)
         kw.setdefault("socket_timeout", 30)
-        c = redis.Redis(host="127.0.0.1", port=self.port, **kw)
+        if self.suite_tls_port:
+            kw.setdefault("ssl", True)
+            kw.setdefault("ssl_ca_certs", TLS["ca"])
+        c = redis.Redis(host="127.0.0.1", port=self.client_port, **kw)
         self._resources.append(c)
         return c
 
@@ -449,7 +509,10 @@ class Server:
 
     def cli(self, *args, input=None, check=True, timeout=20):
         """Run redis-cli against the server and return its stdout (str)."""
-        cmd = [REDIS_CLI, "-h", "127.0.0.1", "-p", str(self.port)] + [str(a) for a in args]
+        cmd = [REDIS_CLI, "-h", "127.0.0.1", "-p", str(self.client_port)]
+        if self.suite_tls_port:
+            cmd += ["--tls", "--cacert", TLS["ca"]]
+        cmd += [str(a) for a in args]
         p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
         if check and p.returncode != 0:
             raise AssertionError("redis-cli %s failed (%d): %s" % (args, p.returncode, p.stderr))

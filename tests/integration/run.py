@@ -3,6 +3,8 @@
 
     run.py --echd build/broker/echd          run every NN-*.py module against echd
     run.py --redis /usr/bin/redis-server     run them against real Redis (validates the tests)
+    run.py --echd build/broker/echd --tls    the same over TLS (modules with TLS_SUITE = False
+                                             are left out and listed)
     options: -k PATTERN (substring or glob of 'module::test', repeatable), -v
 
 For each module one server is started (fresh temporary dir, free loopback port); FLUSHALL
@@ -16,8 +18,10 @@ import fnmatch
 import glob
 import importlib.util
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 
@@ -57,7 +61,8 @@ def selected(full_name, patterns):
 
 
 class Runner:
-    def __init__(self, kind, exe, patterns, verbose):
+    def __init__(self, kind, exe, patterns, verbose, tls=False):
+        self.tls = tls
         self.kind = kind
         self.exe = exe
         self.patterns = patterns
@@ -98,6 +103,10 @@ class Runner:
             self.fail(modname + "::<import>", traceback.format_exc())
             return
         tests = self.collect(modname, mod)
+        if self.tls and not getattr(mod, "TLS_SUITE", True):
+            why = getattr(mod, "TLS_SUITE_WHY", "not run over TLS")
+            self.not_collected += [(full, "over TLS: " + why) for full, _ in tests]
+            return
         if not tests:
             return
         extra = list(getattr(mod, "SERVER_ARGS", []))
@@ -197,6 +206,8 @@ def main():
     ap.add_argument("-k", action="append", default=[], metavar="PATTERN",
                     help="run only tests whose 'module::test' name contains or globs PATTERN")
     ap.add_argument("-v", action="store_true", help="verbose")
+    ap.add_argument("--tls", action="store_true",
+                    help="echd only: the harness' clients talk to every server over TLS")
     ap.add_argument("extra", nargs="*", help=argparse.SUPPRESS)  # tolerated (meson passes none)
     a = ap.parse_args()
 
@@ -205,7 +216,13 @@ def main():
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGTERM, on_term)
 
-    runner = Runner(kind, exe, a.k, a.v)
+    runner = Runner(kind, exe, a.k, a.v, tls=a.tls)
+    pki = None
+    if a.tls:
+        if kind != "echd":
+            ap.error("--tls goes with --echd")
+        pki = tempfile.mkdtemp(prefix="echd-e2e-pki-")
+        echdtest.enable_tls(pki)
     try:
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             runner.fail("<setup>", "%s binary not found or not executable: %s" % (kind, exe))
@@ -216,14 +233,19 @@ def main():
         runner.fail("<runner>", str(e))
     except KeyboardInterrupt:
         runner.fail("<runner>", "interrupted")
+    if pki:
+        shutil.rmtree(pki, ignore_errors=True)
     if runner.not_collected:
-        print("# not collected for %s (echd-only): %d" % (kind, len(runner.not_collected)))
+        print("# not collected for %s%s (echd-only%s): %d" % (
+            kind, " over TLS" if a.tls else "", ", or not run over TLS" if a.tls else "",
+            len(runner.not_collected)))
         if a.v:
             for full, reason in runner.not_collected:
                 print("#   %s: %s" % (full, reason))
     if runner.passed + runner.failed == 0:
         runner.fail("<runner>", "no test was selected")
-    print("e2e: %d passed, %d failed" % (runner.passed, runner.failed), flush=True)
+    print("e2e%s: %d passed, %d failed" % (" over TLS" if a.tls else "", runner.passed,
+                                           runner.failed), flush=True)
     return 1 if runner.failed else 0
 
 
