@@ -211,6 +211,7 @@ struct brk_stats {
 	uint64_t ops_sample_ms, ops_sample_cmds, ops_per_sec;
 	uint64_t expired_obuf; /* clients closed for their output buffer */
 	uint64_t map_grows;
+	uint64_t meta_flush_waits; /* flush-wait-us ran out before a commit came */
 	uint64_t gc_rows;
 	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key;
 };

@@ -202,6 +202,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		bprintf(b, "last_commit_time_ms:%llu\r\ncommits:%llu\r\ncommit_failures:%llu\r\n",
 			(unsigned long long)s->last_commit_ms, (unsigned long long)s->commits,
 			(unsigned long long)s->commit_failures);
+		bprintf(b, "meta_flush_waits:%llu\r\n", (unsigned long long)s->meta_flush_waits);
 		bprintf(b, "fsyncs:%llu\r\navg_batch_size:%.2f\r\nmap_grows:%llu\r\n",
 			(unsigned long long)(st.syncs - srv->syncs_at_reset),
 			s->commits ? (double)s->batch_commands_total / (double)s->commits : 0.0,

@@ -179,7 +179,7 @@ meta_flush(struct brk_server *srv)
 	return 0;
 }
 
-static void release_durable(struct brk_server *srv, int err);
+static int release_durable(struct brk_server *srv, int err);
 static void wk_maybe_free(struct brk_server *srv, struct brk_waitkey *wk);
 
 int
@@ -315,8 +315,9 @@ waiting_add(struct brk_server *srv, struct brk_conn *c)
 }
 
 /* Sends what c may send now; what depends on a commit not yet durable
- * (or reads that may have seen one) waits for that commit's flush. */
-static void
+ * (or reads that may have seen one) waits for that commit's flush.
+ * Returns whether all of c's replies went out. */
+static bool
 release_or_wait(struct brk_server *srv, struct brk_conn *c)
 {
 	uint64_t gen = srv->durable_gen < srv->commit_gen ? srv->commit_gen : 0;
@@ -326,7 +327,7 @@ release_or_wait(struct brk_server *srv, struct brk_conn *c)
 	}
 	if (gen == 0 && c->nmarks == 0) {
 		brk_conn_flush(c, c->out.len);
-		return;
+		return true;
 	}
 	if (gen == 0) {
 		gen = c->marks[c->nmarks - 1].gen; /* stay behind what waits */
@@ -344,15 +345,17 @@ release_or_wait(struct brk_server *srv, struct brk_conn *c)
 		c->marks[c->nmarks - 1].end = c->out.len;
 	}
 	waiting_add(srv, c);
+	return false;
 }
 
-/* Sends every waiting reply whose commit is durable now. On a failed
- * flush (err), whether those commands are on disk is unknown: their
- * connections are closed unanswered. */
-static void
+/* Sends every waiting reply whose commit is durable now; returns to how
+ * many connections. On a failed flush (err), whether those commands are
+ * on disk is unknown: their connections are closed unanswered. */
+static int
 release_durable(struct brk_server *srv, int err)
 {
 	struct brk_conn *c, *next, *keep = NULL;
+	int released = 0;
 
 	for (c = srv->waiting; c != NULL; c = next) {
 		size_t upto = 0;
@@ -373,6 +376,7 @@ release_durable(struct brk_server *srv, int err)
 			continue;
 		}
 		if (i > 0) {
+			released++;
 			brk_conn_flush(c, upto);
 			for (k = 0; i + k < c->nmarks; k++) {
 				c->marks[k] = c->marks[i + k];
@@ -389,6 +393,7 @@ release_durable(struct brk_server *srv, int err)
 		keep = c;
 	}
 	srv->waiting = keep;
+	return released;
 }
 
 /* No commit came along to flush the last one's meta page: flush it alone. */
@@ -399,10 +404,12 @@ flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 	int rc;
 
 	(void)fd;
-	(void)what;
 	srv->flush_armed = false;
 	if (srv->batch != NULL) {
 		return; /* a batch is running: its commit will do */
+	}
+	if (what & EV_TIMEOUT) {
+		srv->stats.meta_flush_waits++; /* the timer fired: no commit came */
 	}
 	rc = meta_flush(srv);
 	release_durable(srv, rc);
@@ -459,6 +466,7 @@ batch_end(struct brk_server *srv)
 {
 	struct brk_conn *c, *next;
 	struct brk_waitkey *wk, *wnext;
+	int answered = 0;
 
 	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
 		gc_step(srv);
@@ -476,19 +484,22 @@ batch_end(struct brk_server *srv)
 		next = c->held_next;
 		c->held_next = NULL;
 		c->flags &= ~BRK_CONN_HELD;
-		release_or_wait(srv, c);
+		answered += release_or_wait(srv, c);
 	}
 	srv->held = NULL;
 	/* a turn that touched no storage still ends a batch of commands */
 	srv->batch_cmds = 0;
-	release_durable(srv, 0);
+	answered += release_durable(srv, 0);
 	if (srv->waiting != NULL && !srv->flush_armed) {
 		/* Under load the next turn's commit flushes this meta page for
-		 * free; give it that long before paying a flush of its own --
-		 * unless every client that could send is itself waiting. */
+		 * free; give it that long before paying a flush of its own. The
+		 * next commit is likely when clients were just answered (they
+		 * tend to send again at once); when none was, the others are
+		 * idle (an idle connection pool, say) and waiting would only add
+		 * flush-wait-us to every reply of a lone writer. */
 		struct timeval tv = {0, (suseconds_t)srv->cfg.flush_wait_us};
 		bool others = srv->nconns > srv->nwaiting + srv->blocked_clients;
-		if (srv->cfg.flush_wait_us == 0 || srv->shutdown || !others) {
+		if (srv->cfg.flush_wait_us == 0 || srv->shutdown || !others || answered == 0) {
 			flush_timer_cb(-1, 0, srv);
 		} else {
 			evtimer_add(srv->flush_timer, &tv);

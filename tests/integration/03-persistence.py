@@ -295,3 +295,28 @@ def test_second_echd_on_the_same_dir_is_refused(server):
     # the lock dies with the process: a restart after kill -9 is not refused
     s.restart(kill=signal.SIGKILL)
     assert s.raw().call("XLEN", "s") == 2
+
+
+@echd_only("INFO persistence meta_flush_waits is echd's")
+def test_lone_writer_beside_idle_connections_does_not_wait(server):
+    """With appendfsync always a reply may wait flush-wait-us for the next commit, whose flush
+    would make it durable for free. That pays off only when other clients are about to send:
+    a lone writer beside idle connections (a connection pool) gets its commit flushed at once,
+    and the wait is kept for when other clients were just answered."""
+    s = server.spawn("--flush-wait-us", "20000")
+    idle = [s.raw() for _ in range(10)]
+    for c in idle:
+        assert c.call("PING") == "PONG"
+    c = s.raw()
+
+    def waits():
+        info = c.call("INFO", "persistence").decode()
+        return int(info.split("meta_flush_waits:")[1].split()[0])
+    w0 = waits()
+    t0 = time.monotonic()
+    for i in range(50):
+        c.call("XADD", "s", "*", "f", "v")
+    elapsed = time.monotonic() - t0
+    assert waits() == w0, (waits(), w0)
+    # 50 waits of 20 ms would take a second at least
+    print("50 XADDs beside 10 idle connections in %.3f s" % elapsed)
