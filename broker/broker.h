@@ -398,6 +398,8 @@ int brk_batch_commit(struct brk_server *srv);
 void brk_batch_abort(struct brk_server *srv, int rc);
 /* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT. */
 int brk_storage_grow(struct brk_server *srv);
+/* Queues the blocked clients of keys changed in the batch to run again. */
+void brk_wake_touched(struct brk_server *srv);
 
 /* seen.c: a consumer's seen-time when it is all a command changed. */
 void brk_seen_note(struct brk_server *srv, uint64_t cid, uint64_t ms);

@@ -465,7 +465,6 @@ static void
 batch_end(struct brk_server *srv)
 {
 	struct brk_conn *c, *next;
-	struct brk_waitkey *wk, *wnext;
 	int answered = 0;
 
 	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
@@ -506,8 +505,16 @@ batch_end(struct brk_server *srv)
 			srv->flush_armed = true;
 		}
 	}
-	/* Waiters of changed keys run again in the next turn, after the
-	 * commit that changed them. */
+	brk_wake_touched(srv);
+}
+
+/* Waiters of keys changed in this batch run again in the next turn, after
+ * the commit that changed them. */
+void
+brk_wake_touched(struct brk_server *srv)
+{
+	struct brk_waitkey *wk, *wnext;
+
 	for (wk = srv->touched; wk != NULL; wk = wnext) {
 		wnext = wk->touched_next;
 		wk->touched = false;

@@ -230,7 +230,6 @@ static void
 turn_end(struct brk_server *srv, struct brk_conn *const *conns)
 {
 	struct brk_conn *c, *next;
-	struct brk_waitkey *wk, *wnext;
 
 	if (srv->gc_pending) {
 		gc_step(srv);
@@ -261,25 +260,7 @@ turn_end(struct brk_server *srv, struct brk_conn *const *conns)
 		c->nmarks = 0;
 		spoke_resp3[i] = c->w.proto == 3;
 	}
-	for (wk = srv->touched; wk != NULL; wk = wnext) {
-		wnext = wk->touched_next;
-		wk->touched = false;
-		for (int i = 0; i < wk->nwaiters; i++) {
-			struct brk_conn *w = wk->waiters[i];
-			if (w->blk == NULL || w->blk->ready) {
-				continue;
-			}
-			w->blk->ready = true;
-			w->blk->next_ready = NULL;
-			if (srv->ready_tail) {
-				srv->ready_tail->blk->next_ready = w;
-			} else {
-				srv->ready_head = w;
-			}
-			srv->ready_tail = w;
-		}
-	}
-	srv->touched = NULL;
+	brk_wake_touched(srv);
 }
 
 /* serve_ready(): clients whose keys changed run their command again. */
