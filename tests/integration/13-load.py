@@ -381,6 +381,8 @@ def test_one_reply_over_the_limit(server):
         wait_until(lambda: name not in client_names(admin), timeout=30,
                    what="the %s reader to be disconnected" % name)
         c.close()
+    # the watcher must have seen echd answer meanwhile (over TLS this can all take < 20 ms)
+    wait_until(lambda: watch.pings > 0, timeout=10, what="a PING of the watcher")
     watch.stop()
     print("rss kB: baseline %d, peak %d (two replies of 60 MB asked for, limit 4 MiB)"
           % (base, watch.peak))
