@@ -122,7 +122,7 @@ def encode_command(*args):
 # ---------------------------------------------------------------------------
 
 TLS = None          # after enable_tls(): {"ca": path, "cert": path, "key": path}
-_TLS_PORT = {}      # a server's plain port -> its TLS port
+_TLS_SERVER = {}    # a plain port -> the Server whose clients go to its TLS port
 
 
 def enable_tls(workdir):
@@ -151,7 +151,9 @@ def tls_context():
 
 class RespConn:
     def __init__(self, port, host="127.0.0.1", timeout=30.0):
-        tls_port = _TLS_PORT.get(port)
+        srv = _TLS_SERVER.get(port)
+        # only while that server runs: its port may go to another server later
+        tls_port = srv.suite_tls_port if srv is not None and srv.alive() else None
         self.sock = socket.create_connection((host, tls_port or port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls_port:
@@ -357,7 +359,7 @@ class Server:
         self.suite_tls_port = None   # run.py --tls: the port the harness' clients use
         if TLS is not None and self.is_echd:
             self.suite_tls_port = free_port()
-            _TLS_PORT[self.port] = self.suite_tls_port
+            _TLS_SERVER[self.port] = self
         self.proc = None
         self.bad_exits = []      # "exit status N" of stops that should have been clean
         self._resources = []     # clients/connections to close after each test
@@ -473,6 +475,8 @@ class Server:
         return bad, logs
 
     def remove(self):
+        if _TLS_SERVER.get(self.port) is self:
+            del _TLS_SERVER[self.port]
         if os.environ.get("E2E_KEEP"):
             return
         shutil.rmtree(self.root, ignore_errors=True)
