@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "echd.h"
@@ -23,6 +24,10 @@
 #define TXN_CACHE_MAX 8
 /* data.mdb and lock.mdb: echo-admin may run as another user of the group. */
 #define ENV_FILE_MODE 0640
+/* Zeroes written past LMDB's last page (see zero_ahead()). */
+#define ZERO_AHEAD_MIN ((uint64_t)1 << 20)
+#define ZERO_AHEAD_MAX ((uint64_t)2 << 20)
+#define ZERO_RETRY_COMMITS 1000
 
 /* A switch rather than an array: -Wswitch (-Werror) then refuses to build
  * until a table added to storage.h gets its sub-database name here. */
@@ -99,6 +104,7 @@ struct st_lmdb {
 	unsigned nfree;
 	uint64_t commits;
 	uint64_t syncs;
+	unsigned zero_skip; /* commits before zero_ahead() tries again after a failure */
 };
 
 static struct st_lmdb *
@@ -687,6 +693,71 @@ lmdb_txn_abort(struct storage_txn *base)
 	txn_end(s, t);
 }
 
+/* Keeps ZERO_AHEAD_MIN..MAX of written zeroes past LMDB's last page.
+ *
+ * A commit that writes a page past the end of the file grows it, and its
+ * fdatasync must then commit the file's new size through the filesystem
+ * journal too: about twice the flush of one that only overwrites (ext4 on
+ * this kind of disk: 570 us against 280). Blocks written ahead, once, make
+ * the growth of the next commits overwrites. They must be written, not
+ * fallocated: an unwritten extent costs a journal entry on first write.
+ * Runs after a top-level commit, when no other write can touch the file;
+ * never past the map, so maxdisk still bounds the file. */
+static void
+zero_ahead(struct st_lmdb *s)
+{
+	static const char zeroes[64 * 1024];
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat sb;
+	uint64_t used, end, want;
+	mdb_filehandle_t fd;
+
+	if (s->zero_skip > 0) {
+		s->zero_skip--;
+		return;
+	}
+	if (mdb_env_get_fd(s->env, &fd) != 0 ||
+		mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &ms) != 0 ||
+		fstat(fd, &sb) != 0) {
+		return;
+	}
+	used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	end = (uint64_t)sb.st_size;
+	if (end >= used + ZERO_AHEAD_MIN) {
+		return;
+	}
+	if (end < used) {
+		end = used; /* cannot be: LMDB wrote its last page */
+	}
+	want = used + ZERO_AHEAD_MAX;
+	if (want > info.me_mapsize) {
+		want = info.me_mapsize;
+	}
+	if (end >= want) {
+		return; /* the map ends there */
+	}
+	while (end < want) {
+		size_t n = want - end < sizeof(zeroes) ? (size_t)(want - end) : sizeof(zeroes);
+		ssize_t w = pwrite(fd, zeroes, n, (off_t)end);
+		if (w <= 0) {
+			if (w < 0 && errno == EINTR) {
+				continue;
+			}
+			/* A full disk, say: the next commits grow the file
+			 * themselves, and this tries again later. */
+			echd_log(ECHD_LOG_VERBOSE, "lmdb: writing ahead of the data file: %s",
+				w < 0 ? strerror(errno) : "nothing written");
+			s->zero_skip = ZERO_RETRY_COMMITS;
+			break;
+		}
+		end += (uint64_t)w;
+	}
+	/* Now, so that the file's new size is not the next commit's flush
+	 * (what was written of it, when the disk filled). */
+	(void)fdatasync(fd);
+}
+
 static int
 lmdb_txn_commit(struct storage_txn *base)
 {
@@ -726,6 +797,7 @@ lmdb_txn_commit(struct storage_txn *base)
 	if (top) {
 		s->commits++;
 		s->syncs++;
+		zero_ahead(s);
 	}
 	return 0;
 }

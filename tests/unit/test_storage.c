@@ -1455,6 +1455,73 @@ START_TEST(test_read_only_sync_is_noop)
 }
 END_TEST
 
+/* The file is kept written 1 to 2 MiB past LMDB's last page, never past
+ * the map, and what is written ahead never overwrites a row. */
+static uint64_t
+data_file_size(void)
+{
+	char path[PATH_MAX + 16];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	return (uint64_t)sb.st_size;
+}
+
+START_TEST(test_zero_ahead)
+{
+	struct storage_opts o = opts_default();
+	struct storage_stat s;
+	struct storage_txn *t;
+	char k[32], v[2048];
+	struct st_buf kb, vb;
+	const int rounds = 40, per = 64; /* 40 commits of 128 KiB: past the first 2 MiB */
+
+	o.map_size = 64 * MIB;
+	reopen_fresh(&o);
+	for (int r = 0; r < rounds; r++) {
+		OK(storage_txn_begin(st, NULL, 0, &t));
+		for (int i = 0; i < per; i++) {
+			snprintf(k, sizeof(k), "k%06d", r * per + i);
+			memset(v, 'a' + (r * per + i) % 26, sizeof(v));
+			kb = B(k);
+			vb = (struct st_buf){v, sizeof(v)};
+			OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+		}
+		OK(storage_txn_commit(t));
+		OK(storage_stat(st, &s));
+		ck_assert_msg(data_file_size() >= s.used_bytes + MIB,
+			"round %d: file %llu bytes, %llu used", r,
+			(unsigned long long)data_file_size(), (unsigned long long)s.used_bytes);
+		ck_assert_uint_le(data_file_size(), s.used_bytes + 2 * MIB);
+	}
+	ck_assert_uint_gt(s.used_bytes, 4 * MIB);
+
+	/* Every row is intact after a reopen. */
+	reopen_with(&o);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	for (int i = 0; i < rounds * per; i++) {
+		struct st_buf got;
+		snprintf(k, sizeof(k), "k%06d", i);
+		kb = B(k);
+		OK(storage_get(t, STORAGE_T_ENTRIES, &kb, &got));
+		ck_assert_uint_eq(got.len, sizeof(v));
+		memset(v, 'a' + i % 26, sizeof(v));
+		ck_assert(memcmp(got.data, v, sizeof(v)) == 0);
+	}
+	storage_txn_abort(t);
+
+	/* A small map bounds it. */
+	o.map_size = 1 * MIB + 512 * 1024;
+	reopen_fresh(&o);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_META, "k", "v");
+	OK(storage_txn_commit(t));
+	OK(storage_stat(st, &s));
+	ck_assert_uint_eq(data_file_size(), s.map_size);
+}
+END_TEST
+
 START_TEST(test_copy_opens_with_same_data)
 {
 	struct storage_opts o = opts_default();
@@ -1575,6 +1642,7 @@ lmdb_suite(void)
 	TC("grow");
 	tcase_add_test(tc, test_grow_limits);
 	tcase_add_test(tc, test_map_size_kept_on_reopen);
+	tcase_add_test(tc, test_zero_ahead);
 
 	TC("read_only");
 	tcase_add_test(tc, test_read_only_refuses_writes);
