@@ -277,6 +277,9 @@ struct brk_server {
 	bool gc_pending;
 	bool savepoints;             /* map nearly full at maxdisk: nest every write */
 	bool disk_full;              /* at maxdisk: commands that add data are refused */
+	int disk_full_rc;            /* why: ECHD_ELIMIT (maxdisk) or the file system's error */
+	bool fs_full;                /* disk_full because the file system is full */
+	uint64_t reserve_retry_ms;   /* when map_headroom() last asked for disk space */
 	/* blocking */
 	struct brk_seen *seen;    /* seen.c: in-memory seen-times by consumer id */
 	size_t seen_size, seen_count;

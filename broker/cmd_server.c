@@ -221,6 +221,8 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)st.page_size, srv->cfg.maxdisk);
 		bprintf(b, "storage_disk_full:%d\r\nstorage_map_grows:%llu\r\n",
 			srv->disk_full ? 1 : 0, (unsigned long long)s->map_grows);
+		bprintf(b, "storage_fs_full:%d\r\nstorage_reserve_bytes:%llu\r\n",
+			srv->fs_full ? 1 : 0, (unsigned long long)st.reserve_bytes);
 	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");

@@ -852,7 +852,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	}
 	if (srv->disk_full && (cmd->flags & BRK_CMD_DENYOOM)) {
 		char msg[256];
-		brk_error_text(srv, ECHD_ELIMIT, msg, sizeof(msg));
+		brk_error_text(srv, srv->disk_full_rc, msg, sizeof(msg));
 		resp_add_error(&c->w, msg);
 		stat->rejected++;
 		goto replied;

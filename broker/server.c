@@ -415,6 +415,47 @@ flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 	release_durable(srv, rc);
 }
 
+/* How often a full file system is asked again for room when nothing commits. */
+#define FS_RETRY_MS 1000
+
+/* When the file system is full: the storage could not claim disk past
+ * its data (storage_stat's reserve_error). What it claimed before (the
+ * LMDB backend keeps 1-2 MiB of zeroes written ahead) is then kept for the
+ * commands that free space, as at maxdisk. Returns whether that is so. */
+static bool
+fs_full(struct brk_server *srv, struct storage_stat *st)
+{
+	uint64_t now = brk_now_ms();
+
+	if (st->reserve_error != 0 && now - srv->reserve_retry_ms >= FS_RETRY_MS) {
+		/* Space may have come back with no commit to find out. */
+		srv->reserve_retry_ms = now;
+		(void)storage_reserve(srv->st); /* its result is in the new stat */
+		if (storage_stat(srv->st, st) != 0) {
+			return srv->fs_full;
+		}
+	}
+	if (st->reserve_error == 0) {
+		if (srv->fs_full) {
+			echd_log(ECHD_LOG_NOTICE, "the data directory's file system has room again: "
+						  "writes that add data are accepted");
+		}
+		srv->fs_full = false;
+		return false;
+	}
+	if (!srv->fs_full) {
+		echd_log(ECHD_LOG_WARNING,
+			"the data directory's file system is full (%s): refusing writes that add "
+			"data, keeping %llu bytes for the commands that free space",
+			echd_strerror(st->reserve_error), (unsigned long long)st->reserve_bytes);
+	}
+	srv->fs_full = true;
+	srv->savepoints = true;
+	srv->disk_full = true;
+	srv->disk_full_rc = st->reserve_error;
+	return true;
+}
+
 /* Grows the map while a quarter of it is still free: when the map fills
  * to the last page, LMDB cannot even commit its free list, and the whole
  * batch fails rather than the one command that ran out of room.
@@ -435,6 +476,10 @@ map_headroom(struct brk_server *srv)
 	}
 	srv->savepoints = false;
 	srv->disk_full = false;
+	srv->disk_full_rc = ECHD_ELIMIT;
+	if (fs_full(srv, &st)) {
+		return;
+	}
 	if (st.used_bytes < st.map_size / 4 * 3) {
 		return;
 	}

@@ -369,6 +369,12 @@ fault_free_bytes(struct storage *st, uint64_t *out)
 }
 
 static int
+fault_reserve(struct storage *st)
+{
+	return storage_reserve(fault_from(st)->inner);
+}
+
+static int
 fault_grow(struct storage *st, uint64_t max_bytes)
 {
 	return storage_grow(fault_from(st)->inner, max_bytes);
@@ -681,4 +687,5 @@ const struct storage_ops st_fault_ops = {
 	.sync = fault_sync,
 	.copy = fault_copy,
 	.free_bytes = fault_free_bytes,
+	.reserve = fault_reserve,
 };

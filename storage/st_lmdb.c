@@ -27,7 +27,6 @@
 /* Zeroes written past LMDB's last page (see zero_ahead()). */
 #define ZERO_AHEAD_MIN ((uint64_t)1 << 20)
 #define ZERO_AHEAD_MAX ((uint64_t)2 << 20)
-#define ZERO_RETRY_COMMITS 1000
 
 /* A switch rather than an array: -Wswitch (-Werror) then refuses to build
  * until a table added to storage.h gets its sub-database name here. */
@@ -104,7 +103,7 @@ struct st_lmdb {
 	unsigned nfree;
 	uint64_t commits;
 	uint64_t syncs;
-	unsigned zero_skip; /* commits before zero_ahead() tries again after a failure */
+	int reserve_err;    /* zero_ahead()'s last failure, 0 once it succeeds */
 };
 
 static struct st_lmdb *
@@ -375,6 +374,16 @@ lmdb_stat(struct storage *st, struct storage_stat *out)
 	out->last_txn_id = info.me_last_txnid;
 	out->commits = s->commits;
 	out->syncs = s->syncs;
+	out->reserve_error = s->reserve_err;
+	out->reserve_bytes = 0;
+	{
+		mdb_filehandle_t fd;
+		struct stat sb;
+		if (mdb_env_get_fd(s->env, &fd) == 0 && fstat(fd, &sb) == 0 &&
+			(uint64_t)sb.st_size > out->used_bytes) {
+			out->reserve_bytes = (uint64_t)sb.st_size - out->used_bytes;
+		}
+	}
 	return 0;
 }
 
@@ -701,61 +710,70 @@ lmdb_txn_abort(struct storage_txn *base)
  * this kind of disk: 570 us against 280). Blocks written ahead, once, make
  * the growth of the next commits overwrites. They must be written, not
  * fallocated: an unwritten extent costs a journal entry on first write.
- * Runs after a top-level commit, when no other write can touch the file;
- * never past the map, so maxdisk still bounds the file. */
-static void
+ * They are also a reserve: when the file system is full, the broker keeps
+ * them for the commands that free space (storage_stat's reserve_error).
+ * Runs when no write transaction is open, so nothing else writes the
+ * file; never past the map, so maxdisk still bounds the file. Returns 0
+ * or the error that stopped it, remembered in s->reserve_err. */
+static int
 zero_ahead(struct st_lmdb *s)
 {
 	static const char zeroes[64 * 1024];
 	MDB_envinfo info;
 	MDB_stat ms;
 	struct stat sb;
-	uint64_t used, end, want;
+	uint64_t used, end, want, start;
 	mdb_filehandle_t fd;
+	int err = 0;
 
-	if (s->zero_skip > 0) {
-		s->zero_skip--;
-		return;
-	}
-	if (mdb_env_get_fd(s->env, &fd) != 0 ||
+	if (s->read_only || mdb_env_get_fd(s->env, &fd) != 0 ||
 		mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &ms) != 0 ||
 		fstat(fd, &sb) != 0) {
-		return;
+		return 0;
 	}
 	used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
-	end = (uint64_t)sb.st_size;
-	if (end >= used + ZERO_AHEAD_MIN) {
-		return;
-	}
-	if (end < used) {
-		end = used; /* cannot be: LMDB wrote its last page */
-	}
-	want = used + ZERO_AHEAD_MAX;
-	if (want > info.me_mapsize) {
-		want = info.me_mapsize;
-	}
-	if (end >= want) {
-		return; /* the map ends there */
+	want = used + ZERO_AHEAD_MAX < info.me_mapsize ? used + ZERO_AHEAD_MAX : info.me_mapsize;
+	start = end = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size : used;
+	if (end >= used + ZERO_AHEAD_MIN || end >= want) {
+		s->reserve_err = 0;
+		return 0; /* enough ahead, or the map ends there */
 	}
 	while (end < want) {
 		size_t n = want - end < sizeof(zeroes) ? (size_t)(want - end) : sizeof(zeroes);
 		ssize_t w = pwrite(fd, zeroes, n, (off_t)end);
+		if (w < 0 && errno == EINTR) {
+			continue;
+		}
 		if (w <= 0) {
-			if (w < 0 && errno == EINTR) {
-				continue;
-			}
-			/* A full disk, say: the next commits grow the file
-			 * themselves, and this tries again later. */
-			echd_log(ECHD_LOG_VERBOSE, "lmdb: writing ahead of the data file: %s",
-				w < 0 ? strerror(errno) : "nothing written");
-			s->zero_skip = ZERO_RETRY_COMMITS;
+			/* A full disk, say: the commits grow the file themselves
+			 * as far as they can, and the next one tries again. */
+			err = w < 0 ? -errno : -ENOSPC;
 			break;
 		}
 		end += (uint64_t)w;
 	}
-	/* Now, so that the file's new size is not the next commit's flush
-	 * (what was written of it, when the disk filled). */
-	(void)fdatasync(fd);
+	if (end >= used + ZERO_AHEAD_MIN) {
+		err = 0; /* short of want, but enough */
+	}
+	/* Now, so that the file's new size is not the next commit's flush. */
+	if (end > start && fdatasync(fd) != 0 && err == 0) {
+		err = -errno;
+	}
+	if (err != 0 && s->reserve_err == 0) {
+		echd_log(ECHD_LOG_VERBOSE, "lmdb: cannot write ahead of the data file: %s",
+			echd_strerror(err));
+	}
+	s->reserve_err = err;
+	return err;
+}
+
+static int
+lmdb_reserve(struct storage *st)
+{
+	struct st_lmdb *s = lmdb_from(st);
+
+	/* A write txn may spill pages past the last one. */
+	return s->writer != NULL ? -EBUSY : zero_ahead(s);
 }
 
 static int
@@ -797,7 +815,7 @@ lmdb_txn_commit(struct storage_txn *base)
 	if (top) {
 		s->commits++;
 		s->syncs++;
-		zero_ahead(s);
+		(void)zero_ahead(s); /* remembered in s->reserve_err */
 	}
 	return 0;
 }
@@ -1059,5 +1077,6 @@ const struct storage_ops st_lmdb_ops = {
 	.grow = lmdb_grow,
 	.sync = lmdb_sync,
 	.free_bytes = lmdb_free_bytes,
+	.reserve = lmdb_reserve,
 	.copy = lmdb_copy,
 };

@@ -180,6 +180,12 @@ storage_copy(struct storage *st, const char *dir)
 }
 
 int
+storage_reserve(struct storage *st)
+{
+	return st->ops->reserve == NULL ? 0 : st->ops->reserve(st);
+}
+
+int
 storage_free_bytes(struct storage *st, uint64_t *out)
 {
 	if (st->ops->free_bytes == NULL) {

@@ -115,6 +115,8 @@ struct storage_stat {
 	uint64_t last_txn_id;
 	uint64_t commits;     /* top-level write commits since open */
 	uint64_t syncs;       /* explicit flushes (commits included) since open */
+	uint64_t reserve_bytes; /* disk claimed past the used pages: growth into it needs no new space */
+	int reserve_error;    /* why claiming more failed (-ENOSPC, ...); 0 once a claim succeeds */
 };
 int storage_stat(struct storage *st, struct storage_stat *out);
 
@@ -127,6 +129,11 @@ int storage_free_bytes(struct storage *st, uint64_t *out);
  * per call, so it may change while the storage is open). No transaction
  * may be open. Returns 0, or ECHD_ELIMIT when already at max_bytes. */
 int storage_grow(struct storage *st, uint64_t max_bytes);
+/* Claims disk space past the data now, as every commit does (the LMDB
+ * backend keeps zeroes written past its last page): whether a full file
+ * system has room again. No write transaction may be open. Returns 0 or
+ * the new reserve_error. */
+int storage_reserve(struct storage *st);
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);
 /* Writes a consistent, compacted copy of the environment into dir (which

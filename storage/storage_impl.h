@@ -37,6 +37,7 @@ struct storage_ops {
 	int (*sync)(struct storage *st);
 	int (*copy)(struct storage *st, const char *dir);
 	int (*free_bytes)(struct storage *st, uint64_t *out); /* may be NULL: 0 */
+	int (*reserve)(struct storage *st); /* may be NULL: 0 */
 };
 
 struct storage {

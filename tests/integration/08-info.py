@@ -836,6 +836,8 @@ def test_info_storage(server):
     assert 0 < used <= mapped, d
     assert int(d["storage_page_size"]) in (4096, 8192, 16384, 65536), d
     assert d["storage_maxdisk"] == "0" and d["storage_disk_full"] == "0", d
+    # disk written ahead of the data, at least 1 MiB (the map is larger), so not full
+    assert d["storage_fs_full"] == "0" and int(d["storage_reserve_bytes"]) >= 1 << 20, d
     # it grows as the data does
     fill(c, "t", 2000)
     assert int(parse(info_text(c, "storage"))["storage_used_bytes"]) > used

@@ -38,6 +38,8 @@ META = ("length", "last-generated-id", "max-deleted-entry-id", "entries-added",
         "recorded-first-entry-id", "first-entry", "last-entry")
 COMMIT_FAILED = "ERR storage commit failed: Input/output error; nothing of this command was applied"
 STORAGE_EIO = "ERR storage error: Input/output error"
+FS_FULL = ("ERR storage full: no space left on the file system of the data directory; "
+           "free space there")
 
 
 # ---------------------------------------------------------------------------
@@ -680,25 +682,29 @@ def tmpfs_scenario(server, mnt):
     c.call("XREADGROUP", "GROUP", "g", "alice", "STREAMS", "q", ">")
     acked, first_error = fill_until_error(c, "s", value, 20000)
     assert first_error is not None, "20 MB accepted on a 4 MiB file system"
-    assert first_error in (COMMIT_FAILED, STORAGE_EIO) or first_error.startswith(
-        "ERR storage full: no space left on the file system"), first_error
+    # refused before a commit failed: the space written ahead of data.mdb is kept back
+    assert first_error == FS_FULL, first_error
+    assert info_field(c, "storage", "storage_fs_full") == "1"
+    assert info_field(c, "storage", "storage_disk_full") == "1"
+    reserve = int(info_field(c, "storage", "storage_reserve_bytes"))
+    assert 64 << 10 <= reserve <= 2 << 20, reserve
+    assert "file system is full" in s.log_tail(20), s.log_tail(20)
     st = os.statvfs(mnt)
     assert st.f_bavail * st.f_frsize < 64 << 10, "the file system is not full"
     # reads work, and every acknowledged entry is there
     assert c.call("XLEN", "s") == len(acked)
     assert [e[0] for e in c.call("XRANGE", "s", "-", "+")] == acked
-    # writes while full: each one either fails and changes nothing, or succeeds in full
+    # writes while full: XADD is refused and changes nothing; the commands that free space
+    # run, in the reserve
     for cmd in [("XADD", "s", "*", "v", value)] * 20 + [("XACK", "q", "g", "1-1", "2-1"),
                                                        ("XDEL", "s", acked[0]),
                                                        ("XTRIM", "s", "MAXLEN", "=", 100)]:
         before = snapshot(c)
         c.send(*cmd)
         r = c.read(cmd)
-        if is_err(r):
-            assert r.msg.startswith("ERR storage"), (cmd, r)
+        if cmd[0] == "XADD":
+            assert is_err(r) and r.msg == FS_FULL, (cmd, r)
             assert snapshot(c) == before, cmd
-        elif cmd[0] == "XADD":
-            acked.append(r)
         elif cmd[0] == "XACK":
             assert r == 2 and c.call("XPENDING", "q", "g")[0] == 18, (cmd, r)
         elif cmd[0] == "XDEL":
@@ -708,8 +714,18 @@ def tmpfs_scenario(server, mnt):
             assert r == len(acked) - 100, (cmd, r)
             acked = acked[-100:]
         assert [e[0] for e in c.call("XRANGE", "s", "-", "+")] == acked, cmd
-    # space comes back: XTRIM, XACK and XADD work again
+    # space comes back: echd notices with no commit to tell it (it asks again each second),
+    # and XADD, XTRIM and XACK work again
     os.unlink(ballast)
+    deadline = time.monotonic() + 5
+    while info_field(c, "storage", "storage_fs_full") != "0":
+        assert time.monotonic() < deadline, "still full 5 s after space came back"
+        time.sleep(0.1)
+    assert info_field(c, "storage", "storage_disk_full") == "0"
+    assert "has room again" in s.log_tail(20), s.log_tail(20)
+    r = c.call("XADD", "s", "*", "v", value)
+    assert not is_err(r), r
+    acked.append(r)
     assert c.call("XTRIM", "s", "MAXLEN", "=", 50) == len(acked) - 50
     acked = acked[-50:]
     c.call("XACK", "q", "g", "1-1", "2-1")

@@ -1494,7 +1494,14 @@ START_TEST(test_zero_ahead)
 			"round %d: file %llu bytes, %llu used", r,
 			(unsigned long long)data_file_size(), (unsigned long long)s.used_bytes);
 		ck_assert_uint_le(data_file_size(), s.used_bytes + 2 * MIB);
+		U64_EQ(s.reserve_bytes, data_file_size() - s.used_bytes);
+		ck_assert_int_eq(s.reserve_error, 0);
 	}
+	/* Not while a write txn is open: it may spill pages past the last one. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	FAILS(storage_reserve(st), -EBUSY);
+	storage_txn_abort(t);
+	OK(storage_reserve(st));
 	ck_assert_uint_gt(s.used_bytes, 4 * MIB);
 
 	/* Every row is intact after a reopen. */
@@ -1519,6 +1526,8 @@ START_TEST(test_zero_ahead)
 	OK(storage_txn_commit(t));
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(data_file_size(), s.map_size);
+	U64_EQ(s.reserve_bytes, s.map_size - s.used_bytes);
+	ck_assert_int_eq(s.reserve_error, 0);
 }
 END_TEST
 
