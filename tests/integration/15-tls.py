@@ -39,7 +39,7 @@ import time
 import redis
 
 import echdtest
-from echdtest import Closed, RespConn, RespError, free_port, timeout, wait_until
+from echdtest import Closed, RespConn, RespError, free_port, free_ports, timeout, wait_until
 
 ECHD_ONLY = "TLS listener tests use echd's own options (the Redis suite is not run over TLS here)"
 TLS_SUITE = False
@@ -229,7 +229,7 @@ class TlsServer(echdtest.Server):
     def __init__(self, exe, extra=(), plain=True, loglevel="verbose", cert="server-a",
                  key=None, ca_file=True):
         super().__init__("echd", exe, list(extra))
-        self.tls_port = free_port()
+        self.port, self.tls_port = free_ports(2)  # distinct
         self.plain = plain
         self.loglevel = loglevel
         self.ca_file = ca_file

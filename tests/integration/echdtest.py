@@ -329,13 +329,23 @@ class RespConn:
 # Servers
 # ---------------------------------------------------------------------------
 
-def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def free_ports(n):
+    """n distinct free ports: the sockets stay bound until all are picked, or the kernel may
+    hand out the same port twice (a --port equal to --tls-port then fails to start)."""
+    socks = []
     try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
     finally:
-        s.close()
+        for s in socks:
+            s.close()
+
+
+def free_port():
+    return free_ports(1)[0]
 
 
 class ServerError(Exception):
@@ -358,7 +368,7 @@ class Server:
         self.port = free_port()
         self.suite_tls_port = None   # run.py --tls: the port the harness' clients use
         if TLS is not None and self.is_echd:
-            self.suite_tls_port = free_port()
+            self.port, self.suite_tls_port = free_ports(2)
             _TLS_SERVER[self.port] = self
         self.proc = None
         self.bad_exits = []      # "exit status N" of stops that should have been clean
