@@ -367,7 +367,7 @@ brk_cmd_xtrim(struct brk_ctx *x)
 	struct st_buf key = arg_buf(&x->argv[1]);
 	struct stream_meta m;
 	struct add_args a;
-	uint64_t removed = 0;
+	uint64_t removed = 0, nodes;
 	int rc;
 
 	if (parse_add_trim(x, false, &a) < 0) {
@@ -381,9 +381,13 @@ brk_cmd_xtrim(struct brk_ctx *x)
 	if (rc != 0) {
 		return rc;
 	}
+	nodes = m.nodes;
 	rc = stream_trim(x->txn, &m, &a.trim, &removed);
-	if (rc == 0 && removed > 0) {
+	/* A node left with no live entries goes with no entry removed: a
+	 * change all the same, to be saved and committed like any other. */
+	if (rc == 0 && (removed > 0 || m.nodes != nodes)) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
+		x->modified = true;
 	}
 	if (rc != 0) {
 		return rc;
