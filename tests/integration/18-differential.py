@@ -1,0 +1,281 @@
+"""Differential test: random stream and group commands, sent to echd and to Debian's
+redis-server side by side, must get the same replies.
+
+Each run sets stream-node-max-entries to 2, 3, 5 or 100 on both, so that node boundaries,
+~ trimming and nodes left with no live entries come up often. The commands are drawn from a
+small space on purpose (two keys, two groups, three consumers,
+ids 0-0 to 12-3, small counts, every option of XADD, XTRIM, XRANGE, XREVRANGE, XREAD,
+XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO and XSETID, with some wrong
+arguments), so that they collide: trims that cut entries still pending, claims of deleted
+entries, groups destroyed under their consumers, ids at or below the top item. Each run is
+RESP2 or RESP3 and has a seed; a failure names the seed, the command and the commands before
+it on the same keys, which is enough to replay it.
+
+The oracle is Redis 7.0; echd follows 7.4, so where those two differ the comparison leaves
+the field out (each case below says why):
+- idle, seen-time, active-time and inactive are clocks;
+- lag: echd gives the exact count where Redis says NULL (docs/echo_mq/emq.streams.md);
+- recorded-first-entry-id is 7.2's;
+- radix-tree-nodes counts the nodes of Redis' radix tree, which echd does not have
+  (docs/compatibility.md); radix-tree-keys, its node count, is compared;
+- XCLAIM and XAUTOCLAIM create their consumer in 7.4 even when they claim nothing, and 7.0
+  does not: so XGROUP CREATECONSUMER's 0 or 1, consumer counts, and consumers without
+  pending entries in XINFO CONSUMERS are not compared;
+- XSETID checks the current max-deleted-entry-id first in 7.4, not at all in 7.0: the test
+  only sets ids at or above it, which both accept or refuse alike.
+"""
+
+import os
+import random
+import shutil
+import time
+
+from echdtest import RespError, Server
+
+ECHD_ONLY = "it runs a redis-server of its own beside echd and compares the two"
+TIMEOUT = 180
+
+COMMANDS = 3000        # per run
+KEYS = ("s", "t")
+GROUPS = ("g", "h")
+CONSUMERS = ("a", "b", "c")
+CLOCK_FIELDS = {b"idle", b"seen-time", b"active-time", b"inactive"}
+SKIPPED_FIELDS = CLOCK_FIELDS | {b"lag", b"recorded-first-entry-id", b"consumers",
+                                 b"radix-tree-nodes"}
+
+
+def redis_exe():
+    exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+    assert os.access(exe, os.X_OK), ("redis-server is not installed (tools/echd-dev test "
+                                     "installs it): the oracle is missing")
+    return exe
+
+
+class Gen:
+    """Random commands over the small space above."""
+
+    def __init__(self, rng, echd):
+        self.r = rng
+        self.echd = echd    # for XSETID: echd's max-deleted-entry-id of the key
+
+    def pick(self, seq):
+        return self.r.choice(seq)
+
+    def sid(self):
+        return "%d-%d" % (self.r.randint(0, 12), self.r.randint(0, 3))
+
+    def range_id(self):
+        x = self.r.random()
+        if x < 0.1:
+            return "-"
+        if x < 0.2:
+            return "+"
+        s = str(self.r.randint(0, 12)) if self.r.random() < 0.3 else self.sid()
+        return "(" + s if self.r.random() < 0.15 else s
+
+    def count(self):
+        return "-1" if self.r.random() < 0.05 else str(self.pick((0, 1, 2, 3, 5, 10, 100)))
+
+    def maybe(self, p, *words):
+        return list(words) if self.r.random() < p else []
+
+    def xadd(self, k):
+        a = ["XADD", k] + self.maybe(0.1, "NOMKSTREAM")
+        if self.r.random() < 0.25:
+            kind = self.pick(("MAXLEN", "MINID"))
+            a += [kind] + self.maybe(0.5, self.pick(("=", "~")))
+            a.append(self.count() if kind == "MAXLEN" else self.sid())
+            a += self.maybe(0.2, "LIMIT", self.count())
+        a.append(self.pick((self.sid(), self.sid(), "%d-*" % self.r.randint(0, 12))))
+        return a + ["f", str(self.r.randint(0, 9))] + self.maybe(0.2, "odd")
+
+    def xsetid(self, k):
+        floor = (0, 0)
+        self.echd.send("XINFO", "STREAM", k)
+        info = self.echd.read()
+        if isinstance(info, list):
+            d = dict(zip(info[0::2], info[1::2]))
+        else:
+            d = info if isinstance(info, dict) else {}
+        if b"max-deleted-entry-id" in d:
+            ms, seq = d[b"max-deleted-entry-id"].split(b"-")
+            floor = (int(ms), int(seq))
+        ms = self.r.randint(floor[0], 13)
+        seq = self.r.randint(floor[1] if ms == floor[0] else 0, 3)
+        a = ["XSETID", k, "%d-%d" % (ms, seq)]
+        a += self.maybe(0.3, "ENTRIESADDED", self.count())
+        if self.r.random() < 0.3:
+            a += ["MAXDELETEDID", "%d-%d" % (self.r.randint(floor[0], ms), 0)]
+        return a
+
+    def next(self):
+        k, g, c = self.pick(KEYS), self.pick(GROUPS), self.pick(CONSUMERS)
+        n = self.r.randint(0, 18)
+        if n <= 3:
+            return self.xadd(k)
+        if n == 4:
+            return ["XDEL", k] + [self.sid() for _ in range(self.r.randint(0, 3))]
+        if n == 5:
+            kind = self.pick(("MAXLEN", "MAXLEN", "MINID", "MINID", "SIZE"))
+            a = ["XTRIM", k, kind] + self.maybe(0.5, self.pick(("=", "~")))
+            a.append(self.count() if kind == "MAXLEN" else self.sid())
+            return a + self.maybe(0.2, "LIMIT", self.count())
+        if n == 6:
+            return ([self.pick(("XRANGE", "XREVRANGE")), k, self.range_id(), self.range_id()]
+                    + self.maybe(0.4, "COUNT", self.count()))
+        if n == 7:
+            return [self.pick(("XLEN", "EXISTS", "TYPE")), k]
+        if n == 8:
+            sub = self.pick(("CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER"))
+            if sub in ("CREATE", "SETID"):
+                a = ["XGROUP", sub, k, g, self.pick(("$", "0", self.sid()))]
+                if sub == "CREATE":
+                    a += self.maybe(0.3, "MKSTREAM")
+                return a + self.maybe(0.2, "ENTRIESREAD", self.count())
+            if sub == "DESTROY":
+                return ["XGROUP", "DESTROY", k, g]
+            return ["XGROUP", sub, k, g, c]
+        if n in (9, 10):
+            return (["XREADGROUP", "GROUP", g, c] + self.maybe(0.5, "COUNT", self.count())
+                    + self.maybe(0.2, "NOACK")
+                    + ["STREAMS", k, self.pick((">", ">", "0", self.sid()))])
+        if n == 11:
+            return ["XACK", k, g] + [self.sid() for _ in range(self.r.randint(0, 3))]
+        if n == 12:
+            if self.r.random() < 0.4:
+                return ["XPENDING", k, g]
+            return (["XPENDING", k, g, self.range_id(), self.range_id(), self.count()]
+                    + self.maybe(0.4, c))
+        if n == 13:
+            a = ["XCLAIM", k, g, c, "0"] + [self.sid() for _ in range(self.r.randint(1, 3))]
+            a += self.maybe(0.3, "JUSTID") + self.maybe(0.3, "FORCE")
+            return (a + self.maybe(0.2, "RETRYCOUNT", self.count())
+                    + self.maybe(0.2, "LASTID", self.sid()))
+        if n == 14:
+            return (["XAUTOCLAIM", k, g, c, "0", self.pick(("0", "-", self.sid()))]
+                    + self.maybe(0.5, "COUNT", self.count()) + self.maybe(0.3, "JUSTID"))
+        if n == 15:
+            return ["XINFO", self.pick(("GROUPS", "CONSUMERS")), k] + self.maybe(0.5, g)
+        if n == 16:
+            return self.xsetid(k)
+        if n == 17:
+            return ["XINFO", "STREAM", k] + self.maybe(0.3, "FULL", "COUNT", self.count())
+        other = self.pick(KEYS)
+        return (["XREAD"] + self.maybe(0.5, "COUNT", self.count())
+                + ["STREAMS", k, other, self.pick(("0", "$", self.sid())), self.sid()])
+
+
+def comparable(x, cmd):
+    """x with what the two versions may differ in taken out (see the module's docstring)."""
+    head = [w.upper() for w in cmd[:2]]
+    if isinstance(x, RespError):
+        return ("error", str(x))
+    if head == ["XGROUP", "CREATECONSUMER"]:
+        return "0 or 1"
+    if head == ["XINFO", "STREAM"] and "FULL" in cmd:
+        return full_comparable(x)
+    if head[0] == "XINFO" and isinstance(x, list) and head[1] in ("GROUPS", "CONSUMERS"):
+        rows = [fields(e) for e in x]
+        return [e for e in rows if head[1] == "GROUPS" or e.get(b"pending")]
+    if head[0] == "XINFO":
+        return fields(x)
+    if head[0] == "XPENDING" and len(cmd) > 3 and isinstance(x, list):
+        return [[e[0], e[1], "idle", e[3]] for e in x]
+    return x
+
+
+def fields(x):
+    """An XINFO reply (a RESP2 flat list or a RESP3 map) as a dict, skipped fields out."""
+    if isinstance(x, list):
+        x = dict(zip(x[0::2], x[1::2]))
+    return {k: v for k, v in x.items() if k not in SKIPPED_FIELDS}
+
+
+def full_comparable(x):
+    """XINFO STREAM FULL: entries, counters and PELs; delivery times and consumer clocks out,
+    and consumers without pending entries out (see the docstring)."""
+    def as_dict(v):
+        return v if isinstance(v, dict) else dict(zip(v[0::2], v[1::2]))
+    if isinstance(x, RespError):
+        return ("error", str(x))
+    d = as_dict(x)
+    out = {k: v for k, v in d.items() if k not in SKIPPED_FIELDS and k != b"groups"}
+    groups = []
+    for g in d.get(b"groups") or []:
+        gd = as_dict(g)
+        row = {k: v for k, v in gd.items()
+               if k not in SKIPPED_FIELDS | {b"pending", b"consumers"}}
+        # pending: [id, consumer, delivery time, deliveries]; a consumer's: [id, time, n]
+        row[b"pending"] = [[p[0], p[1], p[3]] for p in gd.get(b"pending") or []]
+        cons = []
+        for c in gd.get(b"consumers") or []:
+            cd = as_dict(c)
+            if cd.get(b"pel-count"):
+                cons.append([cd[b"name"], cd[b"pel-count"],
+                             [[p[0], p[2]] for p in cd.get(b"pending") or []]])
+        row[b"consumers"] = cons
+        groups.append(row)
+    out[b"groups"] = groups
+    return out
+
+
+def run_against_redis(server, resp, seed):
+    redis = Server("redis", redis_exe())
+    try:
+        redis.start()
+        e, r = server.raw(), redis.raw()
+        e.call("FLUSHALL")
+        if resp == 3:
+            e.call("HELLO", "3")
+            r.call("HELLO", "3")
+        rng = random.Random(seed)
+        # small nodes, so that node boundaries, ~ trimming and empty nodes come up often
+        node = rng.choice((2, 3, 5, 100))
+        for conn in (e, r):
+            assert conn.call("CONFIG", "SET", "stream-node-max-entries", str(node)) == "OK"
+        gen = Gen(rng, e)
+        history = []
+        for i in range(COMMANDS):
+            cmd = gen.next()
+            e.send(*cmd)
+            r.send(*cmd)
+            got, want = e.read(cmd), r.read(cmd)
+            history.append((i, cmd, got))
+            if comparable(got, cmd) != comparable(want, cmd):
+                keys = set(cmd[1:]) & set(KEYS)
+                before = ["  #%d %s -> %r" % (j, " ".join(c), g) for j, c, g in history[-40:-1]
+                          if keys & set(c[1:])]
+                raise AssertionError(
+                    "RESP%d, seed %d, stream-node-max-entries %d, command #%d: %s\n"
+                    "  echd:  %r\n  redis: %r\n"
+                    "the commands before it on its keys:\n%s"
+                    % (resp, seed, node, i, " ".join(cmd), got, want,
+                       "\n".join(before[-15:])))
+        e.call("HELLO", "2")
+        e.call("CONFIG", "SET", "stream-node-max-entries", "100")
+        return history
+    finally:
+        redis.stop()
+        redis.remove()
+
+
+def check_run(server, resp):
+    seed = int(os.environ.get("DIFF_SEED") or time.time() * 1000) % (1 << 31)
+    history = run_against_redis(server, resp, seed)
+    # the run did exercise the commands it compares, with and without errors
+    names = {c[0] for _, c, _ in history}
+    assert {"XADD", "XREADGROUP", "XCLAIM", "XAUTOCLAIM", "XSETID", "XPENDING"} <= names, names
+    errors = sum(isinstance(g, RespError) for _, _, g in history)
+    delivered = sum(1 for _, c, g in history if c[0] == "XREADGROUP" and g)
+    assert 0 < errors < len(history) and delivered > 0, (errors, delivered, seed)
+    print("# 18-differential: RESP%d seed %d: %d commands, %d errors, %d XREADGROUP "
+          "deliveries, same replies" % (resp, seed, len(history), errors, delivered),
+          flush=True)
+
+
+def test_random_commands_resp2(server):
+    check_run(server, 2)
+
+
+def test_random_commands_resp3(server):
+    check_run(server, 3)
