@@ -6,7 +6,7 @@ Each run sets stream-node-max-entries to 2, 3, 5 or 100 on both, so that node bo
 small space on purpose (two keys, two groups, three consumers,
 ids 0-0 to 12-3, small counts, every option of XADD, XTRIM, XRANGE, XREVRANGE, XREAD,
 XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO and XSETID, with some wrong
-arguments), so that they collide: trims that cut entries still pending, claims of deleted
+arguments), some of them in MULTI/EXEC, so that they collide: trims that cut entries still pending, claims of deleted
 entries, groups destroyed under their consumers, ids at or below the top item. Each run is
 RESP2 or RESP3 and has a seed; a failure names the seed, the command and the commands before
 it on the same keys, which is enough to replay it.
@@ -108,6 +108,14 @@ class Gen:
             a += ["MAXDELETEDID", "%d-%d" % (self.r.randint(floor[0], ms), 0)]
         return a
 
+    def next_in_multi(self):
+        """A command to queue: not XSETID, whose floor (read from echd now) an earlier
+        command of the same transaction may move."""
+        while True:
+            cmd = self.next()
+            if cmd[0] != "XSETID":
+                return cmd
+
     def next(self):
         k, g, c = self.pick(KEYS), self.pick(GROUPS), self.pick(CONSUMERS)
         n = self.r.randint(0, 18)
@@ -136,9 +144,11 @@ class Gen:
                 return ["XGROUP", "DESTROY", k, g]
             return ["XGROUP", sub, k, g, c]
         if n in (9, 10):
-            return (["XREADGROUP", "GROUP", g, c] + self.maybe(0.5, "COUNT", self.count())
-                    + self.maybe(0.2, "NOACK")
-                    + ["STREAMS", k, self.pick((">", ">", "0", self.sid()))])
+            a = (["XREADGROUP", "GROUP", g, c] + self.maybe(0.5, "COUNT", self.count())
+                 + self.maybe(0.2, "NOACK"))
+            if self.r.random() < 0.3:  # both keys: the group must exist on each
+                return a + ["STREAMS", "s", "t", self.pick((">", "0")), self.pick((">", "0"))]
+            return a + ["STREAMS", k, self.pick((">", ">", "0", self.sid()))]
         if n == 11:
             return ["XACK", k, g] + [self.sid() for _ in range(self.r.randint(0, 3))]
         if n == 12:
@@ -182,6 +192,13 @@ def comparable(x, cmd):
     if head[0] == "XPENDING" and len(cmd) > 3 and isinstance(x, list):
         return [[e[0], e[1], "idle", e[3]] for e in x]
     return x
+
+
+def exec_comparable(x, queued):
+    """EXEC's reply: each element as its own command's, or the error that aborted it."""
+    if isinstance(x, list) and len(x) == len(queued):
+        return [comparable(e, c) for e, c in zip(x, queued)]
+    return comparable(x, ["EXEC"])
 
 
 def fields(x):
@@ -235,21 +252,44 @@ def run_against_redis(server, resp, seed):
             assert conn.call("CONFIG", "SET", "stream-node-max-entries", str(node)) == "OK"
         gen = Gen(rng, e)
         history = []
-        for i in range(COMMANDS):
-            cmd = gen.next()
-            e.send(*cmd)
-            r.send(*cmd)
-            got, want = e.read(cmd), r.read(cmd)
-            history.append((i, cmd, got))
-            if comparable(got, cmd) != comparable(want, cmd):
-                keys = set(cmd[1:]) & set(KEYS)
+        queued = None    # the commands of an open MULTI
+        i = 0
+        while i < COMMANDS:
+            if queued is None and rng.random() < 0.04:
+                batch = [["MULTI"]] + [gen.next_in_multi() for _ in range(rng.randint(1, 4))]
+                batch.append(["DISCARD"] if rng.random() < 0.1 else ["EXEC"])
+            else:
+                batch = [gen.next()]
+            for cmd in batch:
+                e.send(*cmd)
+                r.send(*cmd)
+                got, want = e.read(cmd), r.read(cmd)
+                history.append((i, cmd, got))
+                i += 1
+                if cmd == ["MULTI"]:
+                    queued = []
+                    if got == want:
+                        continue
+                elif cmd in (["EXEC"], ["DISCARD"]):
+                    same = (exec_comparable(got, queued) == exec_comparable(want, queued)
+                            if cmd == ["EXEC"] else got == want)
+                    queued = None
+                    if same:
+                        continue
+                elif queued is not None:
+                    queued.append(cmd)
+                    if got == want:
+                        continue
+                elif comparable(got, cmd) == comparable(want, cmd):
+                    continue
+                keys = set(w for c in [cmd] + (queued or []) for w in c[1:]) & set(KEYS)
                 before = ["  #%d %s -> %r" % (j, " ".join(c), g) for j, c, g in history[-40:-1]
-                          if keys & set(c[1:])]
+                          if keys & set(c[1:]) or c[0] in ("MULTI", "EXEC", "DISCARD")]
                 raise AssertionError(
                     "RESP%d, seed %d, stream-node-max-entries %d, command #%d: %s\n"
                     "  echd:  %r\n  redis: %r\n"
                     "the commands before it on its keys:\n%s"
-                    % (resp, seed, node, i, " ".join(cmd), got, want,
+                    % (resp, seed, node, i - 1, " ".join(cmd), got, want,
                        "\n".join(before[-15:])))
         e.call("HELLO", "2")
         e.call("CONFIG", "SET", "stream-node-max-entries", "100")
@@ -264,7 +304,8 @@ def check_run(server, resp):
     history = run_against_redis(server, resp, seed)
     # the run did exercise the commands it compares, with and without errors
     names = {c[0] for _, c, _ in history}
-    assert {"XADD", "XREADGROUP", "XCLAIM", "XAUTOCLAIM", "XSETID", "XPENDING"} <= names, names
+    assert {"XADD", "XREADGROUP", "XCLAIM", "XAUTOCLAIM", "XSETID", "XPENDING",
+            "EXEC"} <= names, names
     errors = sum(isinstance(g, RespError) for _, _, g in history)
     delivered = sum(1 for _, c, g in history if c[0] == "XREADGROUP" and g)
     assert 0 < errors < len(history) and delivered > 0, (errors, delivered, seed)
