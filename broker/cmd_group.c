@@ -631,11 +631,7 @@ brk_cmd_xack(struct brk_ctx *x)
 	long long acked = 0;
 	int rc;
 
-	for (int j = 3; j < x->argc; j++) {
-		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
-			return 0;
-		}
-	}
+	/* As in Redis, no key or group is 0 before the ids are looked at. */
 	rc = stream_lookup(x->txn, x->c->db, &key, &m);
 	if (rc == 0) {
 		rc = group_lookup(x->txn, &m, &gname, &g);
@@ -646,6 +642,12 @@ brk_cmd_xack(struct brk_ctx *x)
 	}
 	if (rc != 0) {
 		return rc;
+	}
+	/* Every id must parse before anything is acknowledged. */
+	for (int j = 3; j < x->argc; j++) {
+		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
+			return 0;
+		}
 	}
 	for (int j = 3; j < x->argc; j++) {
 		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);

@@ -520,12 +520,7 @@ brk_cmd_xdel(struct brk_ctx *x)
 	long long deleted = 0;
 	int rc;
 
-	/* Every id must parse before anything is deleted. */
-	for (int j = 2; j < x->argc; j++) {
-		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
-			return 0;
-		}
-	}
+	/* As in Redis, no key is 0 before the ids are looked at. */
 	rc = stream_lookup(x->txn, x->c->db, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_int(x->w, 0);
@@ -533,6 +528,12 @@ brk_cmd_xdel(struct brk_ctx *x)
 	}
 	if (rc != 0) {
 		return rc;
+	}
+	/* Every id must parse before anything is deleted. */
+	for (int j = 2; j < x->argc; j++) {
+		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
+			return 0;
+		}
 	}
 	for (int j = 2; j < x->argc; j++) {
 		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
@@ -691,7 +692,12 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 			ro->group = &x->argv[i + 1];
 			ro->consumer = &x->argv[i + 2];
 			i += 2;
-		} else if (group && brk_arg_eq(o, "NOACK")) {
+		} else if (brk_arg_eq(o, "NOACK")) {
+			if (!group) {
+				resp_add_error(x->w, "ERR The NOACK option is only supported by "
+						     "XREADGROUP. You called XREAD instead.");
+				return false;
+			}
 			ro->noack = true;
 		} else {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
@@ -871,6 +877,16 @@ xinfo_stream(struct brk_ctx *x)
 		resp_add_error(x->w, "ERR wrong number of arguments for 'xinfo|stream' command");
 		return 0;
 	}
+	/* The key first, then the options, as Redis does. */
+	key = arg_buf(&x->argv[2]);
+	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, ERR_NOKEY);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
 	if (x->argc > 3) {
 		if (!brk_arg_eq(&x->argv[3], "FULL")) {
 			goto syntax;
@@ -887,15 +903,6 @@ xinfo_stream(struct brk_ctx *x)
 				count = 10;
 			}
 		}
-	}
-	key = arg_buf(&x->argv[2]);
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
-	if (rc == ECHD_ENOTFOUND) {
-		resp_add_error(x->w, ERR_NOKEY);
-		return 0;
-	}
-	if (rc != 0) {
-		return rc;
 	}
 	resp_add_map(x->w, full ? 9 : 10);
 	resp_add_bulk_cstr(x->w, "length");

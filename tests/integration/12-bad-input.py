@@ -271,6 +271,36 @@ def test_bad_ids_everywhere(server):
     by.check()
 
 
+def test_missing_key_before_bad_arguments(server):
+    """XDEL, XACK and XINFO look the key (and XACK the group) up first: with none, their
+    answer is the same whatever the rest says (found by 18-differential)."""
+    by = Bystander(server)
+    c = server.raw()
+    for bad in ("abc", "-1", "+", ""):
+        assert c.call("XDEL", "nokey", bad) == 0, bad
+        assert c.call("XACK", "nokey", "g", bad) == 0, bad
+    assert c.err("XINFO", "STREAM", "nokey", "NOTFULL") == "ERR no such key"
+    assert c.err("XINFO", "STREAM", "nokey", "FULL", "COUNT", "x") == "ERR no such key"
+    c.call("XADD", "s", "1-1", "f", "v")
+    assert c.call("XACK", "s", "nogroup", "abc") == 0
+    # with them, the arguments are checked, and nothing changes
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    assert c.err("XDEL", "s", "1-1", "abc") == INVALID_ID
+    assert c.err("XACK", "s", "g", "abc") == INVALID_ID
+    assert c.err("XINFO", "STREAM", "s", "NOTFULL").startswith("ERR unknown subcommand")
+    assert c.call("XLEN", "s") == 1
+    by.check()
+
+
+def test_noack_in_xread(server):
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    assert c.err("XREAD", "NOACK", "STREAMS", "s", "0") == (
+        "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.")
+    assert c.err("XREAD", "GROUP", "g", "c", "STREAMS", "s", "0") == (
+        "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
+
+
 def test_zero_id(server):
     c = server.raw()
     assert c.err("XADD", "s", "0-0", "f", "v") == ZERO_ID
