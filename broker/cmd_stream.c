@@ -558,6 +558,19 @@ brk_cmd_xdel(struct brk_ctx *x)
 	return 0;
 }
 
+/* Looks key up; with none, replies Redis' "no such key" and returns
+ * ECHD_ENOTFOUND. */
+static int
+lookup_or_nokey(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m)
+{
+	int rc = stream_lookup(x->txn, x->c->db, key, m);
+
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, ERR_NOKEY);
+	}
+	return rc;
+}
+
 int
 brk_cmd_xsetid(struct brk_ctx *x)
 {
@@ -596,13 +609,9 @@ brk_cmd_xsetid(struct brk_ctx *x)
 			return 0;
 		}
 	}
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
-	if (rc == ECHD_ENOTFOUND) {
-		resp_add_error(x->w, ERR_NOKEY);
-		return 0;
-	}
+	rc = lookup_or_nokey(x, &key, &m);
 	if (rc != 0) {
-		return rc;
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
 	if (stream_id_cmp(&id, &m.max_deleted) < 0) {
 		resp_add_error(x->w, "ERR The ID specified in XSETID is smaller than current "
@@ -879,13 +888,9 @@ xinfo_stream(struct brk_ctx *x)
 	}
 	/* The key first, then the options, as Redis does. */
 	key = arg_buf(&x->argv[2]);
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
-	if (rc == ECHD_ENOTFOUND) {
-		resp_add_error(x->w, ERR_NOKEY);
-		return 0;
-	}
+	rc = lookup_or_nokey(x, &key, &m);
 	if (rc != 0) {
-		return rc;
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
 	if (x->argc > 3) {
 		if (!brk_arg_eq(&x->argv[3], "FULL")) {
