@@ -6,7 +6,8 @@ Each run sets stream-node-max-entries to 2, 3, 5 or 100 on both, so that node bo
 small space on purpose (two keys, two groups, three consumers,
 ids 0-0 to 12-3, small counts, every option of XADD, XTRIM, XRANGE, XREVRANGE, XREAD,
 XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO and XSETID, with some wrong
-arguments), some of them in MULTI/EXEC, so that they collide: trims that cut entries still pending, claims of deleted
+arguments), some of them in MULTI/EXEC, some reads with BLOCK 1 (nothing else writes, so
+they time out or answer at once), so that they collide: trims that cut entries still pending, claims of deleted
 entries, groups destroyed under their consumers, ids at or below the top item. Each run is
 RESP2 or RESP3 and has a seed; a failure names the seed, the command and the commands before
 it on the same keys, which is enough to replay it.
@@ -147,7 +148,7 @@ class Gen:
             return ["XGROUP", sub, k, g, c]
         if n in (9, 10):
             a = (["XREADGROUP", "GROUP", g, c] + self.maybe(0.5, "COUNT", self.count())
-                 + self.maybe(0.2, "NOACK"))
+                 + self.maybe(0.2, "NOACK") + self.maybe(0.2, "BLOCK", "1"))
             if self.r.random() < 0.3:  # both keys: the group must exist on each
                 return a + ["STREAMS", "s", "t", self.pick((">", "0")), self.pick((">", "0"))]
             return a + ["STREAMS", k, self.pick((">", ">", "0", self.sid()))]
@@ -174,6 +175,7 @@ class Gen:
             return ["XINFO", "STREAM", k] + self.maybe(0.3, "FULL", "COUNT", self.count())
         other = self.pick(KEYS)
         return (["XREAD"] + self.maybe(0.5, "COUNT", self.count())
+                + self.maybe(0.2, "BLOCK", "1")
                 + ["STREAMS", k, other, self.pick(("0", "$", self.sid())), self.sid()])
 
 
