@@ -76,6 +76,10 @@ class Gen:
         s = str(self.r.randint(0, 12)) if self.r.random() < 0.3 else self.sid()
         return "(" + s if self.r.random() < 0.15 else s
 
+    def min_idle(self):
+        """0, or an idle time no entry of a run reaches: either way not a matter of clocks."""
+        return self.pick(("0", "0", "0", "86400000"))
+
     def count(self):
         return "-1" if self.r.random() < 0.05 else str(self.pick((0, 1, 2, 3, 5, 10, 100)))
 
@@ -157,15 +161,17 @@ class Gen:
         if n == 12:
             if self.r.random() < 0.4:
                 return ["XPENDING", k, g]
-            return (["XPENDING", k, g, self.range_id(), self.range_id(), self.count()]
-                    + self.maybe(0.4, c))
+            return (["XPENDING", k, g] + self.maybe(0.3, "IDLE", self.min_idle())
+                    + [self.range_id(), self.range_id(), self.count()] + self.maybe(0.4, c))
         if n == 13:
-            a = ["XCLAIM", k, g, c, "0"] + [self.sid() for _ in range(self.r.randint(1, 3))]
+            a = ["XCLAIM", k, g, c, self.min_idle()]
+            a += [self.sid() for _ in range(self.r.randint(1, 3))]
             a += self.maybe(0.3, "JUSTID") + self.maybe(0.3, "FORCE")
+            a += self.maybe(0.1, "IDLE", "1000") + self.maybe(0.1, "TIME", "1")
             return (a + self.maybe(0.2, "RETRYCOUNT", self.count())
                     + self.maybe(0.2, "LASTID", self.sid()))
         if n == 14:
-            return (["XAUTOCLAIM", k, g, c, "0", self.pick(("0", "-", self.sid()))]
+            return (["XAUTOCLAIM", k, g, c, self.min_idle(), self.pick(("0", "-", self.sid()))]
                     + self.maybe(0.5, "COUNT", self.count()) + self.maybe(0.3, "JUSTID"))
         if n == 15:
             return ["XINFO", self.pick(("GROUPS", "CONSUMERS")), k] + self.maybe(0.5, g)
