@@ -31,6 +31,7 @@ the field out (each case below says why):
 import os
 import random
 import shutil
+import signal
 import time
 
 from echdtest import RespError, Server
@@ -247,25 +248,37 @@ def full_comparable(x):
     return out
 
 
-def run_against_redis(server, resp, seed):
+def run_against_redis(server, resp, seed, kill_every=0):
+    """kill_every > 0: the run uses an echd of its own, killed with SIGKILL and restarted
+    every kill_every commands (between transactions); Redis runs on. What was acknowledged
+    must be all there, so the replies stay the same."""
     redis = Server("redis", redis_exe())
     try:
         redis.start()
-        e, r = server.raw(), redis.raw()
-        e.call("FLUSHALL")
-        if resp == 3:
-            e.call("HELLO", "3")
-            r.call("HELLO", "3")
         rng = random.Random(seed)
         # small nodes, so that node boundaries, ~ trimming and empty nodes come up often
         node = rng.choice((2, 3, 5, 100))
+        if kill_every:
+            server = server.spawn("--stream-node-max-entries", str(node))
+        e, r = server.raw(), redis.raw()
+        e.call("FLUSHALL")
         for conn in (e, r):
             assert conn.call("CONFIG", "SET", "stream-node-max-entries", str(node)) == "OK"
+            if resp == 3:
+                conn.call("HELLO", "3")
         gen = Gen(rng, e)
+        kills = 0
         history = []
         queued = None    # the commands of an open MULTI
         i = 0
         while i < COMMANDS:
+            if kill_every and queued is None and i >= (kills + 1) * kill_every:
+                server.restart(kill=signal.SIGKILL)
+                e = gen.echd = server.raw()
+                if resp == 3:
+                    e.call("HELLO", "3")
+                kills += 1
+                history.append((i, ["(echd killed and restarted)"], None))
             if queued is None and rng.random() < 0.04:
                 batch = [["MULTI"]] + [gen.next_in_multi() for _ in range(rng.randint(1, 4))]
                 batch.append(["DISCARD"] if rng.random() < 0.1 else ["EXEC"])
@@ -295,7 +308,8 @@ def run_against_redis(server, resp, seed):
                     continue
                 keys = set(w for c in [cmd] + (queued or []) for w in c[1:]) & set(KEYS)
                 before = ["  #%d %s -> %r" % (j, " ".join(c), g) for j, c, g in history[-40:-1]
-                          if keys & set(c[1:]) or c[0] in ("MULTI", "EXEC", "DISCARD")]
+                          if keys & set(c[1:]) or c[0] in ("MULTI", "EXEC", "DISCARD")
+                          or c[0].startswith("(")]
                 raise AssertionError(
                     "RESP%d, seed %d, stream-node-max-entries %d, command #%d: %s\n"
                     "  echd:  %r\n  redis: %r\n"
@@ -304,15 +318,16 @@ def run_against_redis(server, resp, seed):
                        "\n".join(before[-15:])))
         e.call("HELLO", "2")
         e.call("CONFIG", "SET", "stream-node-max-entries", "100")
+        assert kills == (COMMANDS - 1) // kill_every if kill_every else kills == 0, kills
         return history
     finally:
         redis.stop()
         redis.remove()
 
 
-def check_run(server, resp):
+def check_run(server, resp, kill_every=0):
     seed = int(os.environ.get("DIFF_SEED") or time.time() * 1000) % (1 << 31)
-    history = run_against_redis(server, resp, seed)
+    history = run_against_redis(server, resp, seed, kill_every)
     # the run did exercise the commands it compares, with and without errors
     names = {c[0] for _, c, _ in history}
     assert {"XADD", "XREADGROUP", "XCLAIM", "XAUTOCLAIM", "XSETID", "XPENDING",
@@ -381,3 +396,9 @@ def test_random_commands_resp2(server):
 
 def test_random_commands_resp3(server):
     check_run(server, 3)
+
+
+def test_random_commands_across_kills(server):
+    """The same, with echd killed (SIGKILL) and restarted every 750 commands: after each
+    restart it must answer as Redis, which was not restarted."""
+    check_run(server, 2, kill_every=750)
