@@ -426,6 +426,7 @@ static bool
 fs_full(struct brk_server *srv, struct storage_stat *st)
 {
 	uint64_t now = brk_now_ms();
+	bool full;
 
 	if (st->reserve_error != 0 && now - srv->reserve_retry_ms >= FS_RETRY_MS) {
 		/* Space may have come back with no commit to find out. */
@@ -435,7 +436,10 @@ fs_full(struct brk_server *srv, struct storage_stat *st)
 			return srv->fs_full;
 		}
 	}
-	if (st->reserve_error == 0) {
+	/* Another error (EIO, say) is not a full disk: the commits that
+	 * need the disk report it themselves. */
+	full = st->reserve_error == -ENOSPC || st->reserve_error == -EDQUOT;
+	if (!full) {
 		if (srv->fs_full) {
 			echd_log(ECHD_LOG_NOTICE, "the data directory's file system has room again: "
 						  "writes that add data are accepted");
