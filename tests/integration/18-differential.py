@@ -1,16 +1,20 @@
 """Differential test: random stream and group commands, sent to echd and to Debian's
 redis-server side by side, must get the same replies.
 
-Each run sets stream-node-max-entries to 2, 3, 5 or 100 on both, so that node boundaries,
-~ trimming and nodes left with no live entries come up often. The commands are drawn from a
-small space on purpose (two keys, two groups, three consumers,
+The commands are drawn from a small space on purpose: two keys, two groups, three consumers,
 ids 0-0 to 12-3, small counts, every option of XADD, XTRIM, XRANGE, XREVRANGE, XREAD,
-XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO and XSETID, with some wrong
-arguments), some of them in MULTI/EXEC, some reads with BLOCK 1 (nothing else writes, so
-they time out or answer at once), so that they collide: trims that cut entries still pending, claims of deleted
-entries, groups destroyed under their consumers, ids at or below the top item. Each run is
-RESP2 or RESP3 and has a seed; a failure names the seed, the command and the commands before
-it on the same keys, which is enough to replay it.
+XGROUP, XREADGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM, XINFO and XSETID, some wrong
+arguments, some commands in MULTI/EXEC, some reads with BLOCK 1 (nothing else writes, so
+they time out or answer at once). So they collide: trims that cut entries still pending,
+claims of deleted entries, groups destroyed under their consumers, ids at or below the top
+item. Each run sets stream-node-max-entries to 2, 3, 5 or 100 on both servers, so that node
+boundaries, ~ trimming and nodes left with no live entries come up often. One run kills and
+restarts echd as it goes; another sends random arguments to every stream command.
+
+Each run is RESP2 or RESP3 and has a seed; a failure names the seed, the command and the
+commands before it on the same keys. DIFF_SEED=<seed> in the environment replays it:
+
+    DIFF_SEED=123 run.py --echd build/broker/echd -k 18-differential
 
 The oracle is Redis 7.0; echd follows 7.4, so where those two differ the comparison leaves
 the field out (each case below says why):
