@@ -1385,6 +1385,7 @@ trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
 	unsigned char from[24];
 	struct storage_cursor *c;
 	struct st_buf key, val, seek = {from, 24};
+	uint64_t before = *deleted;
 	int rc;
 
 	entry_key(from, m->sid, &n->first);
@@ -1420,7 +1421,8 @@ trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
-	return node_save(t, m->sid, n);
+	/* Nothing to trim writes nothing (the caller does not count it). */
+	return *deleted == before ? 0 : node_save(t, m->sid, n);
 }
 
 /* What trim_node() tells the trimming loop. */
