@@ -229,8 +229,6 @@ def full_comparable(x):
     and consumers without pending entries out (see the docstring)."""
     def as_dict(v):
         return v if isinstance(v, dict) else dict(zip(v[0::2], v[1::2]))
-    if isinstance(x, RespError):
-        return ("error", str(x))
     d = as_dict(x)
     out = {k: v for k, v in d.items() if k not in SKIPPED_FIELDS and k != b"groups"}
     groups = []
