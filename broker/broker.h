@@ -481,6 +481,7 @@ void brk_tls_finish(struct brk_server *srv);
 struct bufferevent *brk_tls_bufferevent(struct brk_server *srv, int fd);
 void brk_tls_describe_error(struct bufferevent *bev, char *buf, size_t len);
 int brk_tls_peer_name(struct bufferevent *bev, char *buf, size_t len);
+ssize_t brk_tls_write_now(struct bufferevent *bev, const char *addr, const void *p, size_t n);
 
 /* systemd.c: service manager integration */
 #define BRK_SD_LISTEN_FDS_START 3

@@ -278,6 +278,7 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 {
 	struct evbuffer *ob;
 	size_t off = 0;
+	bool again = false, broken = false;
 
 	if (c->out.over_limit) {
 		c->batch_mark = 0;
@@ -301,18 +302,34 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 	}
 	ob = bufferevent_get_output(c->bev);
 	c->srv->stats.net_output_bytes += upto;
-	if (evbuffer_get_length(ob) == 0 && !(c->flags & BRK_CONN_TLS)) {
+	if (evbuffer_get_length(ob) == 0) {
 		/* Write at once rather than wait a poll round for writability. */
-		ssize_t n = write(c->fd, c->out.data, upto);
+		ssize_t n;
+		if (c->flags & BRK_CONN_TLS) {
+			n = brk_tls_write_now(c->bev, c->addr, c->out.data, upto);
+			again = n == -EAGAIN;
+			broken = n < 0 && !again;
+		} else {
+			n = write(c->fd, c->out.data, upto); /* errors: the bufferevent's */
+		}
 		if (n > 0) {
 			off = (size_t)n;
 		}
 	}
-	if (off < upto) {
+	if (off < upto && !broken) {
 		evbuffer_add(ob, c->out.data + off, upto - off);
+		if (again) {
+			/* OpenSSL repeats its write with the bufferevent's first
+			 * chunk, which must hold these bytes in full. */
+			evbuffer_pullup(ob, (ev_ssize_t)(upto - off));
+		}
 	}
 	resp_buf_consume(&c->out, upto);
 	c->batch_mark = c->batch_mark > upto ? c->batch_mark - upto : 0;
+	if (broken) {
+		brk_conn_close_asap(c);
+		return;
+	}
 	check_output_limits(c, evbuffer_get_length(ob));
 done:
 	if ((c->flags & BRK_CONN_CLOSE_AFTER_REPLY) && c->out.len == 0 && c->bev &&

@@ -294,3 +294,48 @@ brk_tls_peer_name(struct bufferevent *bev, char *buf, size_t len)
 	X509_free(cert);
 	return n > 0 ? n : 0;
 }
+
+/* Writes a reply at once, as the plain path writes its socket:
+ * bufferevent_openssl 2.1 would add a write event, wait a poll round, write
+ * and remove the event again (two epoll_ctl and a loop turn per reply).
+ * Only once the handshake is over, when the bufferevent has nothing queued
+ * (so no write of its own is half done), and for up to one TLS record, so
+ * that the bufferevent's first write of its queue can repeat it.
+ * Returns n when written; 0 when not tried; -EAGAIN when OpenSSL must wait
+ * for the socket and then expects the same n bytes again (the caller
+ * queues them in one piece); another negative errno when the connection
+ * is broken (logged here; the caller closes it). */
+ssize_t
+brk_tls_write_now(struct bufferevent *bev, const char *addr, const void *p, size_t n)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	char why[256];
+	int r, err;
+
+	/* A read waiting for bytes is no obstacle; a write of OpenSSL's own
+	 * waiting for the socket is (a read that must write, say). */
+	if (ssl == NULL || n == 0 || n > SSL3_RT_MAX_PLAIN_LENGTH || !SSL_is_init_finished(ssl) ||
+		!(SSL_want_nothing(ssl) || SSL_want_read(ssl))) {
+		return 0;
+	}
+	/* SSL_get_error() reads the thread's error queue: a stale entry
+	 * would make a plain "socket full" look fatal. */
+	ERR_clear_error();
+	r = SSL_write(ssl, p, (int)n);
+	if (r > 0) {
+		return r; /* all of it: no SSL_MODE_ENABLE_PARTIAL_WRITE */
+	}
+	err = SSL_get_error(ssl, r);
+	if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ) {
+		return -EAGAIN;
+	}
+	if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+		snprintf(why, sizeof(why), "connection reset or closed without a TLS close_notify");
+	} else {
+		ssl_errstr(why, sizeof(why));
+	}
+	/* Leave nothing for the next connection's SSL_get_error() to find. */
+	ERR_clear_error();
+	echd_log(ECHD_LOG_VERBOSE, "TLS connection from %s closed: %s", addr, why);
+	return -EPIPE;
+}

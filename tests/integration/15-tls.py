@@ -7,7 +7,8 @@ one signed by the untrusted CA, and an expired one (`openssl ca -startdate/-endd
 3.0's `x509` has no -not_before/-not_after).
 
 Covered: redis-cli --tls and python3-redis ssl=True running stream and group commands; a
-blocking XREAD/XREADGROUP woken by an XADD over TLS; what is refused (untrusted CA, no client
+blocking XREAD/XREADGROUP woken by an XADD over TLS; replies written at once, queued whole when
+the socket is full, and clients that reset while answered; what is refused (untrusted CA, no client
 certificate with tls-auth-clients yes but accepted with optional/no, an expired certificate,
 plaintext/garbage/truncated handshakes on the TLS port) while a parallel good TLS client keeps
 working; reload on SIGHUP and CONFIG SET (old connections keep working, new ones see the new
@@ -31,6 +32,7 @@ import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import tempfile
 import threading
@@ -392,6 +394,66 @@ def test_blocking_reads_woken_over_tls(server):
                what="the XREADGROUP to block")
     s.tls_client().xadd("q", {"k": "w"}, id="6-1")
     assert reader.read() == [[b"q", [[b"6-1", [b"k", b"w"]]]]]
+
+
+def client_field(conn, name, field):
+    """Field <field> of client <name> in CLIENT LIST, as an int (None: no such client)."""
+    for line in conn.call("CLIENT", "LIST").decode().splitlines():
+        kv = dict(p.split("=", 1) for p in line.split(" ") if "=" in p)
+        if kv.get("name") == name:
+            return int(kv[field])
+    return None
+
+
+@timeout(120)
+def test_replies_queue_while_a_tls_reader_stalls(server):
+    """A reply of up to one TLS record is written at once; when the socket is full it is
+    queued whole, as OpenSSL will repeat that write. A client that sends without reading
+    gets every reply, in order, once it reads."""
+    s = tls_server(server)
+    other = s.tls()
+    value = "v" * 12000  # one reply of ~12 KB: under a TLS record (16 KB)
+    other.call("XADD", "big", "1-1", "f", value)
+    stalled = s.tls(timeout=60)
+    stalled.call("CLIENT", "SETNAME", "stalled")
+    req = b"*4\r\n$6\r\nXRANGE\r\n$3\r\nbig\r\n$1\r\n-\r\n$1\r\n+\r\n"
+    sent, queued = 0, 0
+    # one request at a time, so that each reply is written on its own
+    while sent < 4000 and not queued:
+        stalled.send_raw(req)
+        sent += 1
+        time.sleep(0.0005)
+        if sent % 25 == 0:
+            queued = client_field(other, "stalled", "omem")  # bytes queued for the socket
+    assert queued, "%d replies of 12 KB never filled the socket" % sent
+    for _ in range(50):  # more behind the queued ones
+        stalled.send_raw(req)
+        sent += 1
+    assert other.call("PING") == "PONG"  # nobody else waits for the stalled reader
+    for i in range(sent):
+        assert stalled.read() == [[b"1-1", [b"f", value.encode()]]], "reply %d" % i
+    assert stalled.call("PING") == "PONG"
+    assert client_field(other, "stalled", "omem") == 0
+
+
+def test_clients_reset_while_answered(server):
+    """Clients that pipeline PINGs and reset the connection (RST) while their replies are
+    written: each is closed and forgotten, the reason logged, and the server keeps serving."""
+    s = tls_server(server)
+    watch = s.tls()
+    for k in range(30):
+        c = TlsConn(s.tls_port)
+        c.send_raw(b"PING\r\n" * (50 + 20 * k))
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+        assert watch.call("PING") == "PONG"
+
+    def connected():
+        info = watch.call("INFO", "clients").decode()
+        return int(info.split("connected_clients:")[1].split("\r\n")[0])
+    wait_until(lambda: connected() == 1, what="the reset clients to be closed")
+    assert "closed: connection reset or closed without a TLS close_notify" in s.log_text()
+    assert s.tls().call("XADD", "s", "1-1", "f", "v") == b"1-1"
 
 
 # ---------------------------------------------------------------------------
