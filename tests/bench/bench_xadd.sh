@@ -85,13 +85,18 @@ launch() {
 	started "$name" "$(spawn_ready "$TMP/$name.log" "$PORT" "${cmd[@]}")"
 }
 
-# bench PORT CLIENTS PIPELINE REQUESTS [XADD args...]: prints "rps p50 p99" (ms)
+# bench PORT CLIENTS PIPELINE REQUESTS [XADD args...]: prints "rps p50 p99 client_cpu"
+# (latencies in ms; client_cpu: redis-benchmark's user + system CPU seconds, from `times`)
 bench() {
 	local port=$1 c=$2 p=$3 n=$4
 	shift 4
 	[ $# -gt 0 ] || set -- XADD s '*' f v
-	"$BENCH" -h 127.0.0.1 -p "$port" -n "$n" -c "$c" -P "$p" --csv "$@" 2>/dev/null |
-		awk -F'"' 'NR == 2 { print $4, $10, $14 }'
+	{
+		"$BENCH" -h 127.0.0.1 -p "$port" -n "$n" -c "$c" -P "$p" --csv "$@" 2>/dev/null
+		times
+	} | awk -F'"' 'NR == 2 { r = $4 " " $10 " " $14 }
+		/^[0-9]+m[0-9.]+s [0-9]+m[0-9.]+s$/ { t = $0 }   # the children line comes last
+		END { split(t, a, /[ ms]+/); print r, a[1] * 60 + a[2] + a[3] * 60 + a[4] }'
 }
 
 anon_kb() {
@@ -99,13 +104,13 @@ anon_kb() {
 }
 
 declare -A PORT_FOR
-declare -A RPS P50 P99
+declare -A RPS P50 P99 SCPU CCPU
 
 # ---------------------------------------------------------------------------
 # Standard mode: three runs against each server
 # ---------------------------------------------------------------------------
 standard() {
-	local servers=() s c p key n r
+	local servers=() s c p key n r t0 cli
 	declare -A SPID SPORT
 	[ $RUN_ECHD -eq 0 ] || servers+=(echd)
 	[ $RUN_REDIS -eq 0 ] || servers+=(redis-always redis-everysec)
@@ -129,7 +134,11 @@ standard() {
 				n=$N
 				[ "$c" -ne 1 ] || n=${C1_N:-$N}
 				log "round $r/$ROUNDS $key: redis-benchmark -n $n -c $c -P $p XADD s * f v"
-				read -r "RPS[$key/$r]" "P50[$key/$r]" "P99[$key/$r]" < <(bench "${SPORT[$s]}" "$c" "$p" "$n")
+				t0=$(cpu_ticks "${SPID[$s]}")
+				read -r "RPS[$key/$r]" "P50[$key/$r]" "P99[$key/$r]" cli < <(bench "${SPORT[$s]}" "$c" "$p" "$n")
+				SCPU[$key/$r]=$(per_request_us "$(($(cpu_ticks "${SPID[$s]}") - t0))" "$n")
+				CCPU[$key/$r]=$(per_request_us "$(awk -v s="$cli" -v hz="$(getconf CLK_TCK)" \
+					'BEGIN { print s * hz }')" "$n")
 			done
 		done
 	done
@@ -144,11 +153,13 @@ standard() {
 		for run in "${runs[@]}"; do
 			read -r c p <<<"$run"
 			key="$s/c$c/P$p"
-			local a=() b=() d=()
+			local a=() b=() d=() e=() f=()
 			for r in "${rr[@]}"; do
 				a+=("${RPS[$key/$r]}") b+=("${P50[$key/$r]}") d+=("${P99[$key/$r]}")
+				e+=("${SCPU[$key/$r]}") f+=("${CCPU[$key/$r]}")
 			done
 			RPS[$key]=$(median "${a[@]}") P50[$key]=$(median "${b[@]}") P99[$key]=$(median "${d[@]}")
+			SCPU[$key]=$(median "${e[@]}") CCPU[$key]=$(median "${f[@]}")
 			if [ "$ROUNDS" -gt 1 ]; then
 				log "$key requests/s by round: ${a[*]}"
 			fi
@@ -156,14 +167,18 @@ standard() {
 	done
 	[ "$ROUNDS" -eq 1 ] || printf '\nmedians of %s rounds\n' "$ROUNDS"
 
-	printf '\n%-10s %-16s %12s %9s %9s\n' run server 'requests/s' 'p50 ms' 'p99 ms'
+	printf '\n%-10s %-16s %12s %9s %9s %12s %12s\n' run server 'requests/s' 'p50 ms' 'p99 ms' \
+		'server µs' 'client µs'
 	for run in "${runs[@]}"; do
 		read -r c p <<<"$run"
 		for s in "${servers[@]}"; do
 			key="$s/c$c/P$p"
-			printf '%-10s %-16s %12s %9s %9s\n' "c$c P$p" "$s" "${RPS[$key]}" "${P50[$key]}" "${P99[$key]}"
+			printf '%-10s %-16s %12s %9s %9s %12s %12s\n' "c$c P$p" "$s" "${RPS[$key]}" \
+				"${P50[$key]}" "${P99[$key]}" "${SCPU[$key]}" "${CCPU[$key]}"
 		done
 	done
+	printf '(server µs, client µs: CPU time, user + system, per request: of the server process and\n'
+	printf ' of redis-benchmark; they share the machine'"'"'s %s CPUs)\n' "$(nproc)"
 	if [ $RUN_ECHD -eq 1 ] && [ $RUN_REDIS -eq 1 ]; then
 		printf '\nratios echd/redis (requests/s; for c1 also p50, lower is better):\n'
 		local t1 t2

@@ -27,6 +27,16 @@ cleanup() {
 	rm -rf "$TMP"
 }
 
+# cpu_ticks PID: the CPU time (user + system) PID has used so far, in clock ticks.
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# per_request_us TICKS REQUESTS: CPU microseconds per request.
+per_request_us() {
+	awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t * 1e6 / hz / n }'
+}
+
 log() {
 	printf '# %s\n' "$*" >&2
 }
