@@ -302,8 +302,10 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 	}
 	ob = bufferevent_get_output(c->bev);
 	c->srv->stats.net_output_bytes += upto;
-	if (evbuffer_get_length(ob) == 0) {
-		/* Write at once rather than wait a poll round for writability. */
+	if (evbuffer_get_length(ob) == 0 && !(c->flags & BRK_CONN_CLOSING)) {
+		/* Write at once rather than wait a poll round for writability.
+		 * Not to a connection already closed (and logged): libevent may
+		 * have seen it fail in this turn, after its replies were made. */
 		ssize_t n;
 		if (c->flags & BRK_CONN_TLS) {
 			n = brk_tls_write_now(c->bev, c->addr, c->out.data, upto);
@@ -317,11 +319,16 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 		}
 	}
 	if (off < upto && !broken) {
-		evbuffer_add(ob, c->out.data + off, upto - off);
-		if (again) {
-			/* OpenSSL repeats its write with the bufferevent's first
-			 * chunk, which must hold these bytes in full. */
-			evbuffer_pullup(ob, (ev_ssize_t)(upto - off));
+		/* OpenSSL repeats a write that must wait (again) with the
+		 * bufferevent's first chunk, which must hold these bytes in
+		 * full. Bytes not queued would leave a gap in the replies, and
+		 * over TLS OpenSSL would count the next reply's first bytes as
+		 * the ones it sent: without memory, close instead. */
+		if (evbuffer_add(ob, c->out.data + off, upto - off) != 0 ||
+			(again && evbuffer_pullup(ob, (ev_ssize_t)(upto - off)) == NULL)) {
+			echd_log(ECHD_LOG_WARNING, "client %s: out of memory queueing a reply; closing",
+				c->addr);
+			broken = true;
 		}
 	}
 	resp_buf_consume(&c->out, upto);
