@@ -43,11 +43,12 @@ file_size(mdb_filehandle_t fd, uint64_t *out)
 #ifdef STATX_SIZE
 	struct statx sx;
 
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0) {
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &sx) == 0 && (sx.stx_mask & STATX_SIZE)) {
 		*out = sx.stx_size;
 		return 0;
 	}
-	/* ENOSYS on an old kernel, EPERM under a seccomp filter: fstat. */
+	/* EPERM under a seccomp filter, or a file system that did not say
+	 * (glibc itself stands in for statx on kernels without it): fstat. */
 #endif
 	if (fstat(fd, &sb) != 0) {
 		return -errno;
