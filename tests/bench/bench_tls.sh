@@ -118,7 +118,7 @@ bench() {
 	printf '%s\n' "$out" | awk -F'"' '/^"XADD/ { print $4, $10, $14 }'
 }
 
-declare -A RPS P50 P99 ALL_RPS ALL_P50 ALL_P99
+declare -A RPS P50 P99 SCPU ALL_RPS ALL_P50 ALL_P99 ALL_SCPU
 RUNS=("50 1" "50 16")
 SERVERS=()
 [ $RUN_ECHD -eq 0 ] || SERVERS+=(echd-tls echd-plain)
@@ -135,6 +135,7 @@ for round in $(seq "$ROUNDS"); do
 		for run in "${RUNS[@]}"; do
 			read -r c p <<<"$run"
 			key="$s/c$c/P$p"
+			t0=$(cpu_ticks "$PID")
 			if [ "$s" = echd-plain ]; then
 				log "round $round $key: redis-benchmark -n $N -c $c -P $p XADD s * f v (plain TCP)"
 				read -r rps p50 p99 < <(bench "$PORT" "$c" "$p")
@@ -143,6 +144,7 @@ for round in $(seq "$ROUNDS"); do
 				read -r rps p50 p99 < <(bench "$TLS_PORT" "$c" "$p" "${CLIENT_TLS[@]}")
 			fi
 			ALL_RPS[$key]+="$rps " ALL_P50[$key]+="$p50 " ALL_P99[$key]+="$p99 "
+			ALL_SCPU[$key]+="$(per_request_us "$(($(cpu_ticks "$PID") - t0))" "$N") "
 		done
 		stop "$PID"
 		rm -rf "$TMP/$s-$round"
@@ -151,17 +153,20 @@ done
 for key in "${!ALL_RPS[@]}"; do
 	# shellcheck disable=SC2086 # the lists are blank-separated numbers
 	RPS[$key]=$(median ${ALL_RPS[$key]}) P50[$key]=$(median ${ALL_P50[$key]}) P99[$key]=$(median ${ALL_P99[$key]})
+	SCPU[$key]=$(median ${ALL_SCPU[$key]})
 done
 [ "$ROUNDS" -eq 1 ] || printf '\nmedians of %s rounds of -n %s\n' "$ROUNDS" "$N"
 
-printf '\n%-10s %-18s %12s %9s %9s\n' run server 'requests/s' 'p50 ms' 'p99 ms'
+printf '\n%-10s %-18s %12s %9s %9s %12s\n' run server 'requests/s' 'p50 ms' 'p99 ms' 'server µs'
 for run in "${RUNS[@]}"; do
 	read -r c p <<<"$run"
 	for s in "${SERVERS[@]}"; do
 		key="$s/c$c/P$p"
-		printf '%-10s %-18s %12s %9s %9s\n' "c$c P$p" "$s" "${RPS[$key]}" "${P50[$key]}" "${P99[$key]}"
+		printf '%-10s %-18s %12s %9s %9s %12s\n' "c$c P$p" "$s" "${RPS[$key]}" "${P50[$key]}" \
+			"${P99[$key]}" "${SCPU[$key]}"
 	done
 done
+printf '(server µs: CPU time, user + system, of the server process per request)\n'
 if [ $RUN_ECHD -eq 1 ]; then
 	printf '\nratios (requests/s):\n'
 	for run in "${RUNS[@]}"; do
