@@ -622,7 +622,11 @@ client_kill(struct brk_ctx *x)
 		for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
 			if (strlen(c->addr) == x->argv[2].len &&
 				memcmp(c->addr, x->argv[2].p, x->argv[2].len) == 0) {
-				brk_conn_close_asap(c);
+				if (c == x->c) {
+					c->flags |= BRK_CONN_CLOSE_AFTER_REPLY; /* the OK first */
+				} else {
+					brk_conn_close_asap(c);
+				}
 				resp_add_simple(x->w, "OK");
 				return 0;
 			}

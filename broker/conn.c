@@ -302,10 +302,12 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 	}
 	ob = bufferevent_get_output(c->bev);
 	c->srv->stats.net_output_bytes += upto;
-	if (evbuffer_get_length(ob) == 0 && !(c->flags & BRK_CONN_CLOSING)) {
+	if (evbuffer_get_length(ob) == 0 && !(c->flags & BRK_CONN_FAILED)) {
 		/* Write at once rather than wait a poll round for writability.
-		 * Not to a connection already closed (and logged): libevent may
-		 * have seen it fail in this turn, after its replies were made. */
+		 * A connection closed on purpose still gets its last reply (the
+		 * OK of an ACL DELUSER of its own user, say); one whose socket
+		 * failed in this turn, after its commands ran, is not written
+		 * to (and logged as closed) a second time. */
 		ssize_t n;
 		if (c->flags & BRK_CONN_TLS) {
 			n = brk_tls_write_now(c->bev, c->addr, c->out.data, upto);
@@ -379,6 +381,9 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 		char err[256];
 		brk_tls_describe_error(bev, err, sizeof(err));
 		echd_log(ECHD_LOG_VERBOSE, "TLS connection from %s closed: %s", c->addr, err);
+	}
+	if (what & BEV_EVENT_ERROR) {
+		c->flags |= BRK_CONN_FAILED;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
 		brk_conn_close_asap(c);
@@ -470,6 +475,7 @@ raw_read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		echd_log(ECHD_LOG_VERBOSE, "client %s (id %llu): read: %s", c->addr,
 			(unsigned long long)c->id, strerror(errno));
+		c->flags |= BRK_CONN_FAILED;
 		brk_conn_close_asap(c);
 		return;
 	}

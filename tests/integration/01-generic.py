@@ -552,6 +552,11 @@ def test_client_kill(server):
     assert c.call("CLIENT", "KILL", "ID", str(myid)) == 0
     assert c.call("CLIENT", "KILL", "ID", str(myid), "SKIPME", "no") == 1
     assert c.wait_closed(5)
+    # the old form on the caller's own address answers too, then closes
+    me = server.raw()
+    addr = "127.0.0.1:%d" % me.sock.getsockname()[1]
+    assert me.call_raw("CLIENT", "KILL", addr) == b"+OK\r\n"
+    assert me.wait_closed(5)
     assert server.raw().call("PING") == "PONG"
 
 

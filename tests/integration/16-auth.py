@@ -476,6 +476,11 @@ def test_acl_deluser(server):
     assert admin.call("ACL", "DELUSER", "nosuch") == 0
     assert admin.call("ACL", "USERS") == [b"default"]
     assert admin.call("PING") == "PONG"
+    # a user that deletes itself hears how many were deleted, then is closed
+    admin.call("ACL", "SETUSER", "dave", "on", ">pw-d", "~*", "+@all")
+    d = login(s, "dave", "pw-d")
+    assert d.call_raw("ACL", "DELUSER", "dave") == b":1\r\n"
+    assert d.wait_closed(), "a connection of a deleted user was not closed"
 
 
 def test_acl_cat(server):
