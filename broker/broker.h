@@ -135,7 +135,7 @@ enum {
 	BRK_CONN_HELD = 1 << 3,              /* on the held list */
 	BRK_CONN_PENDING = 1 << 4,           /* on the pending-input list */
 	BRK_CONN_CLOSING = 1 << 5,           /* on the closing list */
-	BRK_CONN_TLS = 1 << 7,               /* over TLS: no direct writes */
+	BRK_CONN_TLS = 1 << 7,               /* over TLS: direct writes by SSL_write */
 	BRK_CONN_REFUSED = 1 << 8,           /* TLS, refused: told why, then closed */
 	BRK_CONN_FAILED = 1 << 9,            /* its socket failed (and was logged) */
 	BRK_CONN_WAITING = 1 << 6,           /* on the waiting-for-durability list */

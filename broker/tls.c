@@ -243,6 +243,9 @@ brk_tls_bufferevent(struct brk_server *srv, int fd)
 		BEV_OPT_CLOSE_ON_FREE);
 }
 
+/* Why a socket failed under TLS with no OpenSSL error to tell. */
+static const char reset_why[] = "connection reset or closed without a TLS close_notify";
+
 void
 brk_tls_describe_error(struct bufferevent *bev, char *buf, size_t len)
 {
@@ -256,7 +259,7 @@ brk_tls_describe_error(struct bufferevent *bev, char *buf, size_t len)
 		/* libevent files SSL_get_error()'s code, not an OpenSSL error, for a
 		 * failed read or write on the socket itself */
 		snprintf(buf, len, "%s", ERR_GET_REASON(e) == SSL_ERROR_SYSCALL
-				? "connection reset or closed without a TLS close_notify"
+				? reset_why
 				: "TLS error without details");
 		return;
 	}
@@ -330,7 +333,7 @@ brk_tls_write_now(struct bufferevent *bev, const char *addr, const void *p, size
 		return -EAGAIN;
 	}
 	if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
-		snprintf(why, sizeof(why), "connection reset or closed without a TLS close_notify");
+		snprintf(why, sizeof(why), "%s", reset_why);
 	} else {
 		ssl_errstr(why, sizeof(why));
 	}
