@@ -628,6 +628,7 @@ brk_cmd_xack(struct brk_ctx *x)
 	struct stream_meta m;
 	struct group_meta g;
 	struct stream_id id;
+	struct pel_run run = {0, 0};
 	long long acked = 0;
 	int rc;
 
@@ -651,7 +652,7 @@ brk_cmd_xack(struct brk_ctx *x)
 	}
 	for (int j = 3; j < x->argc; j++) {
 		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
-		rc = pel_remove(x->txn, &g, &id);
+		rc = pel_remove_run(x->txn, &g, &id, &run);
 		if (rc == ECHD_ENOTFOUND) {
 			continue;
 		}
@@ -659,6 +660,10 @@ brk_cmd_xack(struct brk_ctx *x)
 			return rc;
 		}
 		acked++;
+	}
+	rc = pel_run_end(x->txn, &g, &run);
+	if (rc != 0) {
+		return rc;
 	}
 	if (acked > 0) {
 		rc = group_save(x->txn, &m, &gname, &g);

@@ -780,7 +780,21 @@ pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c
 }
 
 int
-pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *id)
+pel_run_end(struct storage_txn *t, const struct group_meta *g, struct pel_run *run)
+{
+	int rc;
+
+	if (run->n == 0) {
+		return 0;
+	}
+	rc = consumer_adjust(t, g, run->cid, -(int64_t)run->n);
+	run->n = 0;
+	return rc;
+}
+
+int
+pel_remove_run(struct storage_txn *t, struct group_meta *g, const struct stream_id *id,
+	struct pel_run *run)
 {
 	unsigned char key[24];
 	struct st_buf k = {key, 24};
@@ -796,8 +810,9 @@ pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *
 	if (rc == 0) {
 		rc = cpel_set(t, g, r.cid, id, false);
 	}
-	if (rc == 0) {
-		rc = consumer_adjust(t, g, r.cid, -1);
+	if (rc == 0 && run->cid != r.cid) {
+		rc = pel_run_end(t, g, run);
+		run->cid = r.cid;
 	}
 	if (rc != 0) {
 		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
@@ -806,7 +821,21 @@ pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *
 		return ECHD_ECORRUPT;
 	}
 	g->pending--;
+	run->n++;
 	return 0;
+}
+
+int
+pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *id)
+{
+	struct pel_run run = {0, 0};
+	int rc;
+
+	rc = pel_remove_run(t, g, id, &run);
+	if (rc == 0) {
+		rc = pel_run_end(t, g, &run);
+	}
+	return rc;
 }
 
 int

@@ -126,6 +126,18 @@ int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c
  * caller holding a copy of that record must save its own changes first
  * and reload (or adjust) the copy after, or it writes a stale count back. */
 int pel_remove(struct storage_txn *t, struct group_meta *g, const struct stream_id *id);
+/* pel_remove() for many ids (XACK): the owners' pending counts are
+ * gathered in *run while the owner stays the same, and written when it
+ * changes and by pel_run_end(), which must follow the last call. So ten ids
+ * of one consumer write its record once, not ten times. Start with a
+ * zeroed run. */
+struct pel_run {
+	uint64_t cid;
+	uint64_t n;
+};
+int pel_remove_run(struct storage_txn *t, struct group_meta *g, const struct stream_id *id,
+	struct pel_run *run);
+int pel_run_end(struct storage_txn *t, const struct group_meta *g, struct pel_run *run);
 
 /* The highest id in the group PEL; ECHD_ENOTFOUND when it is empty. */
 int pel_last(struct storage_txn *t, const struct group_meta *g, struct stream_id *out);

@@ -1722,6 +1722,58 @@ START_TEST(test_pel_remove)
 }
 END_TEST
 
+START_TEST(test_pel_remove_run)
+{
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta a, b, c;
+	struct pel_run run = {0, 0};
+	struct pel_row r;
+
+	mkstream(0, "s", &m);
+	gcreate(&m, "g", ID_MIN, 0, &g);
+	ccreate(&g, "a", 1, &a);
+	ccreate(&g, "b", 1, &b);
+	deliver(&g, &a, 1, 1, 10);
+	deliver(&g, &a, 1, 2, 10);
+	deliver(&g, &b, 1, 3, 10);
+	deliver(&g, &a, 1, 4, 10);
+	deliver(&g, &b, 1, 5, 10);
+	csave(&g, "a", &a);
+	csave(&g, "b", &b);
+
+	OK(pel_remove_run(tx, &g, &(struct stream_id){1, 1}, &run));
+	OK(pel_remove_run(tx, &g, &(struct stream_id){1, 2}, &run));
+	/* a's count is gathered, not yet written */
+	cload(&g, "a", &c);
+	U64_EQ(c.pending, 3);
+	OK(pel_remove_run(tx, &g, &(struct stream_id){1, 3}, &run));
+	/* the owner changed: a's two are written */
+	cload(&g, "a", &c);
+	U64_EQ(c.pending, 1);
+	/* an id not pending neither counts nor ends the run */
+	FAILS(pel_remove_run(tx, &g, &(struct stream_id){9, 9}, &run), ECHD_ENOTFOUND);
+	U64_EQ(run.cid, b.cid);
+	U64_EQ(run.n, 1);
+	OK(pel_remove_run(tx, &g, &(struct stream_id){1, 4}, &run));
+	OK(pel_run_end(tx, &g, &run));
+	U64_EQ(run.n, 0);
+	/* ending twice writes nothing more */
+	OK(pel_run_end(tx, &g, &run));
+
+	U64_EQ(g.pending, 1);
+	cload(&g, "a", &c);
+	U64_EQ(c.pending, 0);
+	cload(&g, "b", &c);
+	U64_EQ(c.pending, 1);
+	OK(pel_get(tx, &g, &(struct stream_id){1, 5}, &r));
+	FAILS(pel_get(tx, &g, &(struct stream_id){1, 4}, &r), ECHD_ENOTFOUND);
+	gsave(&m, "g", &g);
+	verify_group(&g);
+	commit();
+}
+END_TEST
+
 START_TEST(test_pel_last)
 {
 	struct stream_meta m;
@@ -2206,6 +2258,7 @@ pel_suite(void)
 	tc = tcase_create("remove");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_pel_remove);
+	tcase_add_test(tc, test_pel_remove_run);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("last");
