@@ -390,9 +390,10 @@ static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, size_t *n)
 {
-	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id;
+	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id, last;
 	struct stream_iter *it;
 	struct st_buf fields;
+	bool fresh = false;
 	size_t h;
 	int rc;
 
@@ -401,6 +402,18 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (!stream_id_incr(&start)) {
 		resp_set_deferred_len(x->w, h, '*', 0);
 		return 0;
+	}
+	if (!noack) {
+		/* Rows above the cursor exist only after SETID moved it back
+		 * or XCLAIM FORCE; with none, no lookup per delivery. */
+		rc = pel_last(x->txn, g, &last);
+		if (rc == ECHD_ENOTFOUND) {
+			fresh = true;
+		} else if (rc != 0) {
+			return rc;
+		} else {
+			fresh = stream_id_cmp(&last, &start) < 0;
+		}
 	}
 	rc = stream_iter_create(x->txn, m, &start, &end, false, &it);
 	if (rc != 0) {
@@ -414,7 +427,8 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 		if (!noack) {
 			/* The PEL write may move the iterator's cursor in LMDB, but
 			 * the entries table is not the one written here. */
-			rc = pel_deliver(x->txn, g, c, &id, now);
+			rc = fresh ? pel_deliver_new(x->txn, g, c, &id, now) :
+				     pel_deliver(x->txn, g, c, &id, now);
 			if (rc != 0) {
 				break;
 			}

@@ -759,6 +759,15 @@ pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 }
 
 int
+pel_deliver_new(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
+	const struct stream_id *id, uint64_t now)
+{
+	struct pel_row r = {.id = *id, .cid = c->cid, .delivery_time = now, .delivery_count = 1};
+
+	return pel_put(t, g, c, &r, 0);
+}
+
+int
 pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct stream_id *id, uint64_t now)
 {

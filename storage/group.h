@@ -114,6 +114,10 @@ int pel_get(struct storage_txn *t, const struct group_meta *g, const struct stre
  * in storage. */
 int pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct stream_id *id, uint64_t now);
+/* pel_deliver() of an id above pel_last(), which cannot have a row: it
+ * skips the lookup. XREADGROUP's '>' checks that once per call. */
+int pel_deliver_new(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
+	const struct stream_id *id, uint64_t now);
 /* Writes row r (owned by c) as it is, moving it from its previous owner
  * prev_cid when that differs (0 = a new row, as XCLAIM FORCE makes). */
 int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,

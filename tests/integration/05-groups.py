@@ -882,6 +882,23 @@ def test_xclaim_force_delivery_count(server):
     assert pel(c, "s", "g")[2] == ("3-1", "c", 1)
 
 
+def test_read_new_over_forced_claim(server):
+    """'>' delivers an entry that XCLAIM FORCE made pending beyond the cursor: the row moves
+    to the reader with count 1 and the counts stay exact (echd looks rows up only then)."""
+    c = server.raw()
+    fill(c, "s", 4)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    assert c.call("XCLAIM", "s", "g", "a", "0", "3-1", "FORCE", "JUSTID") == [b"3-1"]
+    assert c.call("XREADGROUP", "GROUP", "g", "b", "STREAMS", "s", ">") == [
+        [b"s", [e(1), e(2), e(3), e(4)]]]
+    assert pel(c, "s", "g") == [("1-1", "b", 1), ("2-1", "b", 1), ("3-1", "b", 1),
+                                ("4-1", "b", 1)]
+    assert c.call("XPENDING", "s", "g") == [4, b"1-1", b"4-1", [[b"b", b"4"]]]
+    assert {x["name"]: x["pending"] for x in consumers(c, "s", "g")} == {b"a": 0, b"b": 4}
+    assert c.call("XACK", "s", "g", "1-1", "2-1", "3-1", "4-1") == 4
+    assert group(c, "s", "g")["pending"] == 0
+
+
 def test_xclaim_deleted_entries(server):
     c = server.raw()
     setup_read(c, n=4)                                   # c1: 1 2 3 4

@@ -1722,6 +1722,36 @@ START_TEST(test_pel_remove)
 }
 END_TEST
 
+START_TEST(test_pel_deliver_new)
+{
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta a, c;
+	struct stream_id last;
+	struct pel_row r;
+
+	mkstream(0, "s", &m);
+	gcreate(&m, "g", ID_MIN, 0, &g);
+	ccreate(&g, "a", 1, &a);
+	deliver(&g, &a, 1, 1, 10);
+	OK(pel_deliver_new(tx, &g, &a, &(struct stream_id){2, 0}, 20));
+	OK(pel_deliver_new(tx, &g, &a, &(struct stream_id){2, 1}, 30));
+	U64_EQ(g.pending, 3);
+	U64_EQ(a.pending, 3);
+	OK(pel_get(tx, &g, &(struct stream_id){2, 1}, &r));
+	row_eq(&r, ID(2, 1), a.cid, 30, 1);
+	ck_assert(cpel_has(g.gid, a.cid, &(struct stream_id){2, 1}));
+	OK(pel_last(tx, &g, &last));
+	ck_assert(stream_id_cmp(&last, &(struct stream_id){2, 1}) == 0);
+	csave(&g, "a", &a);
+	gsave(&m, "g", &g);
+	cload(&g, "a", &c);
+	U64_EQ(c.pending, 3);
+	verify_group(&g);
+	commit();
+}
+END_TEST
+
 START_TEST(test_pel_remove_run)
 {
 	struct stream_meta m;
@@ -2259,6 +2289,7 @@ pel_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_pel_remove);
 	tcase_add_test(tc, test_pel_remove_run);
+	tcase_add_test(tc, test_pel_deliver_new);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("last");
