@@ -8,7 +8,9 @@
     options: -k PATTERN (substring or glob of 'module::test', repeatable), -v
 
 For each module one server is started (fresh temporary dir, free loopback port); FLUSHALL
-runs before each test. Each test has a timeout (SIGALRM). Output: 'PASS name' / 'FAIL name'
+runs before each test. Each test has a timeout (SIGALRM). After each test against echd,
+`echo-admin check` (from the same build tree) verifies the stored invariants in the live
+server's directory; a broken one fails the test. Output: 'PASS name' / 'FAIL name'
 with a traceback, then exactly 'e2e: N passed, M failed' as the last line; exit status 1 if
 any test failed. See echdtest.py for the fixture and the module conventions.
 """
@@ -20,6 +22,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -139,6 +142,23 @@ class Runner:
                           "; ".join(server.bad_exits) + "\n" + server.log_tail())
             server.remove()
 
+    def check_data(self, server):
+        """Every test is also a test of the stored invariants: `echo-admin check` reads the
+        live server's directory in one snapshot (counters against rows, each consumer's index
+        against the group PEL, no orphans). Returns None, or what it found."""
+        admin = os.path.join(os.path.dirname(os.path.dirname(self.exe)), "tools", "echo-admin")
+        if not os.access(admin, os.X_OK):
+            return "echo-admin not found at %s (it is built with echd)\n" % admin
+        try:
+            p = subprocess.run([admin, "check", server.dir], capture_output=True, text=True,
+                               timeout=60)
+        except subprocess.TimeoutExpired:
+            return "echo-admin check %s did not finish within 60 s\n" % server.dir
+        if p.returncode != 0:
+            return "echo-admin check after the test exited %d:\n%s%s" % (
+                p.returncode, p.stdout, p.stderr)
+        return None
+
     def run_test(self, server, full, fn, seconds):
         detail = None
         t0 = time.monotonic()
@@ -178,6 +198,10 @@ class Runner:
 
         # The server must survive every test (unless the test itself stopped it and
         # restarted it, which restart() does).
+        if server.alive() and self.kind == "echd":
+            bad = self.check_data(server)
+            if bad:
+                detail = (detail or "") + bad
         if not server.alive():
             rc = server.proc.returncode if server.proc else None
             detail = (detail or "") + "server not running after the test (status %s)\n%s\n" % (
