@@ -22,7 +22,8 @@ every restart check_state() compares what echd holds with what the clients were 
   * every entry at or below the group's last-delivered-id is pending or acknowledged, and none
     above it is pending;
   * last-delivered-id and entries-read never go backwards, cover every delivery a consumer saw,
-    and entries-read (and lag) are exact.
+    and entries-read (and lag) are exact;
+  * `echo-admin check` of the data directory: every counter and index agrees with the rows.
 
 A violation names the stream, the ids and the replies that prove it (Violation, with the seed).
 
@@ -392,6 +393,24 @@ def check_state(server, model):
         c.close()
     if model.violations:
         raise Violation("seed %d: %s" % (model.seed, describe(model.violations)))
+    check_storage(server, model.seed)
+
+
+def check_storage(server, seed):
+    """What the replies cannot show: `echo-admin check` (built beside echd) reads the data
+    directory in one snapshot and verifies every counter and index against the rows."""
+    admin = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(server.exe))),
+                         "tools", "echo-admin")
+    if not os.access(admin, os.X_OK):
+        raise Violation("echo-admin not found at %s (it is built with echd)" % admin)
+    try:
+        p = subprocess.run([admin, "check", server.dir], capture_output=True, text=True,
+                           timeout=120)
+    except subprocess.TimeoutExpired:
+        raise Violation("seed %d: echo-admin check %s took over 120 s" % (seed, server.dir))
+    if p.returncode != 0:
+        raise Violation("seed %d: echo-admin check exited %d:\n%s%s"
+                        % (seed, p.returncode, p.stdout, p.stderr))
 
 
 def describe(violations):
