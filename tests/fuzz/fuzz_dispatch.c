@@ -14,7 +14,10 @@
  *     times out as block_timeout_cb() does.
  * The oracle besides ASan/UBSan/LSan: every connection's output must be a
  * sequence of whole, well-formed replies, with RESP3 types only on a
- * connection that spoke RESP3 in that turn (fuzz_common.h).
+ * connection that spoke RESP3 in that turn (fuzz_common.h); and once the
+ * broker has closed the environment, `echo-admin check` (adm_check()) must
+ * find every counter and index in agreement with the rows, whatever the
+ * commands did and wherever an allocation failed.
  *
  * The environment lives in $FUZZ_TMPDIR, or /dev/shm when it is writable
  * (commits fsync), or $TMPDIR; it is made afresh for every input, so a
@@ -23,6 +26,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,6 +37,7 @@
 
 #include <event2/event.h>
 
+#include "adm.h"
 #include "broker.h"
 
 #include "fuzz_common.h"
@@ -335,6 +340,32 @@ pick(struct brk_conn *const *conns)
 
 static void run_input(const uint8_t *data, size_t size, bool may_inject);
 
+/* adm_check() of the closed environment; its report is printed only when
+ * it finds something (then the input is a finding: abort). */
+static void
+check_env(void)
+{
+	int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int rc;
+
+	if (saved < 0 || null < 0) {
+		abort();
+	}
+	fflush(stdout);
+	dup2(null, STDOUT_FILENO);
+	close(null);
+	rc = adm_check(env_dir);
+	fflush(stdout);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	if (rc != ADM_EXIT_OK) {
+		fprintf(stderr, "fuzz: echo-admin check of %s exited %d:\n", env_dir, rc);
+		adm_check(env_dir);
+		fflush(stdout);
+		abort();
+	}
+}
+
 /* The harness must reach the commands: a client that is not logged in, say,
  * would get NOAUTH for everything and the fuzzer would explore nothing. */
 static void
@@ -450,6 +481,7 @@ run_input(const uint8_t *data, size_t size, bool may_inject)
 done:
 	echd_alloc_fail_at(0);
 	brk_server_finish(&srv);
+	check_env();
 	dir_clear(env_dir);
 }
 
