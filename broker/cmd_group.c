@@ -1223,7 +1223,11 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 		tw.out = &tmp;
 		tw.proto = x->w->proto;
 		brk_reply_id(&tw, &next);
-		resp_buf_append(b, tmp.data, tmp.len); /* make room */
+		if (tmp.oom) {
+			b->oom = true; /* a reply without its id: the client is closed */
+		} else {
+			resp_buf_append(b, tmp.data, tmp.len); /* make room */
+		}
 		if (!b->oom) {
 			memmove(b->data + h + tmp.len, b->data + h, b->len - tmp.len - h);
 			memcpy(b->data + h, tmp.data, tmp.len);
