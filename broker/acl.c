@@ -694,6 +694,7 @@ brk_acl_save(struct brk_server *srv, char *err, size_t errlen)
 {
 	char tmp[4200];
 	FILE *f;
+	int rc = 0;
 
 	if (srv->cfg.aclfile == NULL || srv->cfg.aclfile[0] == '\0') {
 		snprintf(err, errlen, "This Redis instance is not configured to use an ACL file. "
@@ -711,21 +712,35 @@ brk_acl_save(struct brk_server *srv, char *err, size_t errlen)
 		echd_log(ECHD_LOG_WARNING, "ACL SAVE: cannot open %s: %s", tmp, strerror(errno));
 		return -errno;
 	}
-	for (struct brk_user *u = srv->users; u != NULL; u = u->next) {
+	for (struct brk_user *u = srv->users; u != NULL && rc == 0; u = u->next) {
 		struct resp_buf b;
 		resp_buf_init(&b);
 		brk_acl_describe(u, &b);
-		fprintf(f, "%.*s\n", (int)b.len, b.data ? b.data : "");
+		if (b.oom) {
+			/* a cut-off line would save a user without its rules */
+			rc = -ENOMEM;
+		} else {
+			fprintf(f, "%.*s\n", (int)b.len, b.data ? b.data : "");
+		}
 		resp_buf_finish(&b);
 	}
 	/* write, flush and rename: the file is replaced whole or not at all */
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 ||
-		rename(tmp, srv->cfg.aclfile) != 0) {
+	if (rc == 0 && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
+		rc = -errno;
+	}
+	if (fclose(f) != 0 && rc == 0) {
+		rc = -errno;
+	}
+	if (rc == 0 && rename(tmp, srv->cfg.aclfile) != 0) {
+		rc = -errno;
+	}
+	if (rc != 0) {
+		unlink(tmp);
 		snprintf(err, errlen, "There was an error trying to save the ACLs. Please check "
 				      "the server logs for more information");
 		echd_log(ECHD_LOG_WARNING, "ACL SAVE: writing %s: %s", srv->cfg.aclfile,
-			strerror(errno));
-		return -EIO;
+			strerror(-rc));
+		return rc;
 	}
 	return 0;
 }

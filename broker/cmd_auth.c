@@ -1,4 +1,5 @@
 /* cmd_auth.c - AUTH and ACL. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -107,6 +108,11 @@ brk_cmd_acl(struct brk_ctx *x)
 			struct resp_buf b;
 			resp_buf_init(&b);
 			brk_acl_describe(users[i], &b);
+			if (b.oom) {
+				/* the caller drops the part of the reply written */
+				resp_buf_finish(&b);
+				return -ENOMEM;
+			}
 			resp_add_bulk(x->w, b.data, b.len);
 			resp_buf_finish(&b);
 		}

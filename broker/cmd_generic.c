@@ -346,6 +346,9 @@ brk_cmd_scan(struct brk_ctx *x)
 		rc = stream_scan(x->txn, x->c->db, &cursor,
 			count > UINT32_MAX ? UINT32_MAX : (unsigned)count, keys_cb, &kw);
 	}
+	if (rc == 0 && keys.oom) {
+		rc = -ENOMEM; /* fewer keys than counted */
+	}
 	if (rc == 0) {
 		char cbuf[24];
 		int n = snprintf(cbuf, sizeof(cbuf), "%llu", (unsigned long long)cursor);

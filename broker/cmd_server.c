@@ -336,6 +336,9 @@ brk_cmd_info(struct brk_ctx *x)
 	}
 	resp_buf_init(&b);
 	rc = info_build(x, secs, &b);
+	if (rc == 0 && b.oom) {
+		rc = -ENOMEM; /* not a cut-off text */
+	}
 	if (rc == 0) {
 		resp_add_verbatim(x->w, "txt", b.data ? b.data : "", b.len);
 	}
@@ -465,6 +468,12 @@ brk_cmd_config(struct brk_ctx *x)
 		cr->w.proto = x->w->proto;
 		for (int i = 2; i < x->argc; i++) {
 			brk_config_get(&srv->cfg, x->argv[i].p, config_get_cb, cr);
+		}
+		if (cr->buf.oom) {
+			/* fewer pairs than counted: refuse rather than send that */
+			resp_buf_finish(&cr->buf);
+			echd_free(cr);
+			return -ENOMEM;
 		}
 		resp_add_map(x->w, cr->n);
 		if (cr->buf.len) {
@@ -758,6 +767,10 @@ brk_cmd_client(struct brk_ctx *x)
 		struct resp_buf b;
 		resp_buf_init(&b);
 		brk_conn_describe(c, &b);
+		if (b.oom) {
+			resp_buf_finish(&b);
+			return -ENOMEM;
+		}
 		resp_add_verbatim(x->w, "txt", b.data, b.len);
 		resp_buf_finish(&b);
 	} else if (brk_arg_eq(sub, "LIST")) {
@@ -798,6 +811,10 @@ brk_cmd_client(struct brk_ctx *x)
 			if (match) {
 				brk_conn_describe(o, &b);
 			}
+		}
+		if (b.oom) {
+			resp_buf_finish(&b);
+			return -ENOMEM;
 		}
 		resp_add_verbatim(x->w, "txt", b.data ? b.data : "", b.len);
 		resp_buf_finish(&b);
