@@ -53,7 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
-from echdtest import Closed, RespConn, RespError, Server, ServerError  # noqa: E402
+from echdtest import (Closed, RespConn, RespError, Server, ServerError,  # noqa: E402
+                      admin_exe)
 
 KEY, GROUP = "cs", "cg"
 PRODUCERS, CONSUMERS = 2, 2
@@ -399,10 +400,10 @@ def check_state(server, model):
 def check_storage(server, seed):
     """What the replies cannot show: `echo-admin check` (built beside echd) reads the data
     directory in one snapshot and verifies every counter and index against the rows."""
-    admin = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(server.exe))),
-                         "tools", "echo-admin")
+    admin = admin_exe(server.exe)
     if not os.access(admin, os.X_OK):
-        raise Violation("echo-admin not found at %s (it is built with echd)" % admin)
+        raise Violation("echo-admin not found at %s (built with echd; or set ECHD_ADMIN)"
+                        % admin)
     try:
         p = subprocess.run([admin, "check", server.dir], capture_output=True, text=True,
                            timeout=120)

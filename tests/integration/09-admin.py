@@ -36,7 +36,7 @@ def build_dir(server):
 
 
 def admin_exe(server):
-    return os.path.join(build_dir(server), "tools", "echo-admin")
+    return echdtest.admin_exe(server.exe)
 
 
 def fixture_exe(server):

@@ -53,6 +53,13 @@ REDIS_CLI = os.environ.get("REDIS_CLI", shutil.which("redis-cli") or "/usr/bin/r
 # Decorators
 # ---------------------------------------------------------------------------
 
+def admin_exe(echd_exe):
+    """echo-admin of the same build: <build>/tools/echo-admin beside <build>/broker/echd,
+    or $ECHD_ADMIN (for an echd run through a wrapper, as under valgrind)."""
+    return os.environ.get("ECHD_ADMIN") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(echd_exe))), "tools", "echo-admin")
+
+
 def echd_only(reason):
     """Collect the decorated test only when the server under test is echd."""
     def deco(fn):

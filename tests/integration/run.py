@@ -146,9 +146,9 @@ class Runner:
         """Every test is also a test of the stored invariants: `echo-admin check` reads the
         live server's directory in one snapshot (counters against rows, each consumer's index
         against the group PEL, no orphans). Returns None, or what it found."""
-        admin = os.path.join(os.path.dirname(os.path.dirname(self.exe)), "tools", "echo-admin")
+        admin = echdtest.admin_exe(self.exe)
         if not os.access(admin, os.X_OK):
-            return "echo-admin not found at %s (it is built with echd)\n" % admin
+            return "echo-admin not found at %s (built with echd; or set ECHD_ADMIN)\n" % admin
         try:
             p = subprocess.run([admin, "check", server.dir], capture_output=True, text=True,
                                timeout=60)
