@@ -273,7 +273,7 @@ turn_end(struct brk_server *srv, struct brk_conn *const *conns)
 			brk_conn_close_asap(c);
 		} else {
 			reply_check_all(c->out.data, c->out.len, spoke_resp3[i]);
-			if (i == 0 && capture.on) {
+			if (i == 0 && capture.on && c->out.len > 0) {
 				size_t n = c->out.len;
 				if (n > sizeof(capture.buf) - capture.len) {
 					n = sizeof(capture.buf) - capture.len;
