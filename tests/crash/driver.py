@@ -54,7 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 from echdtest import (Closed, RespConn, RespError, Server, ServerError,  # noqa: E402
-                      admin_exe)
+                      check_data)
 
 KEY, GROUP = "cs", "cg"
 PRODUCERS, CONSUMERS = 2, 2
@@ -398,20 +398,10 @@ def check_state(server, model):
 
 
 def check_storage(server, seed):
-    """What the replies cannot show: `echo-admin check` (built beside echd) reads the data
-    directory in one snapshot and verifies every counter and index against the rows."""
-    admin = admin_exe(server.exe)
-    if not os.access(admin, os.X_OK):
-        raise Violation("echo-admin not found at %s (built with echd; or set ECHD_ADMIN)"
-                        % admin)
-    try:
-        p = subprocess.run([admin, "check", server.dir], capture_output=True, text=True,
-                           timeout=120)
-    except subprocess.TimeoutExpired:
-        raise Violation("seed %d: echo-admin check %s took over 120 s" % (seed, server.dir))
-    if p.returncode != 0:
-        raise Violation("seed %d: echo-admin check exited %d:\n%s%s"
-                        % (seed, p.returncode, p.stdout, p.stderr))
+    """What the replies cannot show: every stored counter and index against the rows."""
+    bad = check_data(server.exe, server.dir)
+    if bad:
+        raise Violation("seed %d: %s" % (seed, bad))
 
 
 def describe(violations):

@@ -60,6 +60,24 @@ def admin_exe(echd_exe):
         os.path.dirname(os.path.dirname(os.path.abspath(echd_exe))), "tools", "echo-admin")
 
 
+def check_data(echd_exe, data_dir, timeout=120):
+    """`echo-admin check` of a data directory (live or not: it reads one snapshot), so that a
+    stored counter or index out of step with the rows fails whatever test ran. Returns None,
+    or a text saying what is wrong."""
+    admin = admin_exe(echd_exe)
+    if not os.access(admin, os.X_OK):
+        return "echo-admin not found at %s (built with echd; or set ECHD_ADMIN)\n" % admin
+    try:
+        p = subprocess.run([admin, "check", data_dir], capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "echo-admin check %s did not finish within %d s\n" % (data_dir, timeout)
+    if p.returncode != 0:
+        return "echo-admin check %s exited %d:\n%s%s" % (data_dir, p.returncode, p.stdout,
+                                                       p.stderr)
+    return None
+
+
 def echd_only(reason):
     """Collect the decorated test only when the server under test is echd."""
     def deco(fn):

@@ -22,7 +22,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -142,23 +141,6 @@ class Runner:
                           "; ".join(server.bad_exits) + "\n" + server.log_tail())
             server.remove()
 
-    def check_data(self, server):
-        """Every test is also a test of the stored invariants: `echo-admin check` reads the
-        live server's directory in one snapshot (counters against rows, each consumer's index
-        against the group PEL, no orphans). Returns None, or what it found."""
-        admin = echdtest.admin_exe(self.exe)
-        if not os.access(admin, os.X_OK):
-            return "echo-admin not found at %s (built with echd; or set ECHD_ADMIN)\n" % admin
-        try:
-            p = subprocess.run([admin, "check", server.dir], capture_output=True, text=True,
-                               timeout=60)
-        except subprocess.TimeoutExpired:
-            return "echo-admin check %s did not finish within 60 s\n" % server.dir
-        if p.returncode != 0:
-            return "echo-admin check after the test exited %d:\n%s%s" % (
-                p.returncode, p.stdout, p.stderr)
-        return None
-
     def run_test(self, server, full, fn, seconds):
         detail = None
         t0 = time.monotonic()
@@ -199,7 +181,8 @@ class Runner:
         # The server must survive every test (unless the test itself stopped it and
         # restarted it, which restart() does).
         if server.alive() and self.kind == "echd":
-            bad = self.check_data(server)
+            # every test is also a test of the stored invariants
+            bad = echdtest.check_data(self.exe, server.dir, timeout=60)
             if bad:
                 detail = (detail or "") + bad
         if not server.alive():
