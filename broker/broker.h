@@ -151,6 +151,8 @@ struct brk_conn {
 	char addr[64];  /* peer, "ip:port" */
 	char laddr[64]; /* local */
 	char *name;     /* CLIENT SETNAME; owned */
+	char *lib_name; /* CLIENT SETINFO LIB-NAME; owned */
+	char *lib_ver;  /* CLIENT SETINFO LIB-VER; owned */
 	struct brk_user *user; /* logged in as; NULL until AUTH (borrowed from srv->users) */
 	unsigned db;
 	int resp;       /* 2 or 3 */
@@ -446,6 +448,12 @@ void brk_conn_mark_held(struct brk_conn *c);
 void brk_conn_flush(struct brk_conn *c, size_t upto);
 /* Formats a CLIENT LIST line for c into b. */
 void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
+/* Client names and CLIENT SETINFO values: printable ASCII without spaces,
+ * so that CLIENT LIST's fields stay split by spaces. */
+bool brk_client_attr_valid(const struct resp_arg *a);
+/* Replaces *dst (owned) with a copy of a, or NULL when a is empty.
+ * Returns 0, or -ENOMEM with *dst as it was. */
+int brk_client_attr_set(char **dst, const struct resp_arg *a);
 
 /* acl.c: users and permissions */
 int brk_acl_init(struct brk_server *srv, char *err, size_t errlen);

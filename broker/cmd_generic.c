@@ -38,24 +38,6 @@ brk_cmd_echo(struct brk_ctx *x)
 	return 0;
 }
 
-static bool
-valid_client_name(const struct resp_arg *a)
-{
-	for (size_t i = 0; i < a->len; i++) {
-		if (a->p[i] < '!' || a->p[i] > '~') {
-			return false;
-		}
-	}
-	return true;
-}
-
-static void
-set_client_name(struct brk_conn *c, const struct resp_arg *a)
-{
-	echd_free(c->name);
-	c->name = a->len ? echd_strndup(a->p, a->len) : NULL;
-}
-
 int
 brk_cmd_hello(struct brk_ctx *x)
 {
@@ -73,6 +55,8 @@ brk_cmd_hello(struct brk_ctx *x)
 			return 0;
 		}
 	}
+	/* As Redis 7.0 (the oracle): each option takes effect as it is read,
+	 * so a syntax error after AUTH or SETNAME leaves the login or name. */
 	for (; i < x->argc; i++) {
 		int more = x->argc - i - 1;
 		if (brk_arg_eq(&x->argv[i], "AUTH") && more >= 2) {
@@ -81,12 +65,14 @@ brk_cmd_hello(struct brk_ctx *x)
 			}
 			i += 2;
 		} else if (brk_arg_eq(&x->argv[i], "SETNAME") && more >= 1) {
-			if (!valid_client_name(&x->argv[i + 1])) {
+			if (!brk_client_attr_valid(&x->argv[i + 1])) {
 				resp_add_error(x->w, "ERR Client names cannot contain spaces, newlines "
 						     "or special characters.");
 				return 0;
 			}
-			set_client_name(c, &x->argv[i + 1]);
+			if (brk_client_attr_set(&c->name, &x->argv[i + 1]) != 0) {
+				return -ENOMEM;
+			}
 			i++;
 		} else {
 			resp_add_errorf(x->w, "ERR Syntax error in HELLO option '%.*s'",

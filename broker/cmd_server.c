@@ -18,24 +18,6 @@
  * INFO
  * ---------------------------------------------------------------------- */
 
-static void
-bprintf(struct resp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-bprintf(struct resp_buf *b, const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n > 0) {
-		resp_buf_append(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-	}
-}
-
 static uint64_t
 rss_bytes(void)
 {
@@ -123,7 +105,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 
 #define SECTION(name)                                                                              \
 	do {                                                                                       \
-		bprintf(b, "%s# %s\r\n", first ? "" : "\r\n", name);                             \
+		resp_buf_printf(b, "%s# %s\r\n", first ? "" : "\r\n", name);                             \
 		first = false;                                                                     \
 	} while (0)
 
@@ -131,24 +113,24 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		struct utsname u;
 		uname(&u);
 		SECTION("Server");
-		bprintf(b, "redis_version:%s\r\necho_version:%s\r\nechd_version:%s\r\n",
+		resp_buf_printf(b, "redis_version:%s\r\necho_version:%s\r\nechd_version:%s\r\n",
 			ECHD_REDIS_VERSION, ECHD_VERSION, ECHD_VERSION);
-		bprintf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\n");
-		bprintf(b, "os:%s %s %s\r\narch_bits:%d\r\nmultiplexing_api:%s\r\n", u.sysname,
+		resp_buf_printf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\n");
+		resp_buf_printf(b, "os:%s %s %s\r\narch_bits:%d\r\nmultiplexing_api:%s\r\n", u.sysname,
 			u.release, u.machine, (int)(sizeof(void *) * 8),
 			event_base_get_method(srv->base));
-		bprintf(b, "process_id:%d\r\ntcp_port:%d\r\nserver_time_usec:%llu\r\n",
+		resp_buf_printf(b, "process_id:%d\r\ntcp_port:%d\r\nserver_time_usec:%llu\r\n",
 			(int)srv->pid, srv->bound_port, (unsigned long long)now * 1000);
-		bprintf(b, "uptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\nhz:10\r\n",
+		resp_buf_printf(b, "uptime_in_seconds:%llu\r\nuptime_in_days:%llu\r\nhz:10\r\n",
 			(unsigned long long)((now - s->start_ms) / 1000),
 			(unsigned long long)((now - s->start_ms) / 86400000));
-		bprintf(b, "executable:%s\r\nconfig_file:%s\r\nstorage_backend:%s\r\n",
+		resp_buf_printf(b, "executable:%s\r\nconfig_file:%s\r\nstorage_backend:%s\r\n",
 			srv->exe_path ? srv->exe_path : "", srv->config_file ? srv->config_file : "",
 			srv->cfg.storage_backend);
 	}
 	if (secs & SEC_CLIENTS) {
 		SECTION("Clients");
-		bprintf(b, "connected_clients:%llu\r\nmaxclients:%lld\r\n",
+		resp_buf_printf(b, "connected_clients:%llu\r\nmaxclients:%lld\r\n",
 			(unsigned long long)srv->nconns, srv->cfg.maxclients);
 		size_t keys = 0, nokey = 0, watching = 0;
 		for (size_t i = 0; i < srv->wk_size; i++) {
@@ -158,11 +140,11 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 				watching += wk->nwatchers > 0;
 			}
 		}
-		bprintf(b, "blocked_clients:%llu\r\ntotal_blocking_keys:%zu\r\n",
+		resp_buf_printf(b, "blocked_clients:%llu\r\ntotal_blocking_keys:%zu\r\n",
 			(unsigned long long)srv->blocked_clients, keys);
-		bprintf(b, "total_blocking_keys_on_nokey:%zu\r\nwatching_clients:%zu\r\n", nokey,
+		resp_buf_printf(b, "total_blocking_keys_on_nokey:%zu\r\nwatching_clients:%zu\r\n", nokey,
 			(size_t)0 + watching_clients(srv));
-		bprintf(b, "total_watched_keys:%zu\r\n", watching);
+		resp_buf_printf(b, "total_watched_keys:%zu\r\n", watching);
 	}
 	if (secs & SEC_MEMORY) {
 		struct mallinfo2 mi = mallinfo2();
@@ -177,33 +159,33 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		human_bytes(h1, sizeof(h1), used);
 		human_bytes(h2, sizeof(h2), rss);
 		SECTION("Memory");
-		bprintf(b, "used_memory:%llu\r\nused_memory_human:%s\r\n", (unsigned long long)used,
+		resp_buf_printf(b, "used_memory:%llu\r\nused_memory_human:%s\r\n", (unsigned long long)used,
 			h1);
-		bprintf(b, "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n",
+		resp_buf_printf(b, "used_memory_rss:%llu\r\nused_memory_rss_human:%s\r\n",
 			(unsigned long long)rss, h2);
-		bprintf(b, "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n");
-		bprintf(b, "lmdb_map_size:%llu\r\nlmdb_used_bytes:%llu\r\nlmdb_page_size:%llu\r\n",
+		resp_buf_printf(b, "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n");
+		resp_buf_printf(b, "lmdb_map_size:%llu\r\nlmdb_used_bytes:%llu\r\nlmdb_page_size:%llu\r\n",
 			(unsigned long long)st.map_size, (unsigned long long)st.used_bytes,
 			(unsigned long long)st.page_size);
-		bprintf(b, "maxdisk:%lld\r\n", srv->cfg.maxdisk);
+		resp_buf_printf(b, "maxdisk:%lld\r\n", srv->cfg.maxdisk);
 	}
 	if (secs & SEC_PERSISTENCE) {
 		struct storage_stat st;
 		memset(&st, 0, sizeof(st));
 		storage_stat(srv->st, &st);
 		SECTION("Persistence");
-		bprintf(b, "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:%llu\r\n",
+		resp_buf_printf(b, "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:%llu\r\n",
 			(unsigned long long)s->dirty);
-		bprintf(b, "rdb_bgsave_in_progress:0\r\nrdb_last_save_time:%llu\r\n",
+		resp_buf_printf(b, "rdb_bgsave_in_progress:0\r\nrdb_last_save_time:%llu\r\n",
 			(unsigned long long)((s->last_commit_ms ? s->last_commit_ms : s->start_ms) /
 				1000));
-		bprintf(b, "aof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:%s\r\n",
+		resp_buf_printf(b, "aof_enabled:1\r\naof_rewrite_in_progress:0\r\nappendfsync:%s\r\n",
 			srv->cfg.appendfsync == BRK_FSYNC_ALWAYS ? "always" : "everysec");
-		bprintf(b, "last_commit_time_ms:%llu\r\ncommits:%llu\r\ncommit_failures:%llu\r\n",
+		resp_buf_printf(b, "last_commit_time_ms:%llu\r\ncommits:%llu\r\ncommit_failures:%llu\r\n",
 			(unsigned long long)s->last_commit_ms, (unsigned long long)s->commits,
 			(unsigned long long)s->commit_failures);
-		bprintf(b, "meta_flush_waits:%llu\r\n", (unsigned long long)s->meta_flush_waits);
-		bprintf(b, "fsyncs:%llu\r\navg_batch_size:%.2f\r\nmap_grows:%llu\r\n",
+		resp_buf_printf(b, "meta_flush_waits:%llu\r\n", (unsigned long long)s->meta_flush_waits);
+		resp_buf_printf(b, "fsyncs:%llu\r\navg_batch_size:%.2f\r\nmap_grows:%llu\r\n",
 			(unsigned long long)(st.syncs - srv->syncs_at_reset),
 			s->commits ? (double)s->batch_commands_total / (double)s->commits : 0.0,
 			(unsigned long long)s->map_grows);
@@ -214,37 +196,37 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		memset(&st, 0, sizeof(st));
 		storage_stat(srv->st, &st);
 		SECTION("Storage");
-		bprintf(b, "storage_dir:%s\r\n", srv->cfg.dir); /* the backend is in Server */
-		bprintf(b, "storage_map_bytes:%llu\r\nstorage_used_bytes:%llu\r\n",
+		resp_buf_printf(b, "storage_dir:%s\r\n", srv->cfg.dir); /* the backend is in Server */
+		resp_buf_printf(b, "storage_map_bytes:%llu\r\nstorage_used_bytes:%llu\r\n",
 			(unsigned long long)st.map_size, (unsigned long long)st.used_bytes);
-		bprintf(b, "storage_page_size:%llu\r\nstorage_maxdisk:%lld\r\n",
+		resp_buf_printf(b, "storage_page_size:%llu\r\nstorage_maxdisk:%lld\r\n",
 			(unsigned long long)st.page_size, srv->cfg.maxdisk);
-		bprintf(b, "storage_disk_full:%d\r\nstorage_map_grows:%llu\r\n",
+		resp_buf_printf(b, "storage_disk_full:%d\r\nstorage_map_grows:%llu\r\n",
 			srv->disk_full ? 1 : 0, (unsigned long long)s->map_grows);
-		bprintf(b, "storage_fs_full:%d\r\nstorage_reserve_bytes:%llu\r\n",
+		resp_buf_printf(b, "storage_fs_full:%d\r\nstorage_reserve_bytes:%llu\r\n",
 			srv->fs_full ? 1 : 0, (unsigned long long)st.reserve_bytes);
 	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");
-		bprintf(b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n",
+		resp_buf_printf(b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n",
 			(unsigned long long)s->total_connections, (unsigned long long)s->total_commands);
-		bprintf(b, "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n",
+		resp_buf_printf(b, "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n",
 			(unsigned long long)s->ops_per_sec, (unsigned long long)s->net_input_bytes);
-		bprintf(b, "total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n",
+		resp_buf_printf(b, "total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n",
 			(unsigned long long)s->net_output_bytes,
 			(unsigned long long)s->rejected_connections);
-		bprintf(b, "keyspace_hits:0\r\nkeyspace_misses:0\r\n");
-		bprintf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
+		resp_buf_printf(b, "keyspace_hits:0\r\nkeyspace_misses:0\r\n");
+		resp_buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
 			(unsigned long long)s->expired_obuf);
-		bprintf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
-		bprintf(b, "acl_access_denied_auth:%llu\r\nacl_access_denied_cmd:%llu\r\n"
+		resp_buf_printf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
+		resp_buf_printf(b, "acl_access_denied_auth:%llu\r\nacl_access_denied_cmd:%llu\r\n"
 			   "acl_access_denied_key:%llu\r\n",
 			(unsigned long long)s->acl_denied_auth, (unsigned long long)s->acl_denied_cmd,
 			(unsigned long long)s->acl_denied_key);
 	}
 	if (secs & SEC_REPLICATION) {
 		SECTION("Replication");
-		bprintf(b, "role:master\r\nconnected_slaves:0\r\n");
+		resp_buf_printf(b, "role:master\r\nconnected_slaves:0\r\n");
 	}
 	if (secs & SEC_CPU) {
 		SECTION("CPU");
@@ -263,7 +245,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 				fclose(f);
 			}
 			long hz = sysconf(_SC_CLK_TCK);
-			bprintf(b, "used_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n", (double)st / hz,
+			resp_buf_printf(b, "used_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n", (double)st / hz,
 				(double)ut / hz);
 		}
 	}
@@ -277,7 +259,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			if (c->calls == 0 && c->rejected == 0 && c->failed == 0) {
 				continue;
 			}
-			bprintf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls="
+			resp_buf_printf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls="
 				   "%llu,failed_calls=%llu\r\n",
 				name, (unsigned long long)c->calls, (unsigned long long)c->usec,
 				c->calls ? (double)c->usec / (double)c->calls : 0.0,
@@ -287,7 +269,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	if (secs & SEC_ERRORSTATS) {
 		SECTION("Errorstats");
 		for (int i = 0; i < srv->nerrstats; i++) {
-			bprintf(b, "errorstat_%s:count=%llu\r\n", srv->errstats[i].prefix,
+			resp_buf_printf(b, "errorstat_%s:count=%llu\r\n", srv->errstats[i].prefix,
 				(unsigned long long)srv->errstats[i].count);
 		}
 	}
@@ -300,7 +282,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 				return rc;
 			}
 			if (n > 0) {
-				bprintf(b, "db%d:keys=%llu,expires=0,avg_ttl=0\r\n", db,
+				resp_buf_printf(b, "db%d:keys=%llu,expires=0,avg_ttl=0\r\n", db,
 					(unsigned long long)n);
 			}
 		}
@@ -734,6 +716,8 @@ static const char *const client_help[] = {
 	"    Kill connections (ID, ADDR, LADDR, SKIPME).",
 	"LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
 	"SETNAME <name>", "    Assign the name <name> to the current connection.",
+	"SETINFO <option> <value>", "    Set client meta attr. Options are:",
+	"    * LIB-NAME: the client lib name.", "    * LIB-VER: the client lib version.",
 	"UNBLOCK <clientid> [TIMEOUT|ERROR]", "    Unblock the specified blocked client.",
 	"HELP", "    Print this help.",
 };
@@ -747,15 +731,32 @@ brk_cmd_client(struct brk_ctx *x)
 	if (brk_arg_eq(sub, "ID") && x->argc == 2) {
 		resp_add_int(x->w, (long long)c->id);
 	} else if (brk_arg_eq(sub, "SETNAME") && x->argc == 3) {
-		for (size_t i = 0; i < x->argv[2].len; i++) {
-			if (x->argv[2].p[i] < '!' || x->argv[2].p[i] > '~') {
-				resp_add_error(x->w, "ERR Client names cannot contain spaces, newlines "
-						     "or special characters.");
-				return 0;
-			}
+		if (!brk_client_attr_valid(&x->argv[2])) {
+			resp_add_error(x->w, "ERR Client names cannot contain spaces, newlines "
+					     "or special characters.");
+			return 0;
 		}
-		echd_free(c->name);
-		c->name = x->argv[2].len ? echd_strndup(x->argv[2].p, x->argv[2].len) : NULL;
+		if (brk_client_attr_set(&c->name, &x->argv[2]) != 0) {
+			return -ENOMEM;
+		}
+		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "SETINFO") && x->argc == 4) {
+		const struct resp_arg *attr = &x->argv[2];
+		char **dst = brk_arg_eq(attr, "LIB-NAME") ? &c->lib_name
+			   : brk_arg_eq(attr, "LIB-VER") ? &c->lib_ver : NULL;
+		if (dst == NULL) {
+			resp_add_errorf(x->w, "ERR Unrecognized option '%.*s'", (int)attr->len,
+				attr->p);
+			return 0;
+		}
+		if (!brk_client_attr_valid(&x->argv[3])) {
+			resp_add_errorf(x->w, "ERR %.*s cannot contain spaces, newlines or special "
+					      "characters.", (int)attr->len, attr->p);
+			return 0;
+		}
+		if (brk_client_attr_set(dst, &x->argv[3]) != 0) {
+			return -ENOMEM;
+		}
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "GETNAME") && x->argc == 2) {
 		if (c->name) {
@@ -850,8 +851,7 @@ brk_cmd_client(struct brk_ctx *x)
 		brk_conn_mark_held(t);
 		brk_conn_mark_pending(t);
 		resp_add_int(x->w, 1);
-	} else if ((brk_arg_eq(sub, "SETINFO") && x->argc == 4) ||
-		   (brk_arg_eq(sub, "NO-EVICT") && x->argc == 3) ||
+	} else if ((brk_arg_eq(sub, "NO-EVICT") && x->argc == 3) ||
 		   (brk_arg_eq(sub, "NO-TOUCH") && x->argc == 3)) {
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {

@@ -175,6 +175,8 @@ brk_conn_destroy(struct brk_conn *c)
 	echd_free(c->ranges);
 	echd_free(c->watched);
 	echd_free(c->name);
+	echd_free(c->lib_name);
+	echd_free(c->lib_ver);
 	echd_free(c);
 }
 
@@ -952,19 +954,43 @@ replied:
 	}
 }
 
+bool
+brk_client_attr_valid(const struct resp_arg *a)
+{
+	for (size_t i = 0; i < a->len; i++) {
+		if (a->p[i] < '!' || a->p[i] > '~') {
+			return false;
+		}
+	}
+	return true;
+}
+
+int
+brk_client_attr_set(char **dst, const struct resp_arg *a)
+{
+	char *v = NULL;
+
+	if (a->len > 0 && (v = echd_strndup(a->p, a->len)) == NULL) {
+		return -ENOMEM;
+	}
+	echd_free(*dst);
+	*dst = v;
+	return 0;
+}
+
 void
 brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 {
-	char line[1024];
 	uint64_t now = brk_now_ms();
 	size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
-	int n;
 
-	n = snprintf(line, sizeof(line),
+	/* Names and lib-name/lib-ver are limited only by proto-max-bulk-len:
+	 * resp_buf_printf() formats a line of any length. */
+	resp_buf_printf(b,
 		"id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=%u sub=0 "
 		"psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
-		"rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%.128s redir=-1 "
-		"resp=%d lib-name= lib-ver=\n",
+		"rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 "
+		"resp=%d lib-name=%s lib-ver=%s\n",
 		(unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
 		(unsigned long long)((now - c->ctime_ms) / 1000),
 		(unsigned long long)((now - c->last_ms) / 1000),
@@ -974,8 +1000,5 @@ brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 		resp_reader_capacity(c->rd), c->out.len, obl,
 		sizeof(*c) + resp_reader_capacity(c->rd) + c->out.cap + obl,
 		c->last_cmd[0] ? c->last_cmd : "NULL", c->user ? brk_user_name(c->user) : "default",
-		c->resp);
-	if (n > 0) {
-		resp_buf_append(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-	}
+		c->resp, c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
 }

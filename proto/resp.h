@@ -85,6 +85,10 @@ void resp_buf_finish(struct resp_buf *b);
 void resp_buf_consume(struct resp_buf *b, size_t n);
 void resp_buf_truncate(struct resp_buf *b, size_t len);
 void resp_buf_append(struct resp_buf *b, const void *p, size_t n);
+/* Appends printf-formatted text of any length (never cut short); a
+ * formatting error sets oom like a failed allocation. */
+void resp_buf_printf(struct resp_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* The writer appends replies in protocol version proto (2 or 3) to out.
  * It is a plain struct so connections can embed it. */

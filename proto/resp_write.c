@@ -117,6 +117,34 @@ resp_buf_append(struct resp_buf *b, const void *p, size_t n)
 	b->len += n;
 }
 
+void
+resp_buf_printf(struct resp_buf *b, const char *fmt, ...)
+{
+	size_t room = 128;
+	va_list ap;
+	char *d;
+	int n;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if ((d = reserve(b, room)) == NULL) {
+			return;
+		}
+		room = b->cap - b->len; /* use what growth gave */
+		va_start(ap, fmt);
+		n = vsnprintf(d, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		room = (size_t)n + 1; /* the second pass has room for all of it */
+	}
+}
+
 /* ---- number formatting ------------------------------------------------- */
 
 static const char digit_pairs[201] = "00010203040506070809"

@@ -504,6 +504,45 @@ def test_client_id_name_info(server):
     assert c.err("CLIENT") == ARITY % "client"
 
 
+def test_client_info_long_name(server):
+    # a name is limited only by the bulk length: the line is never cut short
+    c = server.raw()
+    name = "n" * 5000
+    c.call("CLIENT", "SETNAME", name)
+    info = c.call("CLIENT", "INFO")
+    assert info.endswith(b"\n") and info.count(b"\n") == 1, info[-100:]
+    f = client_fields(info)
+    assert f["name"] == name and f["cmd"] == "client|info", info[-200:]
+    line = [x for x in c.call("CLIENT", "LIST").decode().splitlines() if name in x]
+    assert len(line) == 1 and client_fields(line[0])["resp"] == "2", line
+
+
+@echd_only("CLIENT SETINFO is Redis 7.2's; the oracle here is Redis 7.0")
+def test_client_setinfo(server):
+    c = server.raw()
+    other = server.raw()
+    assert c.call_raw("CLIENT", "SETINFO", "LIB-NAME", "ioredis") == b"+OK\r\n"
+    assert c.call_raw("CLIENT", "SETINFO", "lib-ver", "5.9.3") == b"+OK\r\n"
+    f = client_fields(c.call("CLIENT", "INFO"))
+    assert (f["lib-name"], f["lib-ver"]) == ("ioredis", "5.9.3"), f
+    cid = str(c.call("CLIENT", "ID"))
+    seen = client_fields(other.call("CLIENT", "LIST", "ID", cid).decode().strip())
+    assert (seen["lib-name"], seen["lib-ver"]) == ("ioredis", "5.9.3"), seen
+    # the attribute is echoed as the client spelled it
+    assert c.err("CLIENT", "SETINFO", "Lib-Name", "a b") == (
+        "ERR Lib-Name cannot contain spaces, newlines or special characters.")
+    assert c.err("CLIENT", "SETINFO", "lib-ver", "1\n2") == (
+        "ERR lib-ver cannot contain spaces, newlines or special characters.")
+    assert c.err("CLIENT", "SETINFO", "lib-color", "red") == "ERR Unrecognized option 'lib-color'"
+    assert c.err("CLIENT", "SETINFO", "lib-name") == ARITY % "client|setinfo"
+    f = client_fields(c.call("CLIENT", "INFO"))
+    assert (f["lib-name"], f["lib-ver"]) == ("ioredis", "5.9.3"), f  # errors changed nothing
+    c.call("CLIENT", "SETINFO", "LIB-NAME", "")  # an empty value clears it
+    f = client_fields(c.call("CLIENT", "INFO"))
+    assert (f["lib-name"], f["lib-ver"]) == ("", "5.9.3"), f
+    assert "SETINFO <option> <value>" in c.call("CLIENT", "HELP")
+
+
 def test_client_list(server):
     a = server.raw()
     b = server.raw()

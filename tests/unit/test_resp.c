@@ -924,6 +924,37 @@ START_TEST(test_buf_oom)
 }
 END_TEST
 
+START_TEST(test_buf_printf)
+{
+	struct resp_buf b;
+	char name[5001];
+
+	resp_buf_init(&b);
+	resp_buf_printf(&b, "id=%d ", 7);
+	ck_assert_uint_eq(b.len, 5);
+	/* longer than any first guess: formatted whole, after what was there */
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	resp_buf_printf(&b, "name=%s end\n", name);
+	ck_assert_uint_eq(b.len, 5 + 5 + 5000 + 5);
+	ck_assert(memcmp(b.data, "id=7 name=nnn", 13) == 0);
+	ck_assert(memcmp(b.data + b.len - 5, " end\n", 5) == 0);
+	ck_assert(!b.oom);
+	resp_buf_finish(&b);
+
+	/* growth that fails keeps what was written and sets oom */
+	resp_buf_init(&b);
+	resp_buf_printf(&b, "ok ");
+	echd_alloc_fail_at(1);
+	resp_buf_printf(&b, "%s", name);
+	echd_alloc_fail_at(0);
+	ck_assert(b.oom);
+	ck_assert_uint_eq(b.len, 3);
+	ck_assert(memcmp(b.data, "ok ", 3) == 0);
+	resp_buf_finish(&b);
+}
+END_TEST
+
 START_TEST(test_buf_limit)
 {
 	struct wfix f;
@@ -1440,6 +1471,7 @@ writer_suite(void)
 	tcase_add_test(tcase(s, "buffer growth"), test_buf_growth);
 	tcase_add_test(tcase(s, "buffer out of memory"), test_buf_oom);
 	tcase_add_test(tcase(s, "buffer limit"), test_buf_limit);
+	tcase_add_test(tcase(s, "buffer printf"), test_buf_printf);
 	tcase_add_test(tcase(s, "allocation failure"), test_writer_alloc_failure);
 	tcase_add_loop_test(tcase(s, "simple and error"), test_write_simple_error, 2, 4);
 	tcase_add_test(tcase(s, "long formatted error"), test_write_errorf_long);
