@@ -569,7 +569,9 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		}
 		if (!is_new[i]) {
 			serve = true;
-		} else if (m.length > 0) {
+		} else if (m.length > 0 && stream_id_cmp(&m.last, &g.last_delivered) > 0) {
+			/* Nothing is new when even the last id generated is not
+			 * past the cursor; otherwise the last one may be deleted. */
 			rc = brk_last_valid_id(x->txn, &m, &maxid);
 			if (rc != 0) {
 				goto out;
