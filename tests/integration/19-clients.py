@@ -7,8 +7,12 @@
 - ioredis, the Node.js client (from npm into tests/clients/node: `tools/echd-dev deps`
   runs `npm ci` there): tests/clients/node/ioredis_e2e.js. Its handshake (CLIENT SETINFO,
   the INFO ready check, SETNAME, SELECT), stream and group commands, pipelines and MULTI,
-  blocking reads, Buffers, error replies, ACL users. In the run over TLS it goes through
-  the TLS port.
+  blocking reads, Buffers, error replies, ACL users.
+- node-redis (@redis/client, from npm beside ioredis): tests/clients/node/node_redis_e2e.js,
+  in RESP3: HELLO 3 on connect, and echd's RESP3 maps, verbatim strings and nulls parsed by
+  a client library rather than by the harness' own reader.
+
+The Node.js clients go through the TLS port in the run over TLS.
 
 Each test runs one named scenario of those programs, which check every reply themselves
 and exit non-zero naming the first that was wrong. Against redis-server (run.py --redis)
@@ -30,6 +34,7 @@ TIMEOUT = 90
 HIREDIS_TESTS = ("basics", "binary", "pipeline", "groups", "blocking", "async", "errors")
 IOREDIS_TESTS = ("connect", "streams", "groups", "blocking", "pipeline", "binary", "errors",
                  "auth")
+NODE_REDIS_TESTS = ("handshake", "maps", "blocking", "pipeline")
 
 
 def hiredis_exe(server):
@@ -58,17 +63,25 @@ def run_hiredis(server, test):
     run_client([exe, str(server.port), test], "hiredis-e2e " + test)
 
 
-def run_ioredis(server, test):
+def run_node(server, script, package, test):
     node = shutil.which("node")
     assert node, "node is missing: tools/echd-dev deps installs it"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ioredis")), (
-        "ioredis is missing in %s: tools/echd-dev deps runs npm ci there" % NODE_DIR)
-    argv = [node, os.path.join(NODE_DIR, "ioredis_e2e.js"), "--port", str(server.client_port)]
+    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", package)), (
+        "%s is missing in %s: tools/echd-dev deps runs npm ci there" % (package, NODE_DIR))
+    argv = [node, os.path.join(NODE_DIR, script), "--port", str(server.client_port)]
     if server.suite_tls_port:
         argv += ["--tls-ca", echdtest.TLS["ca"]]
     if server.is_echd:
         argv.append("--expect-setinfo")
-    run_client(argv + [test], "ioredis " + test)
+    run_client(argv + [test], "%s %s" % (script, test))
+
+
+def run_ioredis(server, test):
+    run_node(server, "ioredis_e2e.js", "ioredis", test)
+
+
+def run_node_redis(server, test):
+    run_node(server, "node_redis_e2e.js", os.path.join("@redis", "client"), test)
 
 
 def _make(runner, test):
@@ -81,3 +94,5 @@ for _t in HIREDIS_TESTS:
     globals()["test_hiredis_" + _t] = _make(run_hiredis, _t)
 for _t in IOREDIS_TESTS:
     globals()["test_ioredis_" + _t] = _make(run_ioredis, _t)
+for _t in NODE_REDIS_TESTS:
+    globals()["test_node_redis_" + _t] = _make(run_node_redis, _t)

@@ -2,9 +2,8 @@
 //
 //   node ioredis_e2e.js --port PORT [--tls-ca FILE] [--expect-setinfo] TEST
 //
-// Runs one TEST (see TESTS below) against the server on 127.0.0.1:PORT (over TLS
-// when --tls-ca names the CA of its certificate) and exits 0 when every check
-// held, 1 on the first that did not (its message on stderr), 2 on bad usage.
+// Runs one TEST (see TESTS below) against the server on 127.0.0.1:PORT, over
+// TLS when --tls-ca names the CA of its certificate (common.js: the exit status).
 // tests/integration/19-clients.py runs each test against echd, and the same
 // file against redis-server to check the expectations themselves. Keys start
 // with the test's name; the runner flushes the server between tests.
@@ -14,26 +13,7 @@ const assert = require("node:assert/strict");
 const crypto = require("node:crypto");
 const fs = require("node:fs");
 const Redis = require("ioredis");
-
-const usage = "usage: node ioredis_e2e.js --port PORT [--tls-ca FILE] [--expect-setinfo] TEST";
-const opts = { port: 0, tlsCa: null, expectSetinfo: false, test: null };
-
-function parseArgs(argv) {
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--port" && i + 1 < argv.length) {
-      opts.port = Number(argv[++i]);
-    } else if (argv[i] === "--tls-ca" && i + 1 < argv.length) {
-      opts.tlsCa = argv[++i];
-    } else if (argv[i] === "--expect-setinfo") {
-      opts.expectSetinfo = true;
-    } else if (opts.test === null && !argv[i].startsWith("-")) {
-      opts.test = argv[i];
-    } else {
-      return false;
-    }
-  }
-  return Number.isInteger(opts.port) && opts.port > 0 && opts.test !== null;
-}
+const { opts, ID, idLess, replyError, clientFields, INVALID_ID, run } = require("./common");
 
 const open = [];
 
@@ -68,29 +48,6 @@ async function ready(r) {
   return r;
 }
 
-async function replyError(promise) {
-  try {
-    const v = await promise;
-    assert.fail("expected an error reply, got " + JSON.stringify(v));
-  } catch (e) {
-    if (e instanceof assert.AssertionError) {
-      throw e;
-    }
-    return e.message;
-  }
-}
-
-const ID = /^(\d+)-(\d+)$/;
-
-function idLess(a, b) {
-  const x = ID.exec(a);
-  const y = ID.exec(b);
-  assert.ok(x && y, `ids ${a} ${b}`);
-  const xm = BigInt(x[1]);
-  const ym = BigInt(y[1]);
-  return xm < ym || (xm === ym && BigInt(x[2]) < BigInt(y[2]));
-}
-
 // Flat [k1, v1, k2, v2, ...] (XINFO in RESP2) as an object.
 function fields(flat) {
   const o = {};
@@ -99,8 +56,6 @@ function fields(flat) {
   }
   return o;
 }
-
-const INVALID_ID = "ERR Invalid stream ID specified as stream command argument";
 
 const TESTS = {
   // The handshake ioredis makes (CLIENT SETINFO, INFO as its ready check,
@@ -111,11 +66,7 @@ const TESTS = {
     assert.equal(await r.client("GETNAME"), "worker-7");
     const id = await r.client("ID");
     const other = await ready(connect());
-    const line = await other.client("LIST", "ID", String(id));
-    const f = Object.fromEntries(line.trim().split(" ").map((kv) => {
-      const at = kv.indexOf("=");
-      return [kv.slice(0, at), kv.slice(at + 1)];
-    }));
+    const f = clientFields(await other.client("LIST", "ID", String(id)));
     assert.equal(f.name, "worker-7");
     assert.equal(f.db, "2");
     if (opts.expectSetinfo) {
@@ -316,29 +267,8 @@ const TESTS = {
   },
 };
 
-async function main() {
-  if (!parseArgs(process.argv.slice(2))) {
-    console.error(usage + "\ntests: " + Object.keys(TESTS).join(" "));
-    return 2;
-  }
-  const test = TESTS[opts.test];
-  if (test === undefined) {
-    console.error(`ioredis-e2e: unknown test '${opts.test}'; tests: ${Object.keys(TESTS).join(" ")}`);
-    return 2;
-  }
-  let status = 0;
-  try {
-    await test();
-  } catch (e) {
-    console.error(`ioredis-e2e: ${opts.test}: ${e.stack || e}`);
-    status = 1;
-  }
+run("ioredis-e2e", TESTS, async () => {
   for (const r of open) {
     r.disconnect();
   }
-  return status;
-}
-
-main().then((status) => {
-  process.exitCode = status;
 });

@@ -1,0 +1,162 @@
+// node_redis_e2e.js - echd end to end through node-redis (@redis/client), in RESP3.
+//
+//   node node_redis_e2e.js --port PORT [--tls-ca FILE] [--expect-setinfo] TEST
+//
+// node-redis speaks RESP3 when asked (it sends HELLO 3 on connect), so this is
+// where a real client library parses echd's RESP3 replies: maps for XINFO and
+// for XREAD/XREADGROUP, verbatim strings, nulls. Commands go through
+// sendCommand(), which hands back the parsed RESP3 reply untransformed, and
+// through a few of the typed commands. Runs one TEST (see TESTS below) against
+// 127.0.0.1:PORT (common.js: the exit status); tests/integration/19-clients.py
+// runs it against echd and against redis-server.
+"use strict";
+
+const assert = require("node:assert/strict");
+const fs = require("node:fs");
+const { createClient } = require("@redis/client");
+const { opts, ID, replyError, clientFields, INVALID_ID, run } = require("./common");
+
+const open = [];
+
+// RESP3, no reconnection: a test must not hang on a server that went away.
+async function connect() {
+  const socket = {
+    host: "127.0.0.1",
+    port: opts.port,
+    connectTimeout: 5000,
+    reconnectStrategy: false,
+  };
+  if (opts.tlsCa) {
+    Object.assign(socket, { tls: true, ca: fs.readFileSync(opts.tlsCa) });
+  }
+  const c = createClient({ socket, RESP: 3 });
+  c.on("error", () => {}); // reported through the commands' promises
+  open.push(c);
+  await c.connect();
+  return c;
+}
+
+// A RESP3 map as node-redis hands it over (an object without prototype) as
+// a plain object, so that deepEqual compares contents only.
+function plain(v) {
+  if (Array.isArray(v)) {
+    return v.map(plain);
+  }
+  if (v !== null && typeof v === "object") {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, plain(x)]));
+  }
+  return v;
+}
+
+const TESTS = {
+  // HELLO 3 on connect; CLIENT INFO (a verbatim string in RESP3) shows it.
+  async handshake() {
+    const c = await connect();
+    assert.equal(await c.ping(), "PONG");
+    const info = await c.sendCommand(["CLIENT", "INFO"]);
+    assert.equal(typeof info, "string");
+    assert.ok(info.endsWith("\n"), info);
+    const f = clientFields(info);
+    assert.equal(f.resp, "3");
+    if (opts.expectSetinfo) {
+      assert.equal(f["lib-name"], "node-redis");
+      assert.ok(f["lib-ver"].length > 0);
+    }
+    const hello = plain(await c.sendCommand(["HELLO", "3"]));
+    assert.equal(hello.proto, 3);
+    assert.equal(hello.server, "redis");
+    assert.equal(typeof hello.id, "number");
+    assert.equal(await c.sendCommand(["XADD", "handshake:none", "NOMKSTREAM", "*", "f", "v"]), null);
+  },
+
+  // Reply shapes in RESP3: maps where Redis 7.4 sends maps.
+  async maps() {
+    const c = await connect();
+    const k = "maps:s";
+    assert.equal(await c.xAdd(k, "1-1", { f: "v1" }), "1-1");
+    assert.equal(await c.xAdd(k, "1-2", { f: "v2", g: "w" }), "1-2");
+    const info = plain(await c.sendCommand(["XINFO", "STREAM", k]));
+    assert.deepEqual(Object.keys(info).sort(), ["entries-added", "first-entry", "groups",
+      "last-entry", "last-generated-id", "length", "max-deleted-entry-id", "radix-tree-keys",
+      "radix-tree-nodes", "recorded-first-entry-id"]);
+    assert.equal(info.length, 2);
+    assert.equal(info["last-generated-id"], "1-2");
+    assert.deepEqual(info["first-entry"], ["1-1", ["f", "v1"]]);
+    assert.deepEqual(info["last-entry"], ["1-2", ["f", "v2", "g", "w"]]);
+    // the typed command turns the same map into its own shape
+    const typed = await c.xInfoStream(k);
+    assert.equal(typed.length, 2);
+    assert.deepEqual(plain(typed["last-entry"]), { id: "1-2", message: { f: "v2", g: "w" } });
+
+    // XREAD and XREADGROUP answer a map of key -> entries in RESP3
+    assert.deepEqual(plain(await c.sendCommand(["XREAD", "STREAMS", k, "1-1"])),
+      { [k]: [["1-2", ["f", "v2", "g", "w"]]] });
+    assert.equal(await c.sendCommand(["XREAD", "STREAMS", k, "1-2"]), null);
+    assert.equal(await c.sendCommand(["XGROUP", "CREATE", k, "g", "0"]), "OK");
+    assert.deepEqual(plain(await c.sendCommand(["XREADGROUP", "GROUP", "g", "alice", "COUNT", "1",
+      "STREAMS", k, ">"])), { [k]: [["1-1", ["f", "v1"]]] });
+    assert.deepEqual(plain(await c.sendCommand(["XPENDING", k, "g"])),
+      [1, "1-1", "1-1", [["alice", "1"]]]);
+    const groups = plain(await c.sendCommand(["XINFO", "GROUPS", k]));
+    assert.equal(groups.length, 1);
+    assert.equal(groups[0].name, "g");
+    assert.equal(groups[0].pending, 1);
+    assert.equal(groups[0]["last-delivered-id"], "1-1");
+    assert.equal(groups[0]["entries-read"], 1);
+    assert.equal(groups[0].lag, 1);
+    const consumers = plain(await c.sendCommand(["XINFO", "CONSUMERS", k, "g"]));
+    assert.deepEqual(consumers.map((x) => [x.name, x.pending]), [["alice", 1]]);
+    assert.deepEqual(plain(await c.sendCommand(["XAUTOCLAIM", k, "g", "bob", "0", "0"])),
+      ["0-0", [["1-1", ["f", "v1"]]], []]);
+    const full = plain(await c.sendCommand(["XINFO", "STREAM", k, "FULL"]));
+    assert.equal(full.groups.length, 1);
+    assert.deepEqual(full.groups[0].consumers.map((x) => x.name), ["alice", "bob"]);
+    assert.equal(full.groups[0].pending[0][1], "bob");
+  },
+
+  // A blocked XREADGROUP on one connection woken by an XADD on another.
+  async blocking() {
+    const a = await connect();
+    const b = await connect();
+    const k = "blocking:q";
+    assert.equal(await b.sendCommand(["XGROUP", "CREATE", k, "g", "$", "MKSTREAM"]), "OK");
+    const t0 = Date.now();
+    const read = a.sendCommand(["XREADGROUP", "GROUP", "g", "c", "BLOCK", "5000", "STREAMS", k, ">"]);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const id = await b.xAdd(k, "*", { n: "1" });
+    assert.match(id, ID);
+    assert.deepEqual(plain(await read), { [k]: [[id, ["n", "1"]]] });
+    assert.ok(Date.now() - t0 < 4000, "the XADD did not wake the reader");
+    assert.equal(await a.sendCommand(["XREAD", "BLOCK", "100", "STREAMS", "blocking:none", "$"]),
+      null);
+  },
+
+  // MULTI/EXEC and a pipeline through the client's own batching.
+  async pipeline() {
+    const c = await connect();
+    const k = "pipeline:s";
+    const m = c.multi();
+    for (let i = 1; i <= 500; i++) {
+      m.xAdd(k, `1-${i}`, { i: String(i) });
+    }
+    m.xLen(k);
+    const res = await m.exec();
+    assert.equal(res.length, 501);
+    assert.deepEqual(res.slice(0, 3), ["1-1", "1-2", "1-3"]);
+    assert.equal(res[500], 500);
+    const p = c.multi();
+    p.xAdd(k, "2-1", { f: "v" });
+    p.xLen(k);
+    assert.deepEqual(await p.execAsPipeline(), ["2-1", 501]);
+    assert.equal(await replyError(c.sendCommand(["XADD", k, "bad", "f", "v"])), INVALID_ID);
+    assert.equal(await replyError(c.sendCommand(["XADD", k, "*", "f"])),
+      "ERR wrong number of arguments for 'xadd' command");
+    assert.equal(await c.xLen(k), 501);
+  },
+};
+
+run("node-redis-e2e", TESTS, async () => {
+  for (const c of open) {
+    c.destroy();
+  }
+});
