@@ -545,6 +545,8 @@ int brk_xinfo_consumers(struct brk_ctx *x);
 /* For XGROUP/XINFO: replies the error and returns false when the
  * subcommand is unknown or has the wrong arity (others: true). */
 bool brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd);
+/* Whether sub is one of cmd's subcommands (true for a command without any). */
+bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* FLUSHDB/FLUSHALL: marks the watchers of watched keys that exist. */
 int brk_watch_flush(struct brk_server *srv, struct storage_txn *t, unsigned db, bool all);
 

@@ -5,6 +5,7 @@
  * batch, so a delivery (cursor + PEL rows) commits with the reply that
  * reports it, or not at all.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -154,51 +155,85 @@ sub_check(struct brk_ctx *x, const char *cname, const char *help, const struct s
 	return false;
 }
 
+static const struct subcmd xgroup_subs[] = {
+	{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
+	{"delconsumer", 5}, {"help", 2},
+};
+static const struct subcmd xinfo_subs[] = {
+	{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
+};
+static const struct subcmd config_subs[] = {
+	{"get", -3}, {"set", -4}, {"resetstat", 2}, {"help", 2},
+};
+static const struct subcmd client_subs[] = {
+	{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2},
+	{"kill", -3}, {"unblock", -3}, {"setinfo", 4}, {"no-evict", 3}, {"no-touch", 3},
+	{"help", 2},
+};
+static const struct subcmd command_subs[] = {
+	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
+};
+
+/* The subcommand table of a container (n set), or NULL for another command.
+ * ACL's subcommands are checked by brk_cmd_acl() itself. */
+static const struct subcmd *
+subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
+{
+#define SUBS(cname, t) (*name = (cname), *n = sizeof(t) / sizeof(t[0]), (t))
+	if (cmd->fn == brk_cmd_config) {
+		return SUBS("config", config_subs);
+	}
+	if (cmd->fn == brk_cmd_client) {
+		return SUBS("client", client_subs);
+	}
+	if (cmd->fn == brk_cmd_command) {
+		return SUBS("command", command_subs);
+	}
+	if (cmd->fn == brk_cmd_xgroup) {
+		return SUBS("xgroup", xgroup_subs);
+	}
+	if (cmd->fn == brk_cmd_xinfo) {
+		return SUBS("xinfo", xinfo_subs);
+	}
+#undef SUBS
+	return NULL;
+}
+
 /* Looks a container's subcommand up as Redis does before running (or
  * queueing) it: replies the error and returns false when unknown or of
  * the wrong arity. */
 bool
 brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
 {
-	static const struct subcmd xgroup_subs[] = {
-		{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
-		{"delconsumer", 5}, {"help", 2},
-	};
-	static const struct subcmd xinfo_subs[] = {
-		{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
-	};
-	static const struct subcmd config_subs[] = {
-		{"get", -3}, {"set", -4}, {"resetstat", 2}, {"help", 2},
-	};
-	static const struct subcmd client_subs[] = {
-		{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2},
-		{"kill", -3}, {"unblock", -3}, {"setinfo", 4}, {"no-evict", 3}, {"no-touch", 3},
-		{"help", 2},
-	};
-	static const struct subcmd command_subs[] = {
-		{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
-	};
+	const char *cname;
+	size_t n;
+	const struct subcmd *subs = subs_of(cmd, &cname, &n);
+	char help[16]; /* "XGROUP": the name in upper case, for "Try XGROUP HELP." */
+	size_t i;
 
-#define SUBS(t) t, sizeof(t) / sizeof(t[0])
-	if (cmd->fn == brk_cmd_config) {
-		return sub_check(x, "config", "CONFIG", SUBS(config_subs));
+	if (subs == NULL || (cmd->fn == brk_cmd_command && x->argc < 2)) {
+		return true;
 	}
-	if (cmd->fn == brk_cmd_client) {
-		return sub_check(x, "client", "CLIENT", SUBS(client_subs));
+	for (i = 0; cname[i] != '\0' && i < sizeof(help) - 1; i++) {
+		help[i] = (char)toupper((unsigned char)cname[i]);
 	}
-	if (cmd->fn == brk_cmd_command && x->argc >= 2) {
-		return sub_check(x, "command", "COMMAND", SUBS(command_subs));
+	help[i] = '\0';
+	return sub_check(x, cname, help, subs, n);
+}
+
+bool
+brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub)
+{
+	const char *cname;
+	size_t n;
+	const struct subcmd *subs = subs_of(cmd, &cname, &n);
+
+	for (size_t i = 0; subs != NULL && i < n; i++) {
+		if (brk_arg_eq(sub, subs[i].name)) {
+			return true;
+		}
 	}
-#undef SUBS
-	if (cmd->fn == brk_cmd_xgroup) {
-		return sub_check(x, "xgroup", "XGROUP", xgroup_subs,
-			sizeof(xgroup_subs) / sizeof(xgroup_subs[0]));
-	}
-	if (cmd->fn == brk_cmd_xinfo) {
-		return sub_check(x, "xinfo", "XINFO", xinfo_subs,
-			sizeof(xinfo_subs) / sizeof(xinfo_subs[0]));
-	}
-	return true;
+	return subs == NULL;
 }
 
 int

@@ -778,7 +778,7 @@ brk_cmd_client(struct brk_ctx *x)
 		struct resp_buf b;
 		long long want = 0;
 		int i = 2;
-		if (x->argc >= 4 && brk_arg_eq(&x->argv[2], "TYPE")) {
+		if (x->argc == 4 && brk_arg_eq(&x->argv[2], "TYPE")) {
 			if (!brk_arg_eq(&x->argv[3], "normal") && !brk_arg_eq(&x->argv[3], "replica") &&
 				!brk_arg_eq(&x->argv[3], "slave") && !brk_arg_eq(&x->argv[3], "master") &&
 				!brk_arg_eq(&x->argv[3], "pubsub")) {
@@ -851,8 +851,12 @@ brk_cmd_client(struct brk_ctx *x)
 		brk_conn_mark_held(t);
 		brk_conn_mark_pending(t);
 		resp_add_int(x->w, 1);
-	} else if ((brk_arg_eq(sub, "NO-EVICT") && x->argc == 3) ||
-		   (brk_arg_eq(sub, "NO-TOUCH") && x->argc == 3)) {
+	} else if ((brk_arg_eq(sub, "NO-EVICT") || brk_arg_eq(sub, "NO-TOUCH")) && x->argc == 3) {
+		/* accepted and without effect: echd neither evicts nor tracks access */
+		if (!brk_arg_eq(&x->argv[2], "ON") && !brk_arg_eq(&x->argv[2], "OFF")) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
 		size_t n = sizeof(client_help) / sizeof(client_help[0]);
@@ -933,9 +937,10 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 	resp_add_int(w, cmd->last_key);
 	resp_add_int(w, cmd->step);
 	reply_words(w, cmd->acl, true);
-	resp_add_array(w, 0); /* tips */
-	resp_add_array(w, 0); /* key specs */
-	resp_add_array(w, 0); /* subcommands */
+	/* sets in RESP3, as Redis sends them */
+	resp_add_set(w, 0); /* tips */
+	resp_add_set(w, 0); /* key specs */
+	resp_add_set(w, 0); /* subcommands */
 }
 
 /* Argument syntax, in the notation of Redis' documentation, for COMMAND
@@ -1199,7 +1204,7 @@ brk_cmd_command(struct brk_ctx *x)
 			if (c) {
 				reply_command_info(x->w, c);
 			} else {
-				resp_add_null_array(x->w);
+				resp_add_null(x->w); /* $-1 in RESP2, as Redis */
 			}
 		}
 	} else if (brk_arg_eq(&x->argv[1], "DOCS")) {

@@ -613,11 +613,16 @@ struct brk_cmdstat *
 brk_stat_for(struct brk_server *srv, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv)
 {
+	/* Redis counts an unknown subcommand in errorstats only: no line of its own */
+	static struct brk_cmdstat unknown_sub;
 	char name[48];
 	int n, i;
 
 	if (argc < 2 || !is_container(cmd) || argv[1].len > 24) {
 		return &srv->cmdstats[cmd - brk_cmd_at(0)];
+	}
+	if (!brk_subcommand_known(cmd, &argv[1])) {
+		return &unknown_sub;
 	}
 	n = snprintf(name, sizeof(name), "%s|%.*s", cmd->name, (int)argv[1].len, argv[1].p);
 	for (i = 0; i < n; i++) {

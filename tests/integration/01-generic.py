@@ -517,6 +517,20 @@ def test_client_info_long_name(server):
     assert len(line) == 1 and client_fields(line[0])["resp"] == "2", line
 
 
+@echd_only("Redis 7.0, the oracle here, sends key specs for XLEN (echd none) and has no "
+           "CLIENT NO-TOUCH")
+def test_command_info_resp3_sets_and_no_touch(server):
+    c = server.raw()
+    c.call("HELLO", "3")
+    raw = c.call_raw("COMMAND", "INFO", "xlen")
+    # flags and categories, then tips, key specs and subcommands: all sets
+    assert raw.startswith(b"*1\r\n*10\r\n$4\r\nxlen\r\n:2\r\n~2\r\n"), raw
+    assert raw.endswith(b"~3\r\n+@read\r\n+@stream\r\n+@fast\r\n~0\r\n~0\r\n~0\r\n"), raw
+    assert c.call_raw("COMMAND", "INFO", "no-such-command") == b"*1\r\n_\r\n"
+    assert c.call("CLIENT", "NO-TOUCH", "OFF") == "OK"
+    assert c.err("CLIENT", "NO-TOUCH", "1") == "ERR syntax error"
+
+
 @echd_only("CLIENT SETINFO is Redis 7.2's; the oracle here is Redis 7.0")
 def test_client_setinfo(server):
     c = server.raw()
@@ -562,6 +576,10 @@ def test_client_list(server):
     for other in ("replica", "slave", "master", "pubsub"):
         assert a.call("CLIENT", "LIST", "TYPE", other) == b"", other
     assert a.err("CLIENT", "LIST", "TYPE", "bogus") == "ERR Unknown client type 'bogus'"
+    assert a.err("CLIENT", "LIST", "TYPE", "normal", "ID", str(bid)) == "ERR syntax error"
+    assert a.err("CLIENT", "LIST", "ID") == "ERR syntax error"
+    assert a.call("CLIENT", "NO-EVICT", "on") == "OK"
+    assert a.err("CLIENT", "NO-EVICT", "maybe") == "ERR syntax error"
     assert server.client().client_setname("py") is True
 
 
@@ -680,6 +698,7 @@ def test_command(server):
     info = c.call("COMMAND", "INFO", "xread", "no-such-command", "XLEN")
     assert info[0][:6] == [b"xread", -4, ["readonly", "blocking", "movablekeys"], 0, 0, 0], info[0]
     assert info[1] is None
+    assert c.call_raw("COMMAND", "INFO", "no-such-command") == b"*1\r\n$-1\r\n"  # a null bulk
     assert info[2][:6] == [b"xlen", 2, ["readonly", "fast"], 1, 1, 1], info[2]
     docs = c.call("COMMAND", "DOCS", "xadd")
     assert len(docs) == 2 and docs[0] == b"xadd", docs

@@ -672,6 +672,12 @@ def test_commandstats_subcommands(server):
     assert "xgroup" not in st and "xinfo" not in st, sorted(st)
     c.call("CONFIG", "RESETSTAT")
     assert list(cmdstats(c)) == ["config|resetstat"]
+    # an unknown subcommand is an error reply, not a command: no line at all
+    assert c.err("CONFIG", "zz1") == "ERR unknown subcommand 'zz1'. Try CONFIG HELP."
+    assert c.err("XINFO", "qq1", "s").startswith("ERR unknown subcommand 'qq1'.")
+    st = cmdstats(c)
+    assert sorted(st) == ["config|resetstat", "info"], sorted(st)  # info: cmdstats() itself
+    assert errorstats(c) == {"ERR": 2}
 
 
 def test_errorstats(server):
