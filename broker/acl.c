@@ -138,6 +138,57 @@ static const char *rule_why = "Syntax error";
 /* Which rule brk_acl_setuser() last refused (its index), or -1. */
 static int setuser_bad = -1;
 
+/* "#<hash>" and "!<hash>": 64 lowercase hex digits, as Redis requires. */
+static bool
+hash_valid(const char *h, size_t len)
+{
+	if (len != 64) {
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Adds a password hash unless the user has it already. */
+static int
+hash_add(struct brk_user *u, const char *hex)
+{
+	char(*h)[65];
+
+	for (int i = 0; i < u->nhashes; i++) {
+		if (!strcmp(u->hashes[i], hex)) {
+			return 0;
+		}
+	}
+	h = echd_realloc(u->hashes, (size_t)(u->nhashes + 1) * sizeof(*h));
+	if (h == NULL) {
+		return -ENOMEM;
+	}
+	u->hashes = h;
+	memcpy(u->hashes[u->nhashes++], hex, 65);
+	u->nopass = false;
+	return 0;
+}
+
+/* Removes a password hash; returns whether the user had it. */
+static bool
+hash_remove(struct brk_user *u, const char *hex)
+{
+	for (int i = 0; i < u->nhashes; i++) {
+		if (!strcmp(u->hashes[i], hex)) {
+			memmove(&u->hashes[i], &u->hashes[i + 1],
+				(size_t)(u->nhashes - i - 1) * sizeof(u->hashes[0]));
+			u->nhashes--;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Applies one ACL SETUSER word. Returns 0, -ENOMEM, or ECHD_EINVAL (with
  * rule_why set). */
 static int
@@ -184,52 +235,25 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 		/* Pub/Sub channels and RESTORE payloads do not exist in echd: the
 		 * words are accepted (Redis writes them in every aclfile) and mean
 		 * nothing here. */
-	} else if (len >= 1 && (w[0] == '>' || w[0] == '<')) {
+	} else if (len >= 1 && (w[0] == '>' || w[0] == '<' || w[0] == '#' || w[0] == '!')) {
 		char hex[65];
-		sha256_hex(w + 1, len - 1, hex);
-		if (w[0] == '>') {
-			for (int i = 0; i < u->nhashes; i++) {
-				if (!strcmp(u->hashes[i], hex)) {
-					return 0;
-				}
-			}
-			char(*h)[65] = echd_realloc(u->hashes, (size_t)(u->nhashes + 1) * sizeof(*h));
-			if (h == NULL) {
-				return -ENOMEM;
-			}
-			u->hashes = h;
-			memcpy(u->hashes[u->nhashes++], hex, 65);
-			u->nopass = false;
+		if (w[0] == '>' || w[0] == '<') {
+			sha256_hex(w + 1, len - 1, hex);
+		} else if (!hash_valid(w + 1, len - 1)) {
+			rule_why = "The password hash must be exactly 64 characters and contain "
+				   "only lowercase hexadecimal characters";
+			return ECHD_EINVAL;
 		} else {
-			for (int i = 0; i < u->nhashes; i++) {
-				if (!strcmp(u->hashes[i], hex)) {
-					memmove(&u->hashes[i], &u->hashes[i + 1],
-						(size_t)(u->nhashes - i - 1) * sizeof(u->hashes[0]));
-					u->nhashes--;
-					break;
-				}
-			}
+			memcpy(hex, w + 1, 64);
+			hex[64] = '\0';
 		}
-	} else if (len >= 1 && w[0] == '#') {
-		char(*h)[65];
-		for (size_t i = 1; i < 65; i++) {
-			if (len != 65 || !strchr("0123456789abcdefABCDEF", w[i])) {
-				rule_why = "The password hash must be exactly 64 characters and contain "
-					   "only lowercase hexadecimal characters";
-				return ECHD_EINVAL;
-			}
+		if (w[0] == '>' || w[0] == '#') {
+			return hash_add(u, hex);
 		}
-		h = echd_realloc(u->hashes, (size_t)(u->nhashes + 1) * sizeof(*h));
-		if (h == NULL) {
-			return -ENOMEM;
+		if (!hash_remove(u, hex)) {
+			rule_why = "The password you are trying to remove from the user does not exist";
+			return ECHD_EINVAL;
 		}
-		u->hashes = h;
-		for (int i = 0; i < 64; i++) {
-			u->hashes[u->nhashes][i] = (char)((w[i + 1] >= 'A' && w[i + 1] <= 'F')
-					? w[i + 1] - 'A' + 'a' : w[i + 1]);
-		}
-		u->hashes[u->nhashes++][64] = '\0';
-		u->nopass = false;
 	} else if (len >= 1 && w[0] == '~') {
 		char **np;
 		if (len == 2 && w[1] == '*') {

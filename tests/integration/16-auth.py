@@ -431,6 +431,32 @@ def test_acl_user_passwords_and_state(server):
     assert admin.call("ACL", "USERS") == [b"alice", b"default"]
 
 
+def test_acl_password_hashes(server):
+    """#<hash> and !<hash> add and remove a hash as <password and >password do; removing a
+    password the user does not have is an error, as is a hash not in lowercase hex."""
+    s = spawn(server)
+    admin = s.raw()
+    h = sha256("pw-h1")
+    gone = "The password you are trying to remove from the user does not exist"
+    admin.call("ACL", "SETUSER", "hal", "on", "~*", "+@all", ">pw-h1", "#" + h, ">pw-h2")
+    line = [x for x in admin.call("ACL", "LIST") if x.startswith(b"user hal ")][0].decode()
+    assert line.count("#") == 2 and line.count(h) == 1, line    # one hash, not two
+    assert login(s, "hal", "pw-h1") and login(s, "hal", "pw-h2")
+    assert admin.call("ACL", "SETUSER", "hal", "!" + h) == "OK"
+    assert s.raw().err("AUTH", "hal", "pw-h1") == WRONGPASS
+    assert login(s, "hal", "pw-h2")
+    assert admin.err("ACL", "SETUSER", "hal", "!" + h) == (
+        "ERR Error in ACL SETUSER modifier '!%s': %s" % (h, gone))
+    assert admin.err("ACL", "SETUSER", "hal", "<pw-h1") == (
+        "ERR Error in ACL SETUSER modifier '<pw-h1': %s" % gone)
+    for bad in ("!" + h.upper(), "#" + h.upper(), "!abc"):
+        assert admin.err("ACL", "SETUSER", "hal", bad) == (
+            "ERR Error in ACL SETUSER modifier '%s': The password hash must be exactly 64 "
+            "characters and contain only lowercase hexadecimal characters" % bad)
+    assert admin.call("ACL", "SETUSER", "hal", "<pw-h2") == "OK"
+    assert s.raw().err("AUTH", "hal", "pw-h2") == WRONGPASS
+
+
 def test_acl_whoami_users_list(server):
     s = spawn(server)
     admin = s.raw()
