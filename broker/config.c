@@ -219,22 +219,24 @@ static int
 apply_obuf(struct brk_config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
 	/* Classes come in fours: <class> <hard> <soft> <seconds>. Only the
-	 * normal class applies to echd; replica and pubsub are accepted. */
+	 * normal class applies to echd; replica and pubsub are accepted. The
+	 * errors are Redis' words. */
 	if (argc % 4 != 0 || argc == 0) {
-		snprintf(err, errlen, "'client-output-buffer-limit' wrong number of arguments");
+		snprintf(err, errlen, "Wrong number of arguments in buffer limit configuration.");
 		return -1;
 	}
 	for (int i = 0; i < argc; i += 4) {
 		long long hard, soft, secs;
 		if (strcasecmp(argv[i], "normal") && strcasecmp(argv[i], "replica") &&
 			strcasecmp(argv[i], "slave") && strcasecmp(argv[i], "pubsub")) {
-			snprintf(err, errlen, "'client-output-buffer-limit' invalid class '%s'",
-				argv[i]);
+			snprintf(err, errlen,
+				"Invalid client class specified in buffer limit configuration.");
 			return -1;
 		}
 		if (!parse_mem(argv[i + 1], &hard) || !parse_mem(argv[i + 2], &soft) ||
 			!parse_int(argv[i + 3], &secs) || secs < 0) {
-			snprintf(err, errlen, "'client-output-buffer-limit' invalid limits");
+			snprintf(err, errlen, "Error in hard, soft or soft_seconds setting in buffer "
+					      "limit configuration.");
 			return -1;
 		}
 		if (strcasecmp(argv[i], "normal") == 0) {

@@ -152,6 +152,17 @@ def test_output_buffer_limit(server):
         b"normal 1048576 0 0")
 
 
+def test_output_buffer_limit_errors(server):
+    c = server.raw()
+    pre = "ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - "
+    for value, why in (("foo 1 2 3", "Invalid client class specified"),
+                       ("normal 1 2", "Wrong number of arguments"),
+                       ("normal x 2 3", "Error in hard, soft or soft_seconds setting")):
+        assert c.err("CONFIG", "SET", "client-output-buffer-limit", value) == (
+            pre + why + " in buffer limit configuration."), value
+    assert c.call("CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0") == "OK"
+
+
 def test_many_clients(server):
     conns = [server.raw() for _ in range(200)]
     for i, c in enumerate(conns):
