@@ -105,7 +105,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 
 #define SECTION(name)                                                                              \
 	do {                                                                                       \
-		resp_buf_printf(b, "%s# %s\r\n", first ? "" : "\r\n", name);                             \
+		resp_buf_printf(b, "%s# %s\r\n", first ? "" : "\r\n", name);                       \
 		first = false;                                                                     \
 	} while (0)
 
