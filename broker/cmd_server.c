@@ -795,21 +795,29 @@ brk_cmd_client(struct brk_ctx *x)
 			return 0;
 		}
 		resp_buf_init(&b);
-		for (struct brk_conn *o = x->srv->conns; o != NULL; o = o->next) {
-			bool match = want == 0;
-			if (i == 3) {
-				match = false;
-				for (int j = 3; j < x->argc; j++) {
-					long long v;
-					if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &v) || v <= 0) {
-						resp_buf_finish(&b);
-						resp_add_error(x->w, "ERR Invalid client ID");
-						return 0;
-					}
-					match |= o->id == (uint64_t)v;
+		if (i == 3) {
+			/* As Redis: one line per id given, in their order (twice if
+			 * given twice); an id no client has, 0 or negative too, adds
+			 * nothing; only a non-number is an error. */
+			for (int j = 3; j < x->argc; j++) {
+				long long v;
+				if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &v)) {
+					resp_add_error(x->w, "ERR Invalid client ID");
+					return 0;
 				}
 			}
-			if (match) {
+			for (int j = 3; j < x->argc; j++) {
+				long long v = 0;
+				struct brk_conn *o;
+				(void)brk_str2ll(x->argv[j].p, x->argv[j].len, &v);
+				o = v > 0 ? conn_by_id(x->srv, (uint64_t)v) : NULL;
+				if (o != NULL) {
+					brk_conn_describe(o, &b);
+				}
+			}
+		}
+		for (struct brk_conn *o = x->srv->conns; i != 3 && o != NULL; o = o->next) {
+			if (want == 0) {
 				brk_conn_describe(o, &b);
 			}
 		}

@@ -578,6 +578,20 @@ def test_client_list(server):
     assert a.err("CLIENT", "LIST", "TYPE", "bogus") == "ERR Unknown client type 'bogus'"
     assert a.err("CLIENT", "LIST", "TYPE", "normal", "ID", str(bid)) == "ERR syntax error"
     assert a.err("CLIENT", "LIST", "ID") == "ERR syntax error"
+    # one line per id given, in their order, repeats included; ids no client has (0 and
+    # negative ones too) add nothing; a non-number fails the whole command
+    aid = a.call("CLIENT", "ID")
+
+    def listed(*ids):
+        text = a.call("CLIENT", "LIST", "ID", *[str(i) for i in ids]).decode()
+        return [int(client_fields(x)["id"]) for x in text.splitlines()]
+
+    assert listed(bid, aid) == [bid, aid]
+    assert listed(aid, bid) == [aid, bid]
+    assert listed(aid, aid) == [aid, aid]
+    assert listed(0, bid, -1, 10**12) == [bid]
+    assert listed(0) == []
+    assert a.err("CLIENT", "LIST", "ID", str(bid), "x") == "ERR Invalid client ID"
     assert a.call("CLIENT", "NO-EVICT", "on") == "OK"
     assert a.err("CLIENT", "NO-EVICT", "maybe") == "ERR syntax error"
     assert server.client().client_setname("py") is True
