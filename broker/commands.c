@@ -272,10 +272,20 @@ brk_arg_eq(const struct resp_arg *a, const char *s)
 	return a->len == n && strncasecmp(a->p, s, n) == 0;
 }
 
-/* Redis' stringmatchlen: * ? [...] [^...] and \ escapes. */
-bool
-brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase)
+/* Stars a pattern may nest; past this it matches nothing (Redis' bound). */
+#define GLOB_MAX_NESTING 1000
+
+/* *giveup: the rest of the pattern after some star matched the string at
+ * no position, so a longer match for an earlier star cannot help either.
+ * Without it "*a*a*a...*b" against a long run of a's backtracks through
+ * every way of placing its stars: one KEYS would hold the loop for hours. */
+static bool
+glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase, bool *giveup,
+	int nesting)
 {
+	if (nesting > GLOB_MAX_NESTING) {
+		return false;
+	}
 	while (plen > 0) {
 		switch (pat[0]) {
 		case '*':
@@ -287,13 +297,19 @@ brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool no
 				return true;
 			}
 			while (slen > 0) {
-				if (brk_glob_match(pat + 1, plen - 1, s, slen, nocase)) {
+				if (glob_match(pat + 1, plen - 1, s, slen, nocase, giveup, nesting + 1)) {
 					return true;
+				}
+				if (*giveup) {
+					return false;
 				}
 				s++;
 				slen--;
 			}
-			return brk_glob_match(pat + 1, plen - 1, s, 0, nocase);
+			/* What follows the star is not all stars (they were
+			 * merged), so it cannot match the empty rest either. */
+			*giveup = true;
+			return false;
 		case '?':
 			if (slen == 0) {
 				return false;
@@ -380,4 +396,18 @@ brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool no
 		plen--;
 	}
 	return slen == 0;
+}
+
+/* Redis' stringmatchlen: * ? [...] [^...] and \ escapes. As there, the
+ * empty string matches only the empty pattern: callers that take a lone
+ * "*" for "everything" (KEYS, SCAN, ACL ~*) say so themselves. */
+bool
+brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase)
+{
+	bool giveup = false;
+
+	if (slen == 0) {
+		return plen == 0;
+	}
+	return glob_match(pat, plen, s, slen, nocase, &giveup, 0);
 }

@@ -264,6 +264,20 @@ def test_keys(server):
     assert keys("key:*") == ["key:1", "key:10", "key:2"]
     assert keys("nomatch*") == []
     assert keys("other") == ["other"]
+    # the empty name matches only "*" (every key) and the empty pattern
+    c.call("XADD", "", "1-1", "f", "v")
+    assert "" in keys("*") and keys("") == [""]
+    for pattern in ("**", "*?", "?*", "[^x]*", "***"):
+        assert "" not in keys(pattern), pattern
+    # a pattern whose stars could be placed in astronomically many ways answers at once
+    # (it used to hold the server's only thread for hours); stars nest at most 1000 deep
+    long_name = "a" * 1100
+    c.call("XADD", long_name, "1-1", "f", "v")
+    assert keys("*a" * 40 + "b") == []
+    assert keys("*a" * 1000) == [long_name]
+    assert keys("*a" * 1001) == []
+    assert c.call("SCAN", "0", "MATCH", "*a" * 40 + "b", "COUNT", "100") == [b"0", []]
+    c.call("DEL", "", long_name)
     assert c.err("KEYS") == ARITY % "keys"
     # per database
     c.call("SELECT", "3")
