@@ -194,10 +194,19 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
 			a->nomkstream = true;
 		} else if (xadd) {
-			/* the id: "ms-seq", "ms", or "ms-*" */
+			/* the id: "ms-seq", "ms", or "ms-*"; Redis reads it up
+			 * to a NUL and splits it at the first '-' */
+			size_t n = o->len;
+			const char *nul = n <= STREAM_ID_MAX_TEXT ? memchr(o->p, '\0', n) : NULL;
+			const char *dash;
+			if (nul != NULL) {
+				n = (size_t)(nul - o->p);
+			}
+			dash = memchr(o->p, '-', n);
 			a->seq_given = true;
-			if (o->len >= 2 && o->p[o->len - 2] == '-' && o->p[o->len - 1] == '*') {
-				struct resp_arg ms = {o->p, o->len - 2};
+			if (o->len <= STREAM_ID_MAX_TEXT && dash != NULL && dash == o->p + n - 2 &&
+				o->p[n - 1] == '*') {
+				struct resp_arg ms = {o->p, n - 2};
 				if (!brk_parse_strict_id(x, &ms, 0, &a->id)) {
 					return -1;
 				}

@@ -1,6 +1,7 @@
 /* echd.c - error strings, allocator hooks and the log sink. */
 #include "echd.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,4 +128,81 @@ echd_log(enum echd_log_level level, const char *fmt, ...)
 		return;
 	}
 	fprintf(stderr, "%s\n", line);
+}
+
+/* Redis' string2ll: an optional '-', no leading zeros, no blanks, no '+'. */
+static bool
+strict_ll(const char *s, size_t len, long long *out)
+{
+	unsigned long long v = 0;
+	size_t i = 0;
+	bool neg = false;
+
+	if (len == 0 || len > 20) {
+		return false;
+	}
+	if (len == 1 && s[0] == '0') {
+		*out = 0;
+		return true;
+	}
+	if (s[0] == '-') {
+		neg = true;
+		i = 1;
+	}
+	if (i == len || s[i] < '1' || s[i] > '9') {
+		return false;
+	}
+	for (; i < len; i++) {
+		unsigned d = (unsigned)(s[i] - '0');
+		if (d > 9 || v > (ULLONG_MAX - d) / 10) {
+			return false;
+		}
+		v = v * 10 + d;
+	}
+	if (neg ? v > (unsigned long long)LLONG_MAX + 1 : v > (unsigned long long)LLONG_MAX) {
+		return false;
+	}
+	*out = neg ? (long long)(0 - v) : (long long)v;
+	return true;
+}
+
+bool
+echd_str2ull(const char *s, size_t len, uint64_t *out)
+{
+	const char *nul = memchr(s, '\0', len);
+	unsigned long long v = 0;
+	long long ll;
+	size_t i = 0, digits;
+	bool neg = false;
+
+	if (nul != NULL) {
+		len = (size_t)(nul - s);
+	}
+	if (strict_ll(s, len, &ll)) {
+		if (ll < 0) {
+			return false;
+		}
+		*out = (uint64_t)ll;
+		return true;
+	}
+	/* strtoull(s, &end, 10), and then end must be the end of s */
+	while (i < len && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) {
+		i++;
+	}
+	if (i < len && (s[i] == '+' || s[i] == '-')) {
+		neg = s[i] == '-';
+		i++;
+	}
+	for (digits = 0; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (ULLONG_MAX - d) / 10) {
+			return false; /* ERANGE */
+		}
+		v = v * 10 + d;
+	}
+	if (digits == 0 || i != len) {
+		return false;
+	}
+	*out = neg ? (uint64_t)(0 - v) : (uint64_t)v;
+	return true;
 }

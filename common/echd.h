@@ -6,7 +6,9 @@
 #define ECHD_COMMON_ECHD_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define ECHD_VERSION       "0.1.0"
 /* What INFO's redis_version reports, so client libraries enable 7.x features. */
@@ -24,6 +26,12 @@
 
 /* Returns borrowed static text for -errno values and ECHD_E* codes. */
 const char *echd_strerror(int err);
+
+/* Redis' string2ull, which reads cursors and the halves of stream ids: a
+ * strict decimal (as string2ll) that is not negative, or else what
+ * strtoull(3) reads whole: leading white space, a sign ('-' wraps around),
+ * digits to the end. s ends at len or at its first NUL, as a C string. */
+bool echd_str2ull(const char *s, size_t len, uint64_t *out);
 
 /* All heap memory goes through these so tests can inject failures. */
 void *echd_malloc(size_t n);

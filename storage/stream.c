@@ -89,37 +89,20 @@ stream_id_cmp(const struct stream_id *a, const struct stream_id *b)
 	return 0;
 }
 
-/* Strict unsigned decimal: digits only, no sign, fits in 64 bits. */
-static int
-parse_u64(const char *s, size_t len, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (len == 0 || len > 20) {
-		return ECHD_EINVAL;
-	}
-	for (size_t i = 0; i < len; i++) {
-		unsigned d;
-		if (s[i] < '0' || s[i] > '9') {
-			return ECHD_EINVAL;
-		}
-		d = (unsigned)(s[i] - '0');
-		if (v > (UINT64_MAX - d) / 10) {
-			return ECHD_EINVAL;
-		}
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
-}
-
 int
 stream_id_parse(const char *s, size_t len, uint64_t missing_seq, bool allow_minmax,
 	struct stream_id *out)
 {
-	const char *dash;
+	const char *dash, *nul;
 	struct stream_id id;
 
+	if (len > STREAM_ID_MAX_TEXT) {
+		return ECHD_EINVAL;
+	}
+	nul = memchr(s, '\0', len);
+	if (nul != NULL) {
+		len = (size_t)(nul - s);
+	}
 	if (len == 1 && (s[0] == '-' || s[0] == '+')) {
 		if (!allow_minmax) {
 			return ECHD_EINVAL;
@@ -130,13 +113,13 @@ stream_id_parse(const char *s, size_t len, uint64_t missing_seq, bool allow_minm
 	}
 	dash = memchr(s, '-', len);
 	if (dash == NULL) {
-		if (parse_u64(s, len, &id.ms) != 0) {
+		if (!echd_str2ull(s, len, &id.ms)) {
 			return ECHD_EINVAL;
 		}
 		id.seq = missing_seq;
 	} else {
-		if (parse_u64(s, (size_t)(dash - s), &id.ms) != 0 ||
-			parse_u64(dash + 1, len - (size_t)(dash - s) - 1, &id.seq) != 0) {
+		if (!echd_str2ull(s, (size_t)(dash - s), &id.ms) ||
+			!echd_str2ull(dash + 1, len - (size_t)(dash - s) - 1, &id.seq)) {
 			return ECHD_EINVAL;
 		}
 	}

@@ -36,8 +36,12 @@ struct stream_meta {
 /* ---- ids ---------------------------------------------------------------- */
 
 int stream_id_cmp(const struct stream_id *a, const struct stream_id *b);
-/* Parses "ms-seq" or "ms" (seq then missing_seq). "-" and "+" are accepted
- * when allow_minmax. Borrows s. Returns 0 or ECHD_EINVAL. */
+/* Parses "ms-seq" or "ms" (seq then missing_seq) as Redis does: at most
+ * STREAM_ID_MAX_TEXT bytes, read up to a NUL, split at the first '-', each
+ * half by echd_str2ull() (so " 1" and "+1" are 1, and "1- -1" has seq
+ * 2^64-1). "-" and "+" are accepted when allow_minmax. Borrows s. Returns 0
+ * or ECHD_EINVAL. */
+#define STREAM_ID_MAX_TEXT 127
 int stream_id_parse(const char *s, size_t len, uint64_t missing_seq, bool allow_minmax,
 	struct stream_id *out);
 /* Formats as "ms-seq" into buf (at least 42 bytes); returns the length. */

@@ -125,6 +125,36 @@ def test_xadd_id_errors(server):
     assert c.call("EXISTS", "new") == 0
 
 
+def test_ids_read_as_redis_reads_them(server):
+    """Redis reads each half of an id with string2ull: plain digits, or what strtoull takes
+    whole (leading blanks, a sign, leading zeros; '-' wraps around); the text ends at a NUL
+    and may be at most 127 bytes; it splits at the first '-'."""
+    c = server.raw()
+    assert c.call("XADD", "s", " 1", "f", "v") == b"1-0"
+    assert c.call("XADD", "s", "+1-+1", "f", "v") == b"1-1"
+    assert c.call("XADD", "s", "\t2- 0", "f", "v") == b"2-0"
+    assert c.call("XADD", "s", "0003-0004", "f", "v") == b"3-4"
+    assert c.call("XADD", "s", " 4-*", "f", "v") == b"4-0"
+    assert c.call("XADD", "s", "5-*\x00junk", "f", "v") == b"5-0"
+    assert c.call("XADD", "s", "6\x00-9", "f", "v") == b"6-0"
+    assert c.call("XADD", "s", "7- -1", "f", "v") == b"7-18446744073709551615"
+    for bad in ("1-2-*", "8 ", "8-1 ", "- 8", "8-", " ", "0x9", "8--1", "8-1-"):
+        assert c.err("XADD", "s", bad, "f", "v") == INVALID_ID, bad
+    assert c.err("XADD", "s", "0" * 127 + "9", "f", "v") == INVALID_ID
+    assert c.call("XADD", "s", "0" * 126 + "9", "f", "v") == b"9-0"
+    assert c.call("XLEN", "s") == 9
+    # every command reads ids the same way
+    assert ids(c.call("XRANGE", "s", " 2", "+3")) == ["2-0", "3-4"]
+    assert ids(c.call("XREVRANGE", "s", "(+4-0", "( 2")) == ["3-4"]
+    assert c.call("XDEL", "s", "+1-+1", " 2") == 2
+    c.call("XGROUP", "CREATE", "s", "g", " 0")
+    got = c.call("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">")
+    assert ids(got[0][1]) == ["1-0", "3-4"]
+    assert c.call("XACK", "s", "g", "+1") == 1
+    assert c.call("XPENDING", "s", "g", " 0", "+", "10")[0][0] == b"3-4"
+    assert c.call("XCLAIM", "s", "g", "d", "0", " 3-4", "JUSTID") == [b"3-4"]
+
+
 def test_xadd_fields(server):
     c = server.raw()
     assert c.call("XADD", "s", "1-1", "a", "1", "b", "2", "a", "3") == b"1-1"

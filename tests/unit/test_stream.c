@@ -332,8 +332,12 @@ START_TEST(test_id_parse_minmax)
 	FAILS(parse("+", 0, false, &id), ECHD_EINVAL);
 	ID_EQ(id, 3, 3); /* untouched on failure */
 	FAILS(parse("--", 0, true, &id), ECHD_EINVAL);
-	FAILS(parse("+1", 0, true, &id), ECHD_EINVAL);
 	FAILS(parse("-+", 0, true, &id), ECHD_EINVAL);
+	FAILS(parse("+-", 0, true, &id), ECHD_EINVAL);
+	ID_EQ(id, 3, 3);
+	/* "+1" is not "+": a number with its sign, as strtoull reads it */
+	OK(parse("+1", 0, true, &id));
+	ID_EQ(id, 1, 0);
 }
 END_TEST
 
@@ -345,15 +349,30 @@ START_TEST(test_id_parse_overflow)
 	FAILS(parse("18446744073709551616-0", 0, false, &id), ECHD_EINVAL);
 	FAILS(parse("0-18446744073709551616", 0, false, &id), ECHD_EINVAL);
 	FAILS(parse("99999999999999999999", 0, false, &id), ECHD_EINVAL);
-	FAILS(parse("000000000000000000001", 0, false, &id), ECHD_EINVAL); /* 21 digits */
+	FAILS(parse("-18446744073709551616", 0, false, &id), ECHD_EINVAL);
+	FAILS(parse("1- -18446744073709551616", 0, false, &id), ECHD_EINVAL);
 	ID_EQ(id, 3, 3);
+	/* leading zeros are fine, however many, up to the text limit */
+	OK(parse("000000000000000000001", 0, false, &id));
+	ID_EQ(id, 1, 0);
+	{
+		char buf[STREAM_ID_MAX_TEXT + 2];
+		memset(buf, '0', sizeof(buf));
+		buf[STREAM_ID_MAX_TEXT - 1] = '7';
+		OK(stream_id_parse(buf, STREAM_ID_MAX_TEXT, 0, false, &id));
+		ID_EQ(id, 7, 0);
+		buf[STREAM_ID_MAX_TEXT] = '7';
+		FAILS(stream_id_parse(buf, STREAM_ID_MAX_TEXT + 1, 0, false, &id), ECHD_EINVAL);
+		ID_EQ(id, 7, 0);
+	}
 }
 END_TEST
 
 START_TEST(test_id_parse_garbage)
 {
 	static const char *const bad[] = {"", "1-", "-1", "-", "1--2", "1-2-3", "a", "1a", "1-a",
-		" 1", "1 ", "+1", "1-+2", "1.5", "0x10", "-0", "1-2 "};
+		"1 ", "1.5", "0x10", "-0", "1-2 ", " ", "+", "1-+", " -", "1- ", "++1", "+-1",
+		"- 1", "1-*"};
 	struct stream_id id = {3, 3};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -364,9 +383,44 @@ START_TEST(test_id_parse_garbage)
 	FAILS(parse("-1", 0, true, &id), ECHD_EINVAL);
 	FAILS(parse("1-", 0, true, &id), ECHD_EINVAL);
 	FAILS(stream_id_parse("", 0, 0, true, &id), ECHD_EINVAL);
-	/* an embedded NUL is not a digit */
-	FAILS(stream_id_parse("1\0002", 3, 0, false, &id), ECHD_EINVAL);
+	FAILS(stream_id_parse("\0001", 2, 0, true, &id), ECHD_EINVAL);
 	ID_EQ(id, 3, 3);
+}
+END_TEST
+
+/* What Redis' string2ull takes besides plain digits, half by half. */
+START_TEST(test_id_parse_lenient)
+{
+	static const struct {
+		const char *s;
+		uint64_t ms, seq;
+	} ok[] = {
+		{" 1", 1, 9},
+		{"\t\n\v\f\r 12", 12, 9},
+		{"+1", 1, 9},
+		{"1-+2", 1, 2},
+		{"1- 2", 1, 2},
+		{" +5- +6", 5, 6},
+		{"1- -1", 1, UINT64_MAX},
+		{"1- -18446744073709551615", 1, 1},
+		{"0-00", 0, 0},
+		{"007-008", 7, 8},
+	};
+	struct stream_id id;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		int rc = parse(ok[i].s, 9, false, &id);
+		ck_assert_msg(rc == 0, "'%s' refused: %d", ok[i].s, rc);
+		ck_assert_msg(id.ms == ok[i].ms && id.seq == ok[i].seq, "'%s' read as %llu-%llu",
+			ok[i].s, (unsigned long long)id.ms, (unsigned long long)id.seq);
+	}
+	/* the text ends at a NUL, as a C string does */
+	OK(stream_id_parse("1\0002", 3, 0, false, &id));
+	ID_EQ(id, 1, 0);
+	OK(stream_id_parse("4-5\000-6", 6, 0, false, &id));
+	ID_EQ(id, 4, 5);
+	OK(stream_id_parse("-\000x", 3, 0, true, &id));
+	ID_EQ(id, 0, 0);
 }
 END_TEST
 
@@ -455,6 +509,7 @@ ids_suite(void)
 	tcase_add_test(tc, test_id_parse_minmax);
 	tcase_add_test(tc, test_id_parse_overflow);
 	tcase_add_test(tc, test_id_parse_garbage);
+	tcase_add_test(tc, test_id_parse_lenient);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("format");
