@@ -209,50 +209,7 @@ brk_cmd_at(size_t i)
 bool
 brk_str2ll(const char *s, size_t len, long long *out)
 {
-	size_t i = 0;
-	bool neg = false;
-	unsigned long long v = 0;
-
-	if (len == 0 || len > 20) {
-		return false;
-	}
-	if (len == 1 && s[0] == '0') {
-		*out = 0;
-		return true;
-	}
-	if (s[0] == '-') {
-		neg = true;
-		i = 1;
-		if (len == 1) {
-			return false;
-		}
-	}
-	if (s[i] < '1' || s[i] > '9') {
-		return false;
-	}
-	for (; i < len; i++) {
-		unsigned d;
-		if (s[i] < '0' || s[i] > '9') {
-			return false;
-		}
-		d = (unsigned)(s[i] - '0');
-		if (v > (ULLONG_MAX - d) / 10) {
-			return false;
-		}
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > (unsigned long long)LLONG_MAX + 1) {
-			return false;
-		}
-		*out = (long long)(0 - v);
-	} else {
-		if (v > (unsigned long long)LLONG_MAX) {
-			return false;
-		}
-		*out = (long long)v;
-	}
-	return true;
+	return echd_str2ll(s, len, out);
 }
 
 bool

@@ -130,9 +130,8 @@ echd_log(enum echd_log_level level, const char *fmt, ...)
 	fprintf(stderr, "%s\n", line);
 }
 
-/* Redis' string2ll: an optional '-', no leading zeros, no blanks, no '+'. */
-static bool
-strict_ll(const char *s, size_t len, long long *out)
+bool
+echd_str2ll(const char *s, size_t len, long long *out)
 {
 	unsigned long long v = 0;
 	size_t i = 0;
@@ -178,7 +177,7 @@ echd_str2ull(const char *s, size_t len, uint64_t *out)
 	if (nul != NULL) {
 		len = (size_t)(nul - s);
 	}
-	if (strict_ll(s, len, &ll)) {
+	if (echd_str2ll(s, len, &ll)) {
 		if (ll < 0) {
 			return false;
 		}

@@ -27,6 +27,9 @@
 /* Returns borrowed static text for -errno values and ECHD_E* codes. */
 const char *echd_strerror(int err);
 
+/* Redis' string2ll: an optional '-', no '+', no blanks, no leading zeros,
+ * within long long. Reads exactly len bytes. */
+bool echd_str2ll(const char *s, size_t len, long long *out);
 /* Redis' string2ull, which reads cursors and the halves of stream ids: a
  * strict decimal (as string2ll) that is not negative, or else what
  * strtoull(3) reads whole: leading white space, a sign ('-' wraps around),

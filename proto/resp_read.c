@@ -227,50 +227,6 @@ resp_reader_feed(struct resp_reader *r, const char *buf, size_t len)
 	return 0;
 }
 
-/* Redis's string2ll(): optional '-', no '+', no spaces, no leading zeros. */
-static bool
-parse_ll(const char *s, size_t n, long long *out)
-{
-	unsigned long long v = 0;
-	size_t i = 0;
-	bool neg = false;
-
-	if (n == 0 || n > 20) {
-		return false;
-	}
-	if (n == 1 && s[0] == '0') {
-		*out = 0;
-		return true;
-	}
-	if (s[0] == '-') {
-		neg = true;
-		i = 1;
-	}
-	if (i == n || s[i] < '1' || s[i] > '9') {
-		return false;
-	}
-	for (; i < n; i++) {
-		unsigned d = (unsigned)(s[i] - '0');
-
-		if (s[i] < '0' || s[i] > '9' || v > (ULLONG_MAX - d) / 10) {
-			return false;
-		}
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > (unsigned long long)LLONG_MAX + 1) {
-			return false;
-		}
-		*out = -(long long)(v - 1) - 1;
-	} else {
-		if (v > (unsigned long long)LLONG_MAX) {
-			return false;
-		}
-		*out = (long long)v;
-	}
-	return true;
-}
-
 /* Looks for byte c at most max bytes past cur (so a line may be max bytes
  * long). The search resumes where it stopped, so a line trickling in byte
  * by byte is scanned once. Sets *at relative to pos. */
@@ -389,7 +345,7 @@ parse_multibulk(struct resp_reader *r)
 		if (nl + 1 >= avail) {
 			return -EAGAIN;
 		}
-		if (!parse_ll(base + r->cur + 1, nl - r->cur - 1, &ll) || ll > INT_MAX ||
+		if (!echd_str2ll(base + r->cur + 1, nl - r->cur - 1, &ll) || ll > INT_MAX ||
 			(ll > 0 && (unsigned long long)ll > r->lim.max_multibulk_len)) {
 			return fail(r, ECHD_EPROTO, "invalid multibulk length");
 		}
@@ -421,7 +377,7 @@ parse_multibulk(struct resp_reader *r)
 				snprintf(msg, sizeof(msg), "expected '$', got '%c'", got);
 				return fail(r, ECHD_EPROTO, msg);
 			}
-			if (!parse_ll(base + r->cur + 1, nl - r->cur - 1, &ll) || ll < 0 ||
+			if (!echd_str2ll(base + r->cur + 1, nl - r->cur - 1, &ll) || ll < 0 ||
 				(unsigned long long)ll > r->lim.max_bulk_len ||
 				(unsigned long long)ll > SIZE_MAX - 2) {
 				return fail(r, ECHD_EPROTO, "invalid bulk length");

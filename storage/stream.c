@@ -872,49 +872,12 @@ lp_backlen_size(uint64_t l)
 static bool
 lp_string_int(const unsigned char *s, size_t len, int64_t *out)
 {
-	size_t i = 0;
-	bool neg = false;
-	uint64_t v = 0;
+	long long v;
 
-	if (len == 0 || len > 20) {
+	if (!echd_str2ll((const char *)s, len, &v)) {
 		return false;
 	}
-	if (len == 1 && s[0] == '0') {
-		*out = 0;
-		return true;
-	}
-	if (s[0] == '-') {
-		neg = true;
-		i = 1;
-		if (len == 1) {
-			return false;
-		}
-	}
-	if (s[i] < '1' || s[i] > '9') {
-		return false;
-	}
-	for (; i < len; i++) {
-		unsigned d;
-		if (s[i] < '0' || s[i] > '9') {
-			return false;
-		}
-		d = (unsigned)(s[i] - '0');
-		if (v > (UINT64_MAX - d) / 10) {
-			return false;
-		}
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > (uint64_t)INT64_MAX + 1) {
-			return false;
-		}
-		*out = (int64_t)(0 - v);
-	} else {
-		if (v > INT64_MAX) {
-			return false;
-		}
-		*out = (int64_t)v;
-	}
+	*out = (int64_t)v;
 	return true;
 }
 
