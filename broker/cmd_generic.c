@@ -1,5 +1,6 @@
 /* cmd_generic.c - connection and keyspace commands. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -137,6 +138,12 @@ brk_cmd_select(struct brk_ctx *x)
 
 	if (!brk_str2ll(x->argv[1].p, x->argv[1].len, &db)) {
 		resp_add_error(x->w, BRK_ERR_NOTINT);
+		return 0;
+	}
+	if (db < INT_MIN || db > INT_MAX) {
+		/* Redis reads the index as an int first */
+		resp_add_errorf(x->w, "ERR value is out of range, value must between %d and %d",
+			INT_MIN, INT_MAX);
 		return 0;
 	}
 	if (db < 0 || db >= x->srv->cfg.databases) {
@@ -278,22 +285,14 @@ brk_cmd_scan(struct brk_ctx *x)
 	struct resp_writer kwr;
 	struct keys_walk kw = {&kwr, NULL, 0};
 	const struct resp_arg *type = NULL;
-	unsigned long long cur = 0;
+	uint64_t cur = 0;
 	long long count = 10;
 	uint64_t cursor;
 	int rc = 0;
 
-	if (x->argv[1].len == 0) {
+	if (!echd_str2ull(x->argv[1].p, x->argv[1].len, &cur)) {
 		resp_add_error(x->w, "ERR invalid cursor");
 		return 0;
-	}
-	for (size_t i = 0; i < x->argv[1].len; i++) {
-		unsigned d = (unsigned)(x->argv[1].p[i] - '0');
-		if (d > 9 || cur > (~0ULL - d) / 10) {
-			resp_add_error(x->w, "ERR invalid cursor");
-			return 0;
-		}
-		cur = cur * 10 + d;
 	}
 	for (int i = 2; i < x->argc; i++) {
 		int more = x->argc - i - 1;
@@ -315,6 +314,9 @@ brk_cmd_scan(struct brk_ctx *x)
 		} else if (brk_arg_eq(&x->argv[i], "TYPE") && more >= 1) {
 			type = &x->argv[i + 1];
 			i++;
+		} else if (brk_arg_eq(&x->argv[i], "NOVALUES")) {
+			resp_add_error(x->w, "ERR NOVALUES option can only be used in HSCAN");
+			return 0;
 		} else {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return 0;

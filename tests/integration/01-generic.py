@@ -172,6 +172,12 @@ def test_select(server):
         assert c.call_raw("SELECT", str(db)) == b"+OK\r\n"
     assert c.err("SELECT", "16") == "ERR DB index is out of range"
     assert c.err("SELECT", "-1") == "ERR DB index is out of range"
+    # read as an int before the range check, as Redis does
+    int_range = "ERR value is out of range, value must between -2147483648 and 2147483647"
+    assert c.err("SELECT", "2147483647") == "ERR DB index is out of range"
+    assert c.err("SELECT", "2147483648") == int_range
+    assert c.err("SELECT", "-2147483649") == int_range
+    assert c.err("SELECT", "99999999999999999999") == "ERR value is not an integer or out of range"
     assert c.err("SELECT", "abc") == "ERR value is not an integer or out of range"
     assert c.err("SELECT") == ARITY % "select"
     assert c.err("SELECT", "0", "1") == ARITY % "select"
@@ -323,6 +329,10 @@ def test_scan(server):
     c.call("SELECT", "2")
     assert c.call("SCAN", "0") == [b"0", []]
     assert c.err("SCAN", "abc") == "ERR invalid cursor"
+    for cursor in ("1 ", "0x1", "18446744073709551616", "- 0"):
+        assert c.err("SCAN", cursor) == "ERR invalid cursor", cursor
+    for cursor in ("+0", "-0", "00"):
+        assert c.call("SCAN", cursor) == [b"0", []], cursor
     assert c.err("SCAN", "0", "COUNT", "0") == "ERR syntax error"
     assert c.err("SCAN", "0", "COUNT", "abc") == "ERR value is not an integer or out of range"
     assert c.err("SCAN", "0", "FOO") == "ERR syntax error"
@@ -331,6 +341,23 @@ def test_scan(server):
     # redis-py's iterator
     assert set(server.client().scan_iter(match="user:*", count=10)) == {
         k for k in names if k.startswith("user:")}
+
+
+@echd_only("Redis 7.4 reads SCAN's cursor with string2ull and knows NOVALUES; the oracle "
+           "here, 7.0, reads it with strtoul (so it takes -1 and the empty string, and refuses "
+           "a leading blank) and answers NOVALUES with a syntax error")
+def test_scan_cursor_as_redis_74(server):
+    c = server.raw()
+    c.call("XADD", "k", "1-1", "f", "v")
+    for cursor in ("-1", "", "-9223372036854775808"):
+        assert c.err("SCAN", cursor) == "ERR invalid cursor", cursor
+    for cursor in (" 0", "\t+0", "-0"):
+        assert c.call("SCAN", cursor) == [b"0", [b"k"]], cursor
+    # strtoull's wrap-around: a cursor past every key
+    assert c.call("SCAN", " -1") == [b"0", []]
+    assert c.err("SCAN", "0", "NOVALUES") == "ERR NOVALUES option can only be used in HSCAN"
+    assert c.err("SCAN", "0", "COUNT", "5", "NOVALUES") == (
+        "ERR NOVALUES option can only be used in HSCAN")
 
 
 def test_rename(server):
