@@ -101,6 +101,11 @@ void brk_config_usage(FILE *f);
 typedef void (*brk_config_fn)(const char *name, const char *value, void *ud);
 void brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn,
 	void *ud);
+/* The option name (any case) is known as: its own name (static), and
+ * *runtime, whether CONFIG SET may change it; NULL when unknown. */
+const char *brk_config_lookup(const char *name, bool *runtime);
+/* Formats the value of option name (any case) into buf; false when unknown. */
+bool brk_config_value(const struct brk_config *cfg, const char *name, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------
  * Connections and the server

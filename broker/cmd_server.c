@@ -449,7 +449,28 @@ brk_cmd_config(struct brk_ctx *x)
 		cr->w.out = &cr->buf;
 		cr->w.proto = x->w->proto;
 		for (int i = 2; i < x->argc; i++) {
-			brk_config_get(&srv->cfg, x->argv[i].p, config_get_cb, cr);
+			const char *name = x->argv[i].p, *canon;
+			char value[512];
+			bool runtime, dup = false;
+			if (strpbrk(name, "[*?") != NULL) {
+				brk_config_get(&srv->cfg, name, config_get_cb, cr);
+				continue;
+			}
+			/* A plain name is looked up and answered as it was
+			 * typed, as Redis does (MAXCLIENTS, not maxclients). */
+			canon = brk_config_lookup(name, &runtime);
+			if (canon == NULL || !brk_config_value(&srv->cfg, canon, value, sizeof(value))) {
+				continue;
+			}
+			for (int k = 0; k < cr->nseen; k++) {
+				dup |= strcmp(cr->seen[k], canon) == 0;
+			}
+			if (!dup && cr->nseen < 64) {
+				snprintf(cr->seen[cr->nseen++], sizeof(cr->seen[0]), "%s", canon);
+				resp_add_bulk_cstr(&cr->w, name);
+				resp_add_bulk_cstr(&cr->w, value);
+				cr->n++;
+			}
 		}
 		if (cr->buf.oom) {
 			/* fewer pairs than counted: refuse rather than send that */
@@ -469,9 +490,40 @@ brk_cmd_config(struct brk_ctx *x)
 		struct brk_config scratch;
 		bool failed = false, pass_changed = false, tls_changed = false;
 		struct config_reply *old;
-		if (x->argc < 4 || x->argc % 2 != 0) {
+		if (x->argc < 4) {
 			resp_add_error(x->w, "ERR wrong number of arguments for 'config|set' command");
 			return 0;
+		}
+		if (x->argc % 2 != 0) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		/* As Redis: every name is checked before any value, and the first
+		 * unknown, immutable or repeated one is the error, named as typed. */
+		for (int i = 2; i < x->argc; i += 2) {
+			bool runtime = false;
+			const char *canon = brk_config_lookup(x->argv[i].p, &runtime);
+			const char *why = NULL;
+			if (canon == NULL) {
+				resp_add_errorf(x->w, "ERR Unknown option or number of arguments for "
+						      "CONFIG SET - '%s'",
+					x->argv[i].p);
+				return 0;
+			}
+			if (!runtime) {
+				why = "can't set immutable config";
+			}
+			for (int j = 2; j < i && why == NULL; j += 2) {
+				if (strcasecmp(x->argv[j].p, canon) == 0) {
+					why = "duplicate parameter";
+				}
+			}
+			if (why != NULL) {
+				resp_add_errorf(x->w, "ERR CONFIG SET failed (possibly related to "
+						      "argument '%s') - %s",
+					x->argv[i].p, why);
+				return 0;
+			}
 		}
 		/* Every value is checked on a scratch configuration first, so a
 		 * refused one leaves the real one untouched; then all apply. */
@@ -509,6 +561,9 @@ brk_cmd_config(struct brk_ctx *x)
 						p = strtok_r(NULL, " ", &save)) {
 						words[n++] = p;
 					}
+					if (n == 1) {
+						continue; /* no classes: nothing changes (Redis: OK) */
+					}
 				} else {
 					words[n++] = vbuf;
 				}
@@ -516,14 +571,13 @@ brk_cmd_config(struct brk_ctx *x)
 					    sizeof(err)) == 0) {
 					continue;
 				}
-				if (strncmp(err, "unknown option", 14) == 0) {
-					resp_add_errorf(x->w, "ERR Unknown option or number of arguments "
-							      "for CONFIG SET - '%s'",
-						name);
-				} else {
+				/* a bad value is named by the option's own name */
+				{
+					bool rt;
+					const char *canon = brk_config_lookup(name, &rt);
 					resp_add_errorf(x->w, "ERR CONFIG SET failed (possibly related to "
 							      "argument '%s') - %s",
-						name, err);
+						canon != NULL ? canon : name, err);
 				}
 				failed = true;
 				break;

@@ -52,12 +52,12 @@ static const struct opt opts[] = {
 	{"loglevel", OPT_ENUM, true, "notice", OFF(loglevel), 0, 0, loglevels, "log verbosity"},
 	{"pidfile", OPT_STR, false, "", OFF(pidfile), 0, 0, NULL, "write the pid here"},
 	{"databases", OPT_INT, false, "16", OFF(databases), 1, 256, NULL, "number of databases"},
-	{"maxclients", OPT_INT, true, "10000", OFF(maxclients), 1, 1000000, NULL,
+	{"maxclients", OPT_INT, true, "10000", OFF(maxclients), 1, 4294967295LL, NULL,
 		"maximum connected clients"},
-	{"timeout", OPT_INT, true, "0", OFF(timeout), 0, 100000000, NULL,
+	{"timeout", OPT_INT, true, "0", OFF(timeout), 0, 2147483647, NULL,
 		"close idle clients after this many seconds; 0 = never"},
 	{"tcp-backlog", OPT_INT, false, "511", OFF(tcp_backlog), 0, 65535, NULL, "listen backlog"},
-	{"tcp-keepalive", OPT_INT, true, "300", OFF(tcp_keepalive), 0, 100000000, NULL,
+	{"tcp-keepalive", OPT_INT, true, "300", OFF(tcp_keepalive), 0, 2147483647, NULL,
 		"TCP keepalive seconds; 0 = off"},
 	{"client-output-buffer-limit", OPT_SPECIAL, true, "normal 0 0 0", 0, 0, 0, NULL,
 		"normal <hard> <soft> <soft-seconds>: pending reply bytes before a client is closed"},
@@ -648,10 +648,35 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 	} else if (strcmp(o->name, "unixsocketperm") == 0) {
 		snprintf(buf, len, "%o", cfg->unixsocketperm);
 	} else {
-		snprintf(buf, len, "normal %lld %lld %lld replica 268435456 67108864 60 pubsub "
+		/* Redis 7 still names the replica class "slave" here */
+		snprintf(buf, len, "normal %lld %lld %lld slave 268435456 67108864 60 pubsub "
 				   "33554432 8388608 60",
 			cfg->obuf_hard, cfg->obuf_soft, cfg->obuf_soft_secs);
 	}
+}
+
+const char *
+brk_config_lookup(const char *name, bool *runtime)
+{
+	const struct opt *o = opt_find(name);
+
+	if (o == NULL) {
+		return NULL;
+	}
+	*runtime = o->runtime;
+	return o->name;
+}
+
+bool
+brk_config_value(const struct brk_config *cfg, const char *name, char *buf, size_t len)
+{
+	const struct opt *o = opt_find(name);
+
+	if (o == NULL) {
+		return false;
+	}
+	format_opt(cfg, o, buf, len);
+	return true;
 }
 
 void

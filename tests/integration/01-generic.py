@@ -506,6 +506,39 @@ def test_config(server):
     assert c.err("CONFIG", "SET", "no-such-option", "1") == (
         "ERR Unknown option or number of arguments for CONFIG SET - 'no-such-option'")
     assert c.err("CONFIG", "SET", "stream-node-max-entries") == ARITY % "config|set"
+    assert c.err("CONFIG", "SET", "timeout", "0", "maxclients") == "ERR syntax error"
+    # a plain name is answered as typed; a pattern by the option's own name
+    assert c.call("CONFIG", "GET", "MAXCLIENTS", "maxclients")[0] == b"MAXCLIENTS"
+    assert len(c.call("CONFIG", "GET", "MAXCLIENTS", "maxclients")) == 2
+    assert c.call("CONFIG", "GET", "MAXCLIENT?")[0] == b"maxclients"
+    # every name is checked before any value: the first unknown, immutable or repeated
+    # one is the error, named as typed; a bad value names the option itself
+    failed = "ERR CONFIG SET failed (possibly related to argument '%s') - %s"
+    assert c.err("CONFIG", "SET", "timeout", "x", "databases", "1") == (
+        failed % ("databases", "can't set immutable config"))
+    assert c.err("CONFIG", "SET", "timeout", "7", "TimeOut", "8") == (
+        failed % ("TimeOut", "duplicate parameter"))
+    assert c.err("CONFIG", "SET", "timeout", "x", "no-such", "1") == (
+        "ERR Unknown option or number of arguments for CONFIG SET - 'no-such'")
+    assert c.err("CONFIG", "SET", "TIMEOUT", "x") == (
+        failed % ("timeout", "argument couldn't be parsed into an integer"))
+    assert c.call("CONFIG", "GET", "timeout") == [b"timeout", b"0"]
+    for name in ("timeout", "tcp-keepalive"):
+        old = c.call("CONFIG", "GET", name)[1]
+        assert c.call("CONFIG", "SET", name, "2147483647") == "OK"
+        assert c.err("CONFIG", "SET", name, "2147483648") == (
+            failed % (name, "argument must be between 0 and 2147483647 inclusive"))
+        assert c.call("CONFIG", "SET", name, old) == "OK"
+    old = c.call("CONFIG", "GET", "maxclients")[1]
+    assert c.call("CONFIG", "SET", "maxclients", "4294967295") == "OK"
+    assert c.err("CONFIG", "SET", "maxclients", "4294967296") == (
+        failed % ("maxclients", "argument must be between 1 and 4294967295 inclusive"))
+    assert c.call("CONFIG", "SET", "maxclients", old) == "OK"
+    # the replica class is still called slave; no classes at all changes nothing
+    cobl = c.call("CONFIG", "GET", "client-output-buffer-limit")[1]
+    assert b" slave 268435456 67108864 60 " in cobl, cobl
+    assert c.call("CONFIG", "SET", "client-output-buffer-limit", "") == "OK"
+    assert c.call("CONFIG", "GET", "client-output-buffer-limit")[1] == cobl
     assert c.err("CONFIG", "GET") == ARITY % "config|get"
     assert c.err("CONFIG", "FOO") == "ERR unknown subcommand 'FOO'. Try CONFIG HELP."
     assert c.call("CONFIG", "RESETSTAT") == "OK"
