@@ -870,8 +870,13 @@ brk_cmd_client(struct brk_ctx *x)
 				}
 			}
 		}
-		for (struct brk_conn *o = x->srv->conns; i != 3 && o != NULL; o = o->next) {
-			if (want == 0) {
+		if (i != 3 && want == 0) {
+			/* oldest first, as Redis lists them; the list is newest first */
+			struct brk_conn *o = x->srv->conns;
+			while (o != NULL && o->next != NULL) {
+				o = o->next;
+			}
+			for (; o != NULL; o = o->prev) {
 				brk_conn_describe(o, &b);
 			}
 		}
@@ -926,6 +931,11 @@ brk_cmd_client(struct brk_ctx *x)
 		for (size_t i = 0; i < n; i++) {
 			resp_add_simple(x->w, client_help[i]);
 		}
+	} else if (brk_arg_eq(sub, "UNBLOCK") && x->argc > 4) {
+		/* Redis' arity for it is "at least 3"; the handler refuses more */
+		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
+				      "'%.128s'. Try CLIENT HELP.",
+			sub->p);
 	} else {
 		static const char *const known[] = {"id", "setname", "getname", "info", "list",
 			"kill", "unblock", "setinfo", "no-evict", "no-touch", "help", NULL};

@@ -652,6 +652,14 @@ def test_client_list(server):
     assert a.err("CLIENT", "LIST", "TYPE", "bogus") == "ERR Unknown client type 'bogus'"
     assert a.err("CLIENT", "LIST", "TYPE", "normal", "ID", str(bid)) == "ERR syntax error"
     assert a.err("CLIENT", "LIST", "ID") == "ERR syntax error"
+    # oldest first
+    c3 = server.raw()
+    cid = c3.call("CLIENT", "ID")
+    order = [int(client_fields(x)["id"]) for x in a.call("CLIENT", "LIST").decode().splitlines()]
+    assert order == sorted(order) and order[-1] == cid, order
+    assert a.err("CLIENT", "UNBLOCK", "1", "ERROR", "x") == (
+        "ERR unknown subcommand or wrong number of arguments for 'UNBLOCK'. Try CLIENT HELP.")
+    assert a.err("CLIENT", "UNBLOCK") == ARITY % "client|unblock"
     # one line per id given, in their order, repeats included; ids no client has (0 and
     # negative ones too) add nothing; a non-number fails the whole command
     aid = a.call("CLIENT", "ID")
