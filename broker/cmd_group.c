@@ -259,6 +259,13 @@ brk_cmd_xgroup(struct brk_ctx *x)
 	}
 	create = brk_arg_eq(opt, "CREATE");
 	setid = brk_arg_eq(opt, "SETID");
+	/* Redis takes CREATE with 5 to 8 arguments and SETID with 5 or 7 */
+	if ((create && x->argc > 8) || (setid && x->argc != 5 && x->argc != 7)) {
+		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
+				      "'%.*s'. Try XGROUP HELP.",
+			(int)opt->len, opt->p);
+		return 0;
+	}
 	for (int i = 5; i < x->argc;) {
 		if (create && brk_arg_eq(&x->argv[i], "MKSTREAM")) {
 			mkstream = true;
@@ -317,6 +324,12 @@ brk_cmd_xgroup(struct brk_ctx *x)
 				id = m.last;
 			} else {
 				id.ms = id.seq = 0;
+			}
+		} else if (setid) {
+			/* SETID also takes "-" and "+" (0-0 and the largest id) */
+			if (stream_id_parse(ida->p, ida->len, 0, true, &id) != 0) {
+				resp_add_error(x->w, BRK_ERR_BADID);
+				return 0;
 			}
 		} else if (!brk_parse_strict_id(x, ida, 0, &id)) {
 			return 0;

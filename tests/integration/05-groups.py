@@ -300,6 +300,27 @@ def test_xgroup_setid(server):
         XGROUP_SUBSYNTAX % "SETID")
     assert c.err("XGROUP", "SETID", "s", "g") == ARITY % "xgroup|setid"
     assert group(c, "s", "g")["last-delivered-id"] == b"7-0"
+    # an option twice makes too many arguments: SETID takes 5 or 7, CREATE 5 to 8; the
+    # count is checked before the key and the group
+    assert c.err("XGROUP", "SETID", "s", "g", "0", "ENTRIESREAD", "1", "ENTRIESREAD", "2") == (
+        XGROUP_SUBSYNTAX % "SETID")
+    assert c.err("XGROUP", "SETID", "s", "nog", "0", "x") == XGROUP_SUBSYNTAX % "SETID"
+    assert c.err("XGROUP", "CREATE", "s", "h", "0", *["MKSTREAM"] * 4) == (
+        XGROUP_SUBSYNTAX % "CREATE")
+    assert c.err("XGROUP", "CREATE", "s", "h", "0", "ENTRIESREAD", "1", "MKSTREAM",
+                 "MKSTREAM") == XGROUP_SUBSYNTAX % "CREATE"
+    assert c.err("XGROUP", "CREATE", "nokey", "h", "0", *["MKSTREAM"] * 4) == (
+        XGROUP_SUBSYNTAX % "CREATE")
+    assert c.call("XGROUP", "CREATE", "s", "h", "0", *["MKSTREAM"] * 3) == "OK"
+    assert c.call("EXISTS", "nokey") == 0
+    assert group(c, "s", "g")["last-delivered-id"] == b"7-0"
+    # SETID also takes "-" and "+"; CREATE does not
+    assert c.call("XGROUP", "SETID", "s", "g", "-") == "OK"
+    assert group(c, "s", "g")["last-delivered-id"] == b"0-0"
+    assert c.call("XGROUP", "SETID", "s", "g", "+") == "OK"
+    assert group(c, "s", "g")["last-delivered-id"] == b"18446744073709551615-18446744073709551615"
+    assert c.err("XGROUP", "CREATE", "s", "i", "-") == INVALID_ID
+    assert c.err("XGROUP", "CREATE", "s", "i", "+") == INVALID_ID
 
 
 def test_xgroup_destroy(server):
