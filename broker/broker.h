@@ -329,6 +329,7 @@ enum {
 	BRK_CMD_STALE = 1 << 7,
 	BRK_CMD_NOSCRIPT = 1 << 8,
 	BRK_CMD_DENYOOM = 1 << 9,
+	BRK_CMD_NOMULTI = 1 << 10, /* refused inside MULTI */
 };
 
 /* What a command handler sees. */

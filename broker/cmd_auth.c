@@ -187,6 +187,11 @@ brk_cmd_acl(struct brk_ctx *x)
 		for (size_t i = 0; i < n; i++) {
 			resp_add_simple(x->w, acl_help[i]);
 		}
+	} else if (brk_arg_eq(sub, "CAT")) {
+		/* three or more: Redis' arity for it is "at least 2" */
+		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
+				      "'%.128s'. Try ACL HELP.",
+			sub->p);
 	} else {
 		static const char *const known[] = {"whoami", "users", "list", "setuser", "deluser",
 			"cat", "save", "load", "help", NULL};

@@ -170,12 +170,15 @@ static const struct subcmd client_subs[] = {
 	{"kill", -3}, {"unblock", -3}, {"setinfo", 4}, {"no-evict", 3}, {"no-touch", 3},
 	{"help", 2},
 };
+static const struct subcmd acl_subs[] = {
+	{"whoami", 2}, {"users", 2}, {"list", 2}, {"setuser", -3}, {"deluser", -3},
+	{"cat", -2}, {"save", 2}, {"load", 2}, {"help", 2},
+};
 static const struct subcmd command_subs[] = {
 	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
 };
 
-/* The subcommand table of a container (n set), or NULL for another command.
- * ACL's subcommands are checked by brk_cmd_acl() itself. */
+/* The subcommand table of a container (n set), or NULL for another command. */
 static const struct subcmd *
 subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
 {
@@ -194,6 +197,9 @@ subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
 	}
 	if (cmd->fn == brk_cmd_xinfo) {
 		return SUBS("xinfo", xinfo_subs);
+	}
+	if (cmd->fn == brk_cmd_acl) {
+		return SUBS("acl", acl_subs);
 	}
 #undef SUBS
 	return NULL;

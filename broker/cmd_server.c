@@ -988,6 +988,7 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 		{BRK_CMD_DENYOOM, "denyoom"}, {BRK_CMD_ADMIN, "admin"},
 		{BRK_CMD_NOSCRIPT, "noscript"}, {BRK_CMD_BLOCKING, "blocking"},
 		{BRK_CMD_LOADING, "loading"}, {BRK_CMD_STALE, "stale"}, {BRK_CMD_FAST, "fast"},
+		{BRK_CMD_NOMULTI, "no_multi"},
 	};
 	char flags[256] = "";
 	size_t n = 0;

@@ -17,6 +17,7 @@
 #define S  BRK_CMD_STALE
 #define NC BRK_CMD_NOSCRIPT
 #define OM BRK_CMD_DENYOOM
+#define NM BRK_CMD_NOMULTI
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
@@ -64,11 +65,11 @@ static const struct brk_cmd cmds[] = {
 		"2.4.0", "A container for client connection commands.", "Depends on subcommand."},
 	{"command", brk_cmd_command, -1, NS | L | S, 0, 0, 0, "@slow @connection", "server",
 		"2.8.13", "Returns detailed information about all commands.", "O(N)"},
-	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous",
+	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC | NM, 0, 0, 0, "@admin @slow @dangerous",
 		"server", "1.0.0", "Commits what is in flight and shuts down the server.", "O(1)"},
 	{"lastsave", brk_cmd_lastsave, 1, R | L | S | F, 0, 0, 0, "@admin @fast @dangerous",
 		"server", "1.0.0", "Returns the Unix timestamp of the last durable commit.", "O(1)"},
-	{"save", brk_cmd_save, 1, NS | A | NC, 0, 0, 0, "@admin @slow @dangerous", "server", "1.0.0",
+	{"save", brk_cmd_save, 1, NS | A | NC | NM, 0, 0, 0, "@admin @slow @dangerous", "server", "1.0.0",
 		"Everything is already on disk: returns OK.", "O(1)"},
 	{"bgsave", brk_cmd_save, -1, NS | A | NC, 0, 0, 0, "@admin @slow @dangerous", "server",
 		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},

@@ -881,6 +881,12 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
+	if (c->multi && (cmd->flags & BRK_CMD_NOMULTI)) {
+		resp_add_error(&c->w, "ERR Command not allowed inside a transaction");
+		stat->rejected++;
+		c->multi_dirty = true;
+		goto replied;
+	}
 	if (c->multi && cmd->fn != brk_cmd_exec && cmd->fn != brk_cmd_discard &&
 		cmd->fn != brk_cmd_multi && cmd->fn != brk_cmd_watch && cmd->fn != brk_cmd_quit &&
 		cmd->fn != brk_cmd_reset) {

@@ -223,6 +223,12 @@ def test_queueing_errors_subcommands(server):
         (("CLIENT", "FOO"), "ERR unknown subcommand 'FOO'. Try CLIENT HELP."),
         (("COMMAND", "COUNT", "x"), ARITY % "command|count"),
         (("COMMAND", "FOO"), "ERR unknown subcommand 'FOO'. Try COMMAND HELP."),
+        (("ACL", "FOO"), "ERR unknown subcommand 'FOO'. Try ACL HELP."),
+        (("ACL", "WHOAMI", "x"), ARITY % "acl|whoami"),
+        (("ACL", "SETUSER"), ARITY % "acl|setuser"),
+        # commands that never run inside a transaction
+        (("SAVE",), "ERR Command not allowed inside a transaction"),
+        (("SHUTDOWN", "NOSAVE"), "ERR Command not allowed inside a transaction"),
     ]
     for bad, msg in cases:
         assert c.call("MULTI") == "OK"

@@ -536,6 +536,10 @@ def test_acl_cat(server):
     assert "config" in admin or "config|get" in admin, admin
     assert "xadd" not in admin
     assert c.err("ACL", "CAT", "nosuch") == "ERR Unknown category 'nosuch'"
+    assert c.err("ACL", "CAT", "stream", "read") == (
+        "ERR unknown subcommand or wrong number of arguments for 'CAT'. Try ACL HELP.")
+    assert c.err("ACL", "cat", "stream", "read") == (
+        "ERR unknown subcommand or wrong number of arguments for 'cat'. Try ACL HELP.")
 
 
 # ---------------------------------------------------------------------------
