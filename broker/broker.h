@@ -553,6 +553,8 @@ int brk_xinfo_consumers(struct brk_ctx *x);
 bool brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd);
 /* Whether sub is one of cmd's subcommands (true for a command without any). */
 bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
+/* The i-th subcommand name of container cmd (lower case, static), or NULL past the last. */
+const char *brk_subcommand_at(const struct brk_cmd *cmd, size_t i);
 /* FLUSHDB/FLUSHALL: marks the watchers of watched keys that exist. */
 int brk_watch_flush(struct brk_server *srv, struct storage_txn *t, unsigned db, bool all);
 

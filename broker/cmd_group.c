@@ -227,6 +227,16 @@ brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
 	return sub_check(x, cname, help, subs, n);
 }
 
+const char *
+brk_subcommand_at(const struct brk_cmd *cmd, size_t i)
+{
+	const char *cname;
+	size_t n;
+	const struct subcmd *subs = subs_of(cmd, &cname, &n);
+
+	return subs != NULL && i < n ? subs[i].name : NULL;
+}
+
 bool
 brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub)
 {

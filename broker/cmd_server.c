@@ -1249,6 +1249,63 @@ reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
 	resp_add_bulk_cstr(w, cmd->complexity);
 }
 
+/* COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]:
+ * commands and, as in Redis, their subcommands ("xgroup|create"). For
+ * ACLCAT a subcommand is in its container's categories, as echd's ACL sees
+ * it, and a container itself only in @slow, as Redis files containers. */
+static int
+command_list(struct brk_ctx *x)
+{
+	enum { ALL, MODULE, ACLCAT, PATTERN } by = ALL;
+	const struct resp_arg *arg = NULL;
+	size_t h, listed = 0;
+
+	if (x->argc == 5 && brk_arg_eq(&x->argv[2], "FILTERBY")) {
+		arg = &x->argv[4];
+		if (brk_arg_eq(&x->argv[3], "MODULE")) {
+			by = MODULE;
+		} else if (brk_arg_eq(&x->argv[3], "ACLCAT")) {
+			by = ACLCAT;
+		} else if (brk_arg_eq(&x->argv[3], "PATTERN")) {
+			by = PATTERN;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	} else if (x->argc != 2) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	h = resp_add_deferred(x->w);
+	for (size_t i = 0; by != MODULE && i < brk_cmd_count(); i++) {
+		const struct brk_cmd *cmd = brk_cmd_at(i);
+		bool container = brk_subcommand_at(cmd, 0) != NULL;
+		const char *sub;
+		if (by == ACLCAT && !brk_acl_cmd_in_category(cmd, arg->p, arg->len) &&
+			!(container && arg->len == 4 && !strncasecmp(arg->p, "slow", 4))) {
+			continue;
+		}
+		for (size_t j = 0; j == 0 || (sub = brk_subcommand_at(cmd, j - 1)) != NULL; j++) {
+			char name[64];
+			int len = j == 0 ? snprintf(name, sizeof(name), "%s", cmd->name)
+					 : snprintf(name, sizeof(name), "%s|%s", cmd->name, sub);
+			if (by == PATTERN &&
+				!brk_glob_match(arg->p, arg->len, name, (size_t)len, true)) {
+				continue;
+			}
+			if (by == ACLCAT && (j == 0 ? container &&
+							     !(arg->len == 4 && !strncasecmp(arg->p, "slow", 4))
+						    : !brk_acl_cmd_in_category(cmd, arg->p, arg->len))) {
+				continue;
+			}
+			resp_add_bulk(x->w, name, (size_t)len);
+			listed++;
+		}
+	}
+	resp_set_deferred_len(x->w, h, '*', listed);
+	return 0;
+}
+
 int
 brk_cmd_command(struct brk_ctx *x)
 {
@@ -1298,10 +1355,7 @@ brk_cmd_command(struct brk_ctx *x)
 		}
 		resp_set_deferred_len(x->w, h, '%', found);
 	} else if (brk_arg_eq(&x->argv[1], "LIST")) {
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_bulk_cstr(x->w, brk_cmd_at(i)->name);
-		}
+		return command_list(x);
 	} else if (brk_arg_eq(&x->argv[1], "HELP") && x->argc == 2) {
 		static const char *const help[] = {
 			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

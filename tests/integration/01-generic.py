@@ -785,6 +785,23 @@ def test_command(server):
         assert name in names, "%s missing from COMMAND LIST" % name
     # COMMAND COUNT counts top-level commands; COMMAND LIST also lists "parent|sub"
     assert n == len([x for x in names if "|" not in x]), (n, len(names))
+    for sub in ("xgroup|create", "xinfo|stream", "config|get", "client|list", "acl|whoami"):
+        assert sub in names, sub
+
+    def listed(*filt):
+        return sorted(x.decode() for x in c.call("COMMAND", "LIST", "FILTERBY", *filt))
+
+    assert listed("PATTERN", "xgroup|c*") == ["xgroup|create", "xgroup|createconsumer"]
+    assert listed("pattern", "XINFO*") == ["xinfo", "xinfo|consumers", "xinfo|groups",
+                                           "xinfo|help", "xinfo|stream"]
+    # a container is filed under @slow only, its subcommands under their own categories
+    stream = listed("ACLCAT", "stream")
+    assert "xadd" in stream and "xgroup|setid" in stream and "xinfo|stream" in stream
+    assert "xgroup" not in stream and "xinfo" not in stream and "del" not in stream
+    assert listed("ACLCAT", "nosuch") == [] and listed("MODULE", "x") == []
+    for bad in (("bogus",), ("FILTERBY",), ("FILTERBY", "BOGUS", "x"),
+                ("FILTERBY", "PATTERN", "x", "y")):
+        assert c.err("COMMAND", "LIST", *bad) == "ERR syntax error", bad
     info = c.call("COMMAND", "INFO", "xadd")
     assert len(info) == 1 and len(info[0]) == 10, info
     name, arity, flags, first, last, step, acl = info[0][:7]
