@@ -275,13 +275,6 @@ brk_cmd_xgroup(struct brk_ctx *x)
 	}
 	create = brk_arg_eq(opt, "CREATE");
 	setid = brk_arg_eq(opt, "SETID");
-	/* Redis takes CREATE with 5 to 8 arguments and SETID with 5 or 7 */
-	if ((create && x->argc > 8) || (setid && x->argc != 5 && x->argc != 7)) {
-		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
-				      "'%.*s'. Try XGROUP HELP.",
-			(int)opt->len, opt->p);
-		return 0;
-	}
 	for (int i = 5; i < x->argc;) {
 		if (create && brk_arg_eq(&x->argv[i], "MKSTREAM")) {
 			mkstream = true;
@@ -331,6 +324,15 @@ brk_cmd_xgroup(struct brk_ctx *x)
 				(const char *)key.data);
 			return 0;
 		}
+	}
+	if ((create && x->argc > 8) || (setid && x->argc != 5 && x->argc != 7)) {
+		/* As Redis: options parse at any count, the key and group are
+		 * checked, and only then is CREATE held to 5..8 arguments and
+		 * SETID to 5 or 7 (an option given twice). */
+		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
+				      "'%.*s'. Try XGROUP HELP.",
+			(int)opt->len, opt->p);
+		return 0;
 	}
 	if (create || setid) {
 		struct stream_id id;

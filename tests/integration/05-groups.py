@@ -300,11 +300,16 @@ def test_xgroup_setid(server):
         XGROUP_SUBSYNTAX % "SETID")
     assert c.err("XGROUP", "SETID", "s", "g") == ARITY % "xgroup|setid"
     assert group(c, "s", "g")["last-delivered-id"] == b"7-0"
-    # an option twice makes too many arguments: SETID takes 5 or 7, CREATE 5 to 8; the
-    # count is checked before the key and the group
+    # an option twice makes too many arguments: SETID takes 5 or 7, CREATE 5 to 8; options
+    # are read first, then the key and the group are checked, then the count
     assert c.err("XGROUP", "SETID", "s", "g", "0", "ENTRIESREAD", "1", "ENTRIESREAD", "2") == (
         XGROUP_SUBSYNTAX % "SETID")
     assert c.err("XGROUP", "SETID", "s", "nog", "0", "x") == XGROUP_SUBSYNTAX % "SETID"
+    assert c.err("XGROUP", "SETID", "s", "nog", "0", "ENTRIESREAD", "1", "ENTRIESREAD",
+                 "2") == XGROUP_NOGROUP("s", "nog")
+    assert c.err("XGROUP", "CREATE", "s", "h", "+", "ENTRIESREAD", "MINID", "x", "y") == NOT_INT
+    assert c.err("XGROUP", "CREATE", "nokey", "h", "0", "ENTRIESREAD", "1", "ENTRIESREAD",
+                 "2") == NEEDS_KEY
     assert c.err("XGROUP", "CREATE", "s", "h", "0", *["MKSTREAM"] * 4) == (
         XGROUP_SUBSYNTAX % "CREATE")
     assert c.err("XGROUP", "CREATE", "s", "h", "0", "ENTRIESREAD", "1", "MKSTREAM",
