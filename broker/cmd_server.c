@@ -1280,26 +1280,22 @@ command_list(struct brk_ctx *x)
 	for (size_t i = 0; by != MODULE && i < brk_cmd_count(); i++) {
 		const struct brk_cmd *cmd = brk_cmd_at(i);
 		bool container = brk_subcommand_at(cmd, 0) != NULL;
-		const char *sub;
-		if (by == ACLCAT && !brk_acl_cmd_in_category(cmd, arg->p, arg->len) &&
-			!(container && arg->len == 4 && !strncasecmp(arg->p, "slow", 4))) {
-			continue;
-		}
+		bool in_cat = by != ACLCAT || brk_acl_cmd_in_category(cmd, arg->p, arg->len);
+		bool slow = by == ACLCAT && arg->len == 4 && !strncasecmp(arg->p, "slow", 4);
+		const char *sub = NULL;
+
 		for (size_t j = 0; j == 0 || (sub = brk_subcommand_at(cmd, j - 1)) != NULL; j++) {
 			char name[64];
 			int len = j == 0 ? snprintf(name, sizeof(name), "%s", cmd->name)
 					 : snprintf(name, sizeof(name), "%s|%s", cmd->name, sub);
-			if (by == PATTERN &&
-				!brk_glob_match(arg->p, arg->len, name, (size_t)len, true)) {
-				continue;
+			bool want = j == 0 && container && by == ACLCAT ? slow : in_cat;
+			if (want && by == PATTERN) {
+				want = brk_glob_match(arg->p, arg->len, name, (size_t)len, true);
 			}
-			if (by == ACLCAT && (j == 0 ? container &&
-							     !(arg->len == 4 && !strncasecmp(arg->p, "slow", 4))
-						    : !brk_acl_cmd_in_category(cmd, arg->p, arg->len))) {
-				continue;
+			if (want) {
+				resp_add_bulk(x->w, name, (size_t)len);
+				listed++;
 			}
-			resp_add_bulk(x->w, name, (size_t)len);
-			listed++;
 		}
 	}
 	resp_set_deferred_len(x->w, h, '*', listed);

@@ -204,8 +204,8 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 			}
 			dash = memchr(o->p, '-', n);
 			a->seq_given = true;
-			if (o->len <= STREAM_ID_MAX_TEXT && dash != NULL && dash == o->p + n - 2 &&
-				o->p[n - 1] == '*') {
+			if (o->len <= STREAM_ID_MAX_TEXT && dash != NULL &&
+				(size_t)(dash - o->p) + 2 == n && o->p[n - 1] == '*') {
 				struct resp_arg ms = {o->p, n - 2};
 				if (!brk_parse_strict_id(x, &ms, 0, &a->id)) {
 					return -1;
