@@ -548,9 +548,14 @@ bool brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro
 int brk_reply_full_groups(struct brk_ctx *x, const struct stream_meta *m, uint64_t count);
 int brk_xinfo_groups(struct brk_ctx *x);
 int brk_xinfo_consumers(struct brk_ctx *x);
-/* For XGROUP/XINFO: replies the error and returns false when the
- * subcommand is unknown or has the wrong arity (others: true). */
+/* For a container (XGROUP, XINFO, CONFIG, CLIENT, COMMAND, ACL): replies
+ * the error and returns false when the subcommand is unknown or has the
+ * wrong arity (other commands: true). Handlers may rely on it. */
 bool brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd);
+/* Redis' error for a known subcommand whose arguments its handler refuses
+ * (its arity passed): "unknown subcommand or wrong number of arguments for
+ * '<sub>'. Try <HELP> HELP." */
+void brk_reply_subcommand_syntax(struct brk_ctx *x, const char *help);
 /* Whether sub is one of cmd's subcommands (true for a command without any). */
 bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* The i-th subcommand name of container cmd (lower case, static), or NULL past the last. */

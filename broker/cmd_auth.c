@@ -187,22 +187,10 @@ brk_cmd_acl(struct brk_ctx *x)
 		for (size_t i = 0; i < n; i++) {
 			resp_add_simple(x->w, acl_help[i]);
 		}
-	} else if (brk_arg_eq(sub, "CAT")) {
-		/* three or more: Redis' arity for it is "at least 2" */
-		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
-				      "'%.128s'. Try ACL HELP.",
-			sub->p);
 	} else {
-		static const char *const known[] = {"whoami", "users", "list", "setuser", "deluser",
-			"cat", "save", "load", "help", NULL};
-		for (int i = 0; known[i] != NULL; i++) {
-			if (brk_arg_eq(sub, known[i])) {
-				resp_add_errorf(x->w, "ERR wrong number of arguments for 'acl|%s' command",
-					known[i]);
-				return 0;
-			}
-		}
-		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try ACL HELP.", sub->p);
+		/* brk_subcommand_ok() passed its name and arity (CAT with two
+		 * categories, say): Redis' catch-all */
+		brk_reply_subcommand_syntax(x, "ACL");
 	}
 	return 0;
 }

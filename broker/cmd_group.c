@@ -227,6 +227,14 @@ brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
 	return sub_check(x, cname, help, subs, n);
 }
 
+void
+brk_reply_subcommand_syntax(struct brk_ctx *x, const char *help)
+{
+	resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
+			      "Try %s HELP.",
+		(int)(x->argv[1].len < 128 ? x->argv[1].len : 128), x->argv[1].p, help);
+}
+
 const char *
 brk_subcommand_at(const struct brk_cmd *cmd, size_t i)
 {
@@ -290,9 +298,7 @@ brk_cmd_xgroup(struct brk_ctx *x)
 			}
 			i += 2;
 		} else {
-			resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
-					      "'%.*s'. Try XGROUP HELP.",
-				(int)opt->len, opt->p);
+			brk_reply_subcommand_syntax(x, "XGROUP");
 			return 0;
 		}
 	}
@@ -329,9 +335,7 @@ brk_cmd_xgroup(struct brk_ctx *x)
 		/* As Redis: options parse at any count, the key and group are
 		 * checked, and only then is CREATE held to 5..8 arguments and
 		 * SETID to 5 or 7 (an option given twice). */
-		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
-				      "'%.*s'. Try XGROUP HELP.",
-			(int)opt->len, opt->p);
+		brk_reply_subcommand_syntax(x, "XGROUP");
 		return 0;
 	}
 	if (create || setid) {

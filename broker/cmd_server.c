@@ -628,12 +628,7 @@ brk_cmd_config(struct brk_ctx *x)
 		}
 		return 0;
 	}
-	if (brk_arg_eq(sub, "RESETSTAT") || brk_arg_eq(sub, "HELP")) {
-		resp_add_errorf(x->w, "ERR wrong number of arguments for 'config|%s' command",
-			brk_arg_eq(sub, "HELP") ? "help" : "resetstat");
-		return 0;
-	}
-	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try CONFIG HELP.", sub->p);
+	brk_reply_subcommand_syntax(x, "CONFIG"); /* not reached: the table fits */
 	return 0;
 }
 
@@ -931,22 +926,10 @@ brk_cmd_client(struct brk_ctx *x)
 		for (size_t i = 0; i < n; i++) {
 			resp_add_simple(x->w, client_help[i]);
 		}
-	} else if (brk_arg_eq(sub, "UNBLOCK") && x->argc > 4) {
-		/* Redis' arity for it is "at least 3"; the handler refuses more */
-		resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for "
-				      "'%.128s'. Try CLIENT HELP.",
-			sub->p);
 	} else {
-		static const char *const known[] = {"id", "setname", "getname", "info", "list",
-			"kill", "unblock", "setinfo", "no-evict", "no-touch", "help", NULL};
-		for (int i = 0; known[i] != NULL; i++) {
-			if (brk_arg_eq(sub, known[i])) {
-				resp_add_errorf(x->w,
-					"ERR wrong number of arguments for 'client|%s' command", known[i]);
-				return 0;
-			}
-		}
-		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try CLIENT HELP.", sub->p);
+		/* brk_subcommand_ok() passed its name and arity (UNBLOCK with
+		 * five arguments, say): Redis' catch-all */
+		brk_reply_subcommand_syntax(x, "CLIENT");
 	}
 	return 0;
 }
@@ -1369,12 +1352,9 @@ brk_cmd_command(struct brk_ctx *x)
 		for (size_t i = 0; i < k; i++) {
 			resp_add_simple(x->w, help[i]);
 		}
-	} else if (brk_arg_eq(&x->argv[1], "COUNT") || brk_arg_eq(&x->argv[1], "HELP")) {
-		resp_add_errorf(x->w, "ERR wrong number of arguments for 'command|%s' command",
-			brk_arg_eq(&x->argv[1], "COUNT") ? "count" : "help");
 	} else {
-		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try COMMAND HELP.",
-			x->argv[1].p);
+		/* brk_subcommand_ok() checked the name and the arity */
+		brk_reply_subcommand_syntax(x, "COMMAND"); /* not reached */
 	}
 	return 0;
 }

@@ -957,9 +957,7 @@ xinfo_stream(struct brk_ctx *x)
 	resp_add_bulk_cstr(x->w, "groups");
 	return brk_reply_full_groups(x, &m, (uint64_t)count);
 syntax:
-	resp_add_errorf(x->w, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
-			      "Try XINFO HELP.",
-		(int)x->argv[1].len, x->argv[1].p);
+	brk_reply_subcommand_syntax(x, "XINFO");
 	return 0;
 }
 
@@ -991,26 +989,13 @@ brk_cmd_xinfo(struct brk_ctx *x)
 	if (brk_arg_eq(sub, "STREAM")) {
 		return xinfo_stream(x);
 	}
+	/* brk_subcommand_ok() checked the name and the arity */
 	if (brk_arg_eq(sub, "GROUPS")) {
-		if (x->argc != 3) {
-			resp_add_error(x->w, "ERR wrong number of arguments for 'xinfo|groups' command");
-			return 0;
-		}
 		return brk_xinfo_groups(x);
 	}
 	if (brk_arg_eq(sub, "CONSUMERS")) {
-		if (x->argc != 4) {
-			resp_add_error(x->w,
-				"ERR wrong number of arguments for 'xinfo|consumers' command");
-			return 0;
-		}
 		return brk_xinfo_consumers(x);
 	}
-	if (brk_arg_eq(sub, "HELP")) {
-		/* a known subcommand of the wrong arity, as in MULTI (brk_subcommand_ok) */
-		resp_add_error(x->w, "ERR wrong number of arguments for 'xinfo|help' command");
-		return 0;
-	}
-	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try XINFO HELP.", sub->p);
+	brk_reply_subcommand_syntax(x, "XINFO"); /* not reached */
 	return 0;
 }
