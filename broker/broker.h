@@ -130,6 +130,11 @@ struct brk_block {
 	struct brk_waitkey **keys; /* the keys it waits on */
 	bool ready;             /* queued to run again */
 	bool nokey;             /* XREADGROUP: answers NOGROUP if its key goes */
+	const struct brk_cmd *cmd; /* counted in commandstats when it answers */
+	/* WAIT/WAITAOF wait for replicas echd never has: they block on no key
+	 * until their timeout, then answer what they have. */
+	enum { BRK_BLOCK_READ, BRK_BLOCK_WAIT, BRK_BLOCK_WAITAOF } kind;
+	bool numlocal;          /* WAITAOF asked for the local flush */
 	struct brk_conn *next_ready;
 };
 
@@ -198,6 +203,8 @@ struct brk_conn {
 		size_t end;
 	} marks[4];
 	int nmarks;
+	uint64_t write_gen; /* the commit generation of its last write */
+	uint64_t wait_gen;  /* WAITAOF: this turn's replies wait for it to be durable */
 };
 
 struct brk_cmdstat {
@@ -382,7 +389,7 @@ BRK_DECL(xadd); BRK_DECL(xlen); BRK_DECL(xrange); BRK_DECL(xrevrange); BRK_DECL(
 BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
-BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl);
+BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -406,6 +413,9 @@ struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
  * every reply held for the batch becomes an error reply. */
 int brk_batch_commit(struct brk_server *srv);
 
+/* Counts a write command of c into the batch, whose generation c's next
+ * WAITAOF waits for. */
+void brk_batch_wrote(struct brk_server *srv, struct brk_conn *c);
 /* Aborts the batch: every reply held for it becomes an error. */
 void brk_batch_abort(struct brk_server *srv, int rc);
 /* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT. */
@@ -431,7 +441,17 @@ void brk_signal_db(struct brk_server *srv, unsigned db, bool all);
 /* Blocks c on keys until timeout_ms (0 = forever); takes a copy of req. */
 int brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t timeout_ms,
 	int req_argc, const struct resp_arg *req_argv);
+/* Blocks c on no key until timeout_ms (0 = forever): WAIT and WAITAOF,
+ * whose replicas never come. kind is BRK_BLOCK_WAIT or _WAITAOF. */
+int brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms);
 void brk_unblock(struct brk_conn *c);
+/* Unblocks c with the reply its timeout gives, or with CLIENT UNBLOCK's
+ * error, and counts the call; the caller has c run its pipeline next. */
+void brk_block_end(struct brk_conn *c, bool error);
+/* WAITAOF's local count for c: 1 when its writes are on disk by the time
+ * the reply goes out. With everysec and want, holds this turn's replies
+ * until they are (and has the flush done now, not at the next second). */
+int brk_waitaof_local(struct brk_conn *c, bool want);
 
 /* WATCH: registers c on (db, key); brk_signal_key() marks it dirty. */
 int brk_watch_key(struct brk_conn *c, const void *name, size_t len);
@@ -523,6 +543,9 @@ bool brk_count_reply_error(struct brk_server *srv, const struct resp_buf *out, s
 
 /* Parsing helpers: return true and set *out, or reply the Redis error and return false. */
 bool brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out);
+/* A timeout in milliseconds, as Redis reads one (BLOCK, WAIT); false after
+ * replying the error. */
+bool brk_arg_timeout(struct brk_ctx *x, const struct resp_arg *a, long long *ms);
 bool brk_arg_eq(const struct resp_arg *a, const char *s); /* case-insensitive */
 bool brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 bool brk_str2ll(const char *s, size_t len, long long *out);

@@ -488,3 +488,54 @@ brk_cmd_save(struct brk_ctx *x)
 	}
 	return 0;
 }
+
+/* WAIT numreplicas timeout. echd has no replicas, so none is ever reached:
+ * asking for one blocks until the timeout (0: for ever), as Redis does
+ * without replicas, and answers 0. */
+int
+brk_cmd_wait(struct brk_ctx *x)
+{
+	long long want, timeout;
+
+	if (!brk_arg_ll(x, &x->argv[1], &want) || !brk_arg_timeout(x, &x->argv[2], &timeout)) {
+		return 0;
+	}
+	if (want <= 0 || x->in_exec) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	return brk_block_wait(x, BRK_BLOCK_WAIT, false, (uint64_t)timeout);
+}
+
+/* WAITAOF numlocal numreplicas timeout. The LMDB environment is echd's
+ * append-only file, always on: the local count is 1 once the connection's
+ * writes are durable (brk_waitaof_local), and replicas, as for WAIT, never
+ * come. */
+int
+brk_cmd_waitaof(struct brk_ctx *x)
+{
+	long long local, replicas, timeout;
+
+	if (!brk_arg_ll(x, &x->argv[1], &local)) {
+		return 0;
+	}
+	if (local < 0 || local > 1) {
+		resp_add_error(x->w, "ERR value is out of range, value must between 0 and 1");
+		return 0;
+	}
+	if (!brk_str2ll(x->argv[2].p, x->argv[2].len, &replicas) || replicas < 0) {
+		resp_add_error(x->w, "ERR value is out of range, must be positive");
+		return 0;
+	}
+	if (!brk_arg_timeout(x, &x->argv[3], &timeout)) {
+		return 0;
+	}
+	if (replicas == 0 || x->in_exec) {
+		/* inside MULTI nothing waits: the count is what is durable now */
+		resp_add_array(x->w, 2);
+		resp_add_int(x->w, brk_waitaof_local(x->c, local == 1 && !x->in_exec));
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	return brk_block_wait(x, BRK_BLOCK_WAITAOF, local == 1, (uint64_t)timeout);
+}

@@ -191,7 +191,10 @@ again:
 			/* a runtime error fails only this command's reply */
 			stat->failed++;
 		}
-		wrote |= sub.dirty > 0 || sub.modified;
+		if (sub.dirty > 0 || sub.modified) {
+			wrote = true;
+			c->write_gen = srv->commit_gen + 1; /* for a WAITAOF later in it */
+		}
 		dirty += sub.dirty;
 	}
 	if (rc != 0) {
@@ -219,7 +222,7 @@ again:
 		rc = 0;
 		goto out;
 	}
-	srv->batch_writes++;
+	brk_batch_wrote(srv, c);
 	srv->stats.dirty += dirty;
 	/* x->dirty stays 0: the commands' changes were counted above */
 out:

@@ -903,14 +903,7 @@ brk_cmd_client(struct brk_ctx *x)
 			resp_add_int(x->w, 0);
 			return 0;
 		}
-		brk_unblock(t);
-		if (err) {
-			resp_add_error(&t->w, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
-		} else {
-			resp_add_null_array(&t->w);
-		}
-		t->batch_replies++;
-		brk_conn_mark_held(t);
+		brk_block_end(t, err);
 		brk_conn_mark_pending(t);
 		resp_add_int(x->w, 1);
 	} else if ((brk_arg_eq(sub, "NO-EVICT") || brk_arg_eq(sub, "NO-TOUCH")) && x->argc == 3) {
@@ -1020,6 +1013,8 @@ static const struct {
 	{"flushall", "[<ASYNC | SYNC>]"},
 	{"info", "[section [section ...]]"},
 	{"shutdown", "[<NOSAVE | SAVE>] [NOW] [FORCE] [ABORT]"},
+	{"wait", "numreplicas timeout"},
+	{"waitaof", "numlocal numreplicas timeout"},
 	{"xadd", "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
 		 "<* | id> field value [field value ...]"},
 	{"xlen", "key"},

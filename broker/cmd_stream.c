@@ -674,12 +674,7 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 		const struct resp_arg *o = &x->argv[i];
 		if (brk_arg_eq(o, "BLOCK") && more) {
 			i++;
-			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &ro->timeout)) {
-				resp_add_error(x->w, "ERR timeout is not an integer or out of range");
-				return false;
-			}
-			if (ro->timeout < 0) {
-				resp_add_error(x->w, "ERR timeout is negative");
+			if (!brk_arg_timeout(x, &x->argv[i], &ro->timeout)) {
 				return false;
 			}
 		} else if (brk_arg_eq(o, "COUNT") && more) {

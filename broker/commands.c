@@ -90,6 +90,12 @@ static const struct brk_cmd cmds[] = {
 		"Monitors changes to keys to determine the execution of a transaction.", "O(1) for every key."},
 	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @transaction",
 		"transactions", "2.2.0", "Forgets about watched keys of a transaction.", "O(1)"},
+	{"wait", brk_cmd_wait, 3, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
+		"3.0.0", "Blocks until the asynchronous replication of all preceding write commands "
+			 "sent by the connection is completed. echd has no replicas.", "O(1)"},
+	{"waitaof", brk_cmd_waitaof, 4, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
+		"7.2.0", "Blocks until all of the preceding write commands sent by the connection are "
+			 "on disk. In echd they always are by the time this replies.", "O(1)"},
 	{"xadd", brk_cmd_xadd, -5, W | OM | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)"},
 	{"xlen", brk_cmd_xlen, 2, R | F, 1, 1, 1, "@read @stream @fast", "stream", "5.0.0",
@@ -218,6 +224,20 @@ brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out)
 {
 	if (!brk_str2ll(a->p, a->len, out)) {
 		resp_add_error(x->w, BRK_ERR_NOTINT);
+		return false;
+	}
+	return true;
+}
+
+bool
+brk_arg_timeout(struct brk_ctx *x, const struct resp_arg *a, long long *ms)
+{
+	if (!brk_str2ll(a->p, a->len, ms)) {
+		resp_add_error(x->w, "ERR timeout is not an integer or out of range");
+		return false;
+	}
+	if (*ms < 0) {
+		resp_add_error(x->w, "ERR timeout is negative");
 		return false;
 	}
 	return true;

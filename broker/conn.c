@@ -755,7 +755,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	if (!srv->savepoints && bytes <= NEST_ARG_BYTES) {
 		rc = cmd->fn(x);
 		if (rc == 0 && (x->dirty > 0 || x->modified)) {
-			srv->batch_writes++;
+			brk_batch_wrote(srv, x->c);
 			srv->stats.dirty += x->dirty;
 		}
 		return rc;
@@ -773,7 +773,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	}
 	rc = storage_txn_commit(child);
 	if (rc == 0) {
-		srv->batch_writes++;
+		brk_batch_wrote(srv, x->c);
 		srv->stats.dirty += x->dirty;
 	}
 	return rc;
@@ -932,7 +932,7 @@ again:
 			brk_reply_error_rc(&x, rc);
 		}
 	}
-	stat->calls += x.blocked && !from_block ? 0 : 1;
+	stat->calls += x.blocked ? 0 : 1; /* a blocked call counts when it answers */
 	stat->usec += brk_now_us() - t0;
 	if (x.blocked) {
 		if (c->out.len == mark) {

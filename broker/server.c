@@ -224,6 +224,13 @@ brk_batch_commit(struct brk_server *srv)
 }
 
 void
+brk_batch_wrote(struct brk_server *srv, struct brk_conn *c)
+{
+	srv->batch_writes++;
+	c->write_gen = srv->commit_gen + 1; /* the generation this batch's commit gets */
+}
+
+void
 brk_batch_abort(struct brk_server *srv, int rc)
 {
 	if (srv->batch == NULL) {
@@ -324,6 +331,15 @@ release_or_wait(struct brk_server *srv, struct brk_conn *c)
 
 	if (srv->cfg.appendfsync == BRK_FSYNC_EVERYSEC) {
 		gen = 0; /* the commit's data flush is enough; the timer does the meta page */
+	}
+	if (c->wait_gen != 0) {
+		/* WAITAOF under everysec. A write whose batch was aborted never
+		 * got its generation: wait for no later commit than the last. */
+		uint64_t w = c->wait_gen < srv->commit_gen ? c->wait_gen : srv->commit_gen;
+		if (w > srv->durable_gen && w > gen) {
+			gen = w;
+		}
+		c->wait_gen = 0;
 	}
 	if (gen == 0 && c->nmarks == 0) {
 		brk_conn_flush(c, c->out.len);
@@ -879,6 +895,7 @@ brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t ti
 		goto oom;
 	}
 	c->blk = b;
+	b->cmd = brk_cmd_lookup(req_argv[0].p, req_argv[0].len);
 	b->nokey = brk_arg_eq(&req_argv[0], "xreadgroup");
 	b->req.argv = echd_calloc((size_t)req_argc, sizeof(*b->req.argv));
 	b->keys = echd_calloc((size_t)nkeys, sizeof(*b->keys));
@@ -974,6 +991,89 @@ brk_unblock(struct brk_conn *c)
 	srv->blocked_clients--;
 }
 
+int
+brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms)
+{
+	struct brk_conn *c = x->c;
+	struct brk_block *b;
+
+	b = echd_calloc(1, sizeof(*b));
+	if (b == NULL) {
+		return -ENOMEM;
+	}
+	b->cmd = brk_cmd_lookup(x->argv[0].p, x->argv[0].len);
+	b->kind = kind;
+	b->numlocal = numlocal;
+	if (timeout_ms > 0) {
+		struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+		b->timer = evtimer_new(x->srv->base, block_timeout_cb, c);
+		if (b->timer == NULL) {
+			echd_free(b);
+			return -ENOMEM;
+		}
+		evtimer_add(b->timer, &tv);
+		b->deadline_ms = brk_now_ms() + timeout_ms;
+	}
+	c->blk = b;
+	x->blocked = true;
+	x->srv->blocked_clients++;
+	return 0;
+}
+
+int
+brk_waitaof_local(struct brk_conn *c, bool want)
+{
+	struct brk_server *srv = c->srv;
+
+	/* With always, every reply already waits for the commits before it. */
+	if (srv->cfg.appendfsync != BRK_FSYNC_EVERYSEC || c->write_gen <= srv->durable_gen) {
+		return 1;
+	}
+	if (!want) {
+		return 0;
+	}
+	c->wait_gen = c->write_gen;
+	return 1;
+}
+
+void
+brk_block_end(struct brk_conn *c, bool error)
+{
+	struct brk_server *srv = c->srv;
+	const struct brk_cmd *cmd;
+	struct brk_cmdstat *stat;
+	size_t mark = c->out.len;
+	bool numlocal;
+	int kind;
+
+	if (c->blk == NULL) {
+		return;
+	}
+	kind = c->blk->kind;
+	numlocal = c->blk->numlocal;
+	cmd = c->blk->cmd;
+	brk_unblock(c);
+	if (error) {
+		resp_add_error(&c->w, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+	} else if (kind == BRK_BLOCK_WAIT) {
+		resp_add_int(&c->w, 0); /* replicas reached */
+	} else if (kind == BRK_BLOCK_WAITAOF) {
+		resp_add_array(&c->w, 2);
+		resp_add_int(&c->w, brk_waitaof_local(c, numlocal));
+		resp_add_int(&c->w, 0);
+	} else {
+		resp_add_null_array(&c->w);
+	}
+	/* The call counts now that it answered, as in Redis. */
+	stat = brk_stat_for(srv, cmd, 1, NULL);
+	stat->calls++;
+	if (brk_count_reply_error(srv, &c->out, mark)) {
+		stat->failed++;
+	}
+	c->batch_replies++;
+	brk_conn_mark_held(c);
+}
+
 static void
 block_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -981,14 +1081,8 @@ block_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->blk == NULL) {
-		return;
-	}
-	brk_unblock(c);
-	resp_add_null_array(&c->w);
-	c->batch_replies++;
-	brk_conn_mark_held(c);
-	brk_conn_mark_pending(c);
+	brk_block_end(c, false);
+	brk_conn_mark_pending(c); /* run what it pipelined meanwhile */
 }
 
 /* Runs the commands of clients whose keys changed, in arrival order. */

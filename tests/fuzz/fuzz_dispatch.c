@@ -193,17 +193,11 @@ usable(const struct brk_conn *c)
 	return !(c->flags & (BRK_CONN_CLOSE_AFTER_REPLY | BRK_CONN_CLOSING));
 }
 
-/* block_timeout_cb(): the client's BLOCK ran out. */
+/* block_timeout_cb(): the client's BLOCK (or WAIT) ran out. */
 static void
 time_out(struct brk_conn *c)
 {
-	if (c->blk == NULL) {
-		return;
-	}
-	brk_unblock(c);
-	resp_add_null_array(&c->w);
-	c->batch_replies++;
-	brk_conn_mark_held(c);
+	brk_block_end(c, false);
 }
 
 /* gc_step(): deferred deletion of dropped streams inside the batch. */

@@ -759,6 +759,63 @@ def test_client_kill_maxage(server):
     assert victim.wait_closed(5)
 
 
+def commandstats(c):
+    return {k[len("cmdstat_"):]: dict(kv.split("=") for kv in v.split(","))
+            for k, v in info_fields(c.call("INFO", "commandstats")).items()}
+
+
+def test_wait_without_replicas(server):
+    """WAIT numreplicas timeout. There are no replicas (Redis without any, echd never has
+    them): asking for none answers 0 at once, asking for more blocks until the timeout and
+    answers 0, and inside MULTI it does not block."""
+    c = server.raw()
+    assert c.call("WAIT", "0", "0") == 0
+    assert c.call("WAIT", "-1", "0") == 0
+    assert c.err("WAIT", "x", "0") == "ERR value is not an integer or out of range"
+    assert c.err("WAIT", "0", "x") == "ERR timeout is not an integer or out of range"
+    assert c.err("WAIT", "0", "1.5") == "ERR timeout is not an integer or out of range"
+    assert c.err("WAIT", "0", "-1") == "ERR timeout is negative"
+    assert c.err("WAIT", "1") == ARITY % "wait"
+    t0 = time.monotonic()
+    assert c.call("WAIT", "1", "200") == 0
+    assert time.monotonic() - t0 >= 0.19
+    assert c.call("MULTI") == "OK"
+    assert c.call("WAIT", "5", "0") == "QUEUED"
+    assert c.call("EXEC") == [0]           # would block for ever outside MULTI
+    assert c.call("PING") == "PONG"
+
+
+def test_wait_blocked_and_unblocked(server):
+    """A blocking WAIT is a blocked client like a blocked XREAD: counted in blocked_clients,
+    flagged b, ended by CLIENT UNBLOCK (TIMEOUT: its timeout reply; ERROR: UNBLOCKED), and
+    counted in commandstats once it answers, as is an XREAD that timed out."""
+    c = server.raw()
+    assert c.call("CONFIG", "RESETSTAT") == "OK"
+    w = server.raw()
+    wid = w.call("CLIENT", "ID")
+    w.send("WAIT", "1", "0")
+    wait_until(lambda: info_fields(c.call("INFO", "clients"))["blocked_clients"] == "1",
+               what="WAIT blocked")
+    line = [ln for ln in c.call("CLIENT", "LIST").decode().splitlines()
+            if client_fields(ln)["id"] == str(wid)][0]
+    assert client_fields(line)["flags"] == "b"
+    assert c.call("CLIENT", "UNBLOCK", str(wid)) == 1
+    assert w.read() == 0
+    assert info_fields(c.call("INFO", "clients"))["blocked_clients"] == "0"
+    assert c.call("CLIENT", "UNBLOCK", str(wid)) == 0      # no longer blocked
+    w.send("WAIT", "1", "0")
+    wait_until(lambda: info_fields(c.call("INFO", "clients"))["blocked_clients"] == "1",
+               what="WAIT blocked again")
+    assert c.call("CLIENT", "UNBLOCK", str(wid), "ERROR") == 1
+    e = w.read()
+    assert isinstance(e, RespError) and str(e) == "UNBLOCKED client unblocked via CLIENT UNBLOCK"
+    assert w.call("WAIT", "1", "30") == 0
+    assert w.call("XREAD", "BLOCK", "30", "STREAMS", "nothing", "$") is None
+    stats = commandstats(c)
+    assert stats["wait"]["calls"] == "3", stats["wait"]
+    assert stats["xread"]["calls"] == "1", stats["xread"]
+
+
 def test_save_and_bgsave(server):
     """Every acknowledged write is already on disk in echd; SAVE and BGSAVE answer as Redis
     does and parse their arguments as it does."""

@@ -278,6 +278,73 @@ def test_everysec_does_not_wait_for_the_meta_flush(server):
         s.stop()
 
 
+@echd_only("WAITAOF came with Redis 7.2; the 7.0 oracle lacks it")
+def test_waitaof(server):
+    """WAITAOF numlocal numreplicas timeout, with Redis 7.4's errors. echd's LMDB environment
+    is its append-only file, always on, and with appendfsync always every reply already waits
+    for the flush of the writes before it: the local count is 1. Replicas never come, so
+    asking for one blocks until the timeout, as WAIT does."""
+    c = server.raw()
+    assert c.err("WAITAOF", "2", "0", "0") == "ERR value is out of range, value must between 0 and 1"
+    assert c.err("WAITAOF", "-1", "0", "0") == "ERR value is out of range, value must between 0 and 1"
+    assert c.err("WAITAOF", "x", "0", "0") == "ERR value is not an integer or out of range"
+    assert c.err("WAITAOF", "0", "x", "0") == "ERR value is out of range, must be positive"
+    assert c.err("WAITAOF", "0", "-1", "0") == "ERR value is out of range, must be positive"
+    assert c.err("WAITAOF", "1", "0", "x") == "ERR timeout is not an integer or out of range"
+    assert c.err("WAITAOF", "1", "0", "-1") == "ERR timeout is negative"
+    assert c.err("WAITAOF", "1", "0") == "ERR wrong number of arguments for 'waitaof' command"
+    assert c.pipeline([("XADD", "s", "1-1", "f", "v"), ("WAITAOF", "0", "0", "0")]) == [
+        b"1-1", [1, 0]]
+    assert c.call("WAITAOF", "1", "0", "0") == [1, 0]
+    t0 = time.monotonic()
+    assert c.call("WAITAOF", "1", "1", "200") == [1, 0]
+    assert time.monotonic() - t0 >= 0.19
+    assert c.call("MULTI") == "OK"
+    assert c.call("XADD", "s", "2-1", "f", "v") == "QUEUED"
+    assert c.call("WAITAOF", "1", "1", "0") == "QUEUED"
+    assert c.call("EXEC") == [b"2-1", [1, 0]]        # inside MULTI nothing blocks
+    w = server.raw()
+    wid = w.call("CLIENT", "ID")
+    w.send("WAITAOF", "0", "1", "0")
+    wait_until(lambda: b"blocked_clients:1\r\n" in c.call("INFO", "clients"),
+               what="WAITAOF blocked")
+    assert c.call("CLIENT", "UNBLOCK", str(wid)) == 1
+    assert w.read() == [1, 0]
+
+
+@echd_only("WAITAOF came with Redis 7.2; echd's flush counts are its own")
+def test_waitaof_everysec(server):
+    """With everysec a write is acknowledged before its meta page is flushed: WAITAOF 0 says
+    so with a local count of 0, and WAITAOF 1 has the flush done at once (not at the next
+    second) and answers 1 after it. Inside MULTI it cannot wait, and says 0."""
+    s = server.spawn("--appendfsync", "everysec")
+    c = s.raw()
+    assert c.call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    time.sleep(1.5)                                   # the once-a-second flush
+    assert c.call("WAITAOF", "0", "0", "0") == [1, 0]
+    assert c.pipeline([("XADD", "s", "2-1", "f", "v"), ("WAITAOF", "0", "0", "0")]) == [
+        b"2-1", [0, 0]]
+    _, fsyncs0 = persistence_counts(c)
+    t0 = time.monotonic()
+    assert c.call("WAITAOF", "1", "0", "0") == [1, 0]
+    assert time.monotonic() - t0 < 0.5
+    _, fsyncs = persistence_counts(c)
+    assert fsyncs == fsyncs0 + 1, (fsyncs0, fsyncs)
+    assert c.call("WAITAOF", "0", "0", "0") == [1, 0]
+    # a pipeline's own writes are waited for, in the same turn
+    assert c.pipeline([("XADD", "s", "3-1", "f", "v"), ("WAITAOF", "1", "0", "0")]) == [
+        b"3-1", [1, 0]]
+    assert c.call("WAITAOF", "0", "0", "0") == [1, 0]
+    assert c.call("MULTI") == "OK"
+    assert c.call("XADD", "s", "4-1", "f", "v") == "QUEUED"
+    assert c.call("WAITAOF", "1", "0", "0") == "QUEUED"
+    assert c.call("EXEC") == [b"4-1", [0, 0]]
+    # another connection's writes are not this one's to wait for
+    other = s.raw()
+    assert other.call("WAITAOF", "0", "0", "0") == [1, 0]
+    s.stop()
+
+
 @echd_only("echd's lock on its data directory")
 def test_second_echd_on_the_same_dir_is_refused(server):
     """LMDB would let two processes write one environment, but blocked readers, WATCH and the

@@ -100,6 +100,44 @@ def test_powercut_cycles(server):
         % (seed, crash.summary()))
 
 
+WAITAOF_CUTS = 6
+
+
+def test_powercut_everysec_waitaof(server):
+    """WAITAOF 1 0 0 under appendfsync everysec: once it answers [1, 0], every write the
+    connection made before it is on disk, even though everysec acknowledged them before
+    their flush. A producer pipelines XADDs with a WAITAOF after them, and the power is cut
+    right after its answer (on the synced data alone, or with any subset of what was not
+    synced): every entry before the WAITAOF must be there."""
+    work = tempfile.mkdtemp(prefix="echd-e2e-shim-")
+    rng = random.Random(int(time.time()))
+    srv = None
+    try:
+        srv = everysec_server(server, work)
+        nxt = 1
+        for cut in range(WAITAOF_CUTS):
+            c = srv.raw()
+            n = rng.randrange(1, 200)
+            cmds = [("XADD", "s", "%d-1" % i, *everysec_fields(i)) for i in range(nxt, nxt + n)]
+            replies = c.pipeline(cmds + [("WAITAOF", "1", "0", "0")])
+            assert replies[-1] == [1, 0], replies[-1]
+            nxt += n
+            srv.kill(signal.SIGKILL)
+            c.close()
+            info = srv.power_cut(rng.choice(("durable", "subset")), rng.randrange(1 << 32))
+            srv.start()
+            c = srv.raw()
+            got = c.call("XRANGE", "s", "-", "+")
+            assert [e for e, _ in got] == [eid(i) for i in range(1, nxt)], (
+                "cut %d (%s): WAITAOF said [1, 0], yet the disk holds %d of %d entries"
+                % (cut, info["desc"], len(got), nxt - 1))
+            c.close()
+    finally:
+        if srv is not None:
+            srv.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def test_powercut_broken_build_is_caught(server):
     work = tempfile.mkdtemp(prefix="echd-e2e-shim-")
     try:
@@ -130,6 +168,15 @@ def eid(i):
     return ("%d-1" % i).encode()
 
 
+def everysec_server(server, work):
+    """A started echd with appendfsync everysec under the shim, its generations in work."""
+    srv = driver.PowercutServer(server.exe, shim_for(server, work),
+                                list(server.extra_args) + ["--appendfsync", "everysec"],
+                                root=os.path.join(work, "srv"))
+    srv.start()
+    return srv
+
+
 def test_powercut_everysec(server):
     """appendfsync everysec through power cuts. It promises less than always: a crash of the
     machine may take up to the last second of acknowledged writes, never more, and never a
@@ -144,11 +191,7 @@ def test_powercut_everysec(server):
     srv = None
     lost = []
     try:
-        shim = shim_for(server, work)
-        srv = driver.PowercutServer(server.exe, shim,
-                                    list(server.extra_args) + ["--appendfsync", "everysec"],
-                                    root=os.path.join(work, "srv"))
-        srv.start()
+        srv = everysec_server(server, work)
         nxt, cuts, t0 = 1, 0, time.monotonic()
         while cuts < EVERYSEC_MAX_CUTS and (
                 cuts < EVERYSEC_MIN_CUTS or time.monotonic() - t0 < EVERYSEC_DEADLINE):
