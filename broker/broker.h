@@ -60,6 +60,8 @@ struct brk_config {
 	long long maxdisk;       /* map growth limit in bytes; 0 = none */
 	char *storage_backend;
 	long long batch_max_commands; /* commands in one group commit */
+	long long slowlog_log_slower_than; /* microseconds; -1 = off */
+	long long slowlog_max_len;
 	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
 	long long flush_wait_us;      /* wait for a next commit before flushing alone */
 	long long multi_max_commands; /* commands one MULTI may queue */
@@ -124,6 +126,7 @@ struct brk_argv {
 
 struct brk_block {
 	struct brk_argv req;    /* the command to run again, '$' resolved */
+	struct brk_argv orig;   /* as the client sent it, for SLOWLOG (empty: req) */
 	struct event *timer;    /* NULL when blocking forever */
 	uint64_t deadline_ms;   /* 0 = forever */
 	int nkeys;
@@ -135,6 +138,7 @@ struct brk_block {
 	 * until their timeout, then answer what they have. */
 	enum { BRK_BLOCK_READ, BRK_BLOCK_WAIT, BRK_BLOCK_WAITAOF } kind;
 	bool numlocal;          /* WAITAOF asked for the local flush */
+	uint64_t run_us;        /* time its runs took, for SLOWLOG */
 	struct brk_conn *next_ready;
 };
 
@@ -296,6 +300,9 @@ struct brk_server {
 	bool fs_full;                /* disk_full because the file system is full */
 	uint64_t reserve_retry_ms;   /* when map_headroom() last asked for disk space */
 	/* blocking */
+	/* SLOWLOG (slowlog.c), newest first */
+	struct brk_slowentry *slowlog_newest, *slowlog_oldest;
+	uint64_t slowlog_len, slowlog_next_id;
 	struct brk_seen *seen;    /* seen.c: in-memory seen-times by consumer id */
 	size_t seen_size, seen_count;
 	struct brk_waitkey **wk_table;
@@ -390,6 +397,7 @@ BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
+BRK_DECL(slowlog);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -413,6 +421,10 @@ struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
  * every reply held for the batch becomes an error reply. */
 int brk_batch_commit(struct brk_server *srv);
 
+/* Logs a command that ran duration_us in SLOWLOG if it was slow enough. */
+void brk_slowlog_push(struct brk_server *srv, struct brk_conn *c, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv, uint64_t duration_us);
+void brk_slowlog_reset(struct brk_server *srv);
 /* Counts a write command of c into the batch, whose generation c's next
  * WAITAOF waits for. */
 void brk_batch_wrote(struct brk_server *srv, struct brk_conn *c);
@@ -445,6 +457,12 @@ int brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_
  * whose replicas never come. kind is BRK_BLOCK_WAIT or _WAITAOF. */
 int brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms);
 void brk_unblock(struct brk_conn *c);
+/* The blocked command as its client sent it. */
+static inline const struct brk_argv *
+brk_block_argv(const struct brk_block *b)
+{
+	return b->orig.argc > 0 ? &b->orig : &b->req;
+}
 /* Unblocks c with the reply its timeout gives, or with CLIENT UNBLOCK's
  * error, and counts the call; the caller has c run its pipeline next. */
 void brk_block_end(struct brk_conn *c, bool error);

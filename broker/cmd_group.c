@@ -174,6 +174,9 @@ static const struct subcmd acl_subs[] = {
 	{"whoami", 2}, {"users", 2}, {"list", 2}, {"setuser", -3}, {"deluser", -3},
 	{"cat", -2}, {"save", 2}, {"load", 2}, {"help", 2},
 };
+static const struct subcmd slowlog_subs[] = {
+	{"get", -2}, {"len", 2}, {"reset", 2}, {"help", 2},
+};
 static const struct subcmd command_subs[] = {
 	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
 };
@@ -200,6 +203,9 @@ subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
 	}
 	if (cmd->fn == brk_cmd_acl) {
 		return SUBS("acl", acl_subs);
+	}
+	if (cmd->fn == brk_cmd_slowlog) {
+		return SUBS("slowlog", slowlog_subs);
 	}
 #undef SUBS
 	return NULL;

@@ -181,8 +181,12 @@ again:
 		sub.in_exec = true;
 		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
 		rc = cmd->fn(&sub);
+		t0 = brk_now_us() - t0;
 		stat->calls++;
-		stat->usec += brk_now_us() - t0;
+		stat->usec += t0;
+		if (rc == 0) {
+			brk_slowlog_push(srv, c, cmd, q->argc, q->argv, t0);
+		}
 		srv->stats.total_commands++;
 		if (rc > 0) {
 			rc = 0; /* BRK_UNDO cannot be honoured inside EXEC */

@@ -90,6 +90,8 @@ static const struct brk_cmd cmds[] = {
 		"Monitors changes to keys to determine the execution of a transaction.", "O(1) for every key."},
 	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @transaction",
 		"transactions", "2.2.0", "Forgets about watched keys of a transaction.", "O(1)"},
+	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, 0, 0, 0, "@admin @slow @dangerous", "server",
+		"2.2.12", "A container for slow log commands.", "Depends on subcommand."},
 	{"wait", brk_cmd_wait, 3, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
 		"3.0.0", "Blocks until the asynchronous replication of all preceding write commands "
 			 "sent by the connection is completed. echd has no replicas.", "O(1)"},

@@ -86,6 +86,10 @@ static const struct opt opts[] = {
 	{"flush-wait-us", OPT_INT, true, "200", OFF(flush_wait_us), 0, 1000000, NULL,
 		"appendfsync always: how long replies may wait for the next commit's flush "
 		"before their commit is flushed alone"},
+	{"slowlog-log-slower-than", OPT_INT, true, "10000", OFF(slowlog_log_slower_than), -1,
+		LLMAX, NULL, "microseconds a command must run to be logged in SLOWLOG; -1 = none"},
+	{"slowlog-max-len", OPT_INT, true, "128", OFF(slowlog_max_len), 0, LLMAX, NULL,
+		"entries SLOWLOG keeps"},
 	{"multi-max-commands", OPT_INT, true, "100000", OFF(multi_max_commands), 1, 100000000,
 		NULL, "commands one MULTI may queue before it is refused"},
 	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,

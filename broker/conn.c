@@ -606,7 +606,7 @@ is_container(const struct brk_cmd *cmd)
 {
 	return cmd->fn == brk_cmd_client || cmd->fn == brk_cmd_config ||
 		cmd->fn == brk_cmd_command || cmd->fn == brk_cmd_xinfo ||
-		cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_acl;
+		cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_acl || cmd->fn == brk_cmd_slowlog;
 }
 
 struct brk_cmdstat *
@@ -932,8 +932,20 @@ again:
 			brk_reply_error_rc(&x, rc);
 		}
 	}
+	t0 = brk_now_us() - t0;
 	stat->calls += x.blocked ? 0 : 1; /* a blocked call counts when it answers */
-	stat->usec += brk_now_us() - t0;
+	stat->usec += t0;
+	if (x.blocked && c->blk != NULL) {
+		c->blk->run_us += t0;
+	} else if (!x.blocked && cmd->fn != brk_cmd_exec) {
+		/* EXEC logs the commands it ran instead, as Redis does */
+		if (from_block && c->blk != NULL) {
+			const struct brk_argv *a = brk_block_argv(c->blk);
+			brk_slowlog_push(srv, c, cmd, a->argc, a->argv, t0 + c->blk->run_us);
+		} else {
+			brk_slowlog_push(srv, c, cmd, argc, argv, t0);
+		}
+	}
 	if (x.blocked) {
 		if (c->out.len == mark) {
 			return; /* waiting: no reply yet */

@@ -871,6 +871,26 @@ argv_free(struct brk_argv *a)
 	a->argc = 0;
 }
 
+/* Copies argv into a (empty); on failure a keeps what was copied, for argv_free(). */
+static int
+argv_copy(struct brk_argv *a, int argc, const struct resp_arg *argv)
+{
+	a->argv = echd_calloc((size_t)argc, sizeof(*a->argv));
+	if (a->argv == NULL) {
+		return -ENOMEM;
+	}
+	for (int i = 0; i < argc; i++) {
+		char *p = echd_strndup(argv[i].p, argv[i].len);
+		if (p == NULL) {
+			return -ENOMEM;
+		}
+		a->argv[i].p = p;
+		a->argv[i].len = argv[i].len;
+		a->argc++;
+	}
+	return 0;
+}
+
 static void block_timeout_cb(evutil_socket_t fd, short what, void *arg);
 
 int
@@ -897,19 +917,10 @@ brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t ti
 	c->blk = b;
 	b->cmd = brk_cmd_lookup(req_argv[0].p, req_argv[0].len);
 	b->nokey = brk_arg_eq(&req_argv[0], "xreadgroup");
-	b->req.argv = echd_calloc((size_t)req_argc, sizeof(*b->req.argv));
 	b->keys = echd_calloc((size_t)nkeys, sizeof(*b->keys));
-	if (b->req.argv == NULL || b->keys == NULL) {
+	if (b->keys == NULL || argv_copy(&b->req, req_argc, req_argv) != 0 ||
+		argv_copy(&b->orig, x->argc, x->argv) != 0) {
 		goto oom;
-	}
-	for (int i = 0; i < req_argc; i++) {
-		char *p = echd_strndup(req_argv[i].p, req_argv[i].len);
-		if (p == NULL) {
-			goto oom;
-		}
-		b->req.argv[i].p = p;
-		b->req.argv[i].len = req_argv[i].len;
-		b->req.argc++;
 	}
 	for (int i = 0; i < nkeys; i++) {
 		struct brk_waitkey *wk = wk_get(srv, c->db, keys[i].p, keys[i].len);
@@ -985,6 +996,7 @@ brk_unblock(struct brk_conn *c)
 		event_free(b->timer);
 	}
 	argv_free(&b->req);
+	argv_free(&b->orig);
 	echd_free(b->keys);
 	echd_free(b);
 	c->blk = NULL;
@@ -1004,12 +1016,14 @@ brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms)
 	b->cmd = brk_cmd_lookup(x->argv[0].p, x->argv[0].len);
 	b->kind = kind;
 	b->numlocal = numlocal;
+	if (argv_copy(&b->req, x->argc, x->argv) != 0) {
+		goto oom;
+	}
 	if (timeout_ms > 0) {
 		struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
 		b->timer = evtimer_new(x->srv->base, block_timeout_cb, c);
 		if (b->timer == NULL) {
-			echd_free(b);
-			return -ENOMEM;
+			goto oom;
 		}
 		evtimer_add(b->timer, &tv);
 		b->deadline_ms = brk_now_ms() + timeout_ms;
@@ -1018,6 +1032,10 @@ brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms)
 	x->blocked = true;
 	x->srv->blocked_clients++;
 	return 0;
+oom:
+	argv_free(&b->req);
+	echd_free(b);
+	return -ENOMEM;
 }
 
 int
@@ -1052,6 +1070,8 @@ brk_block_end(struct brk_conn *c, bool error)
 	kind = c->blk->kind;
 	numlocal = c->blk->numlocal;
 	cmd = c->blk->cmd;
+	brk_slowlog_push(srv, c, cmd, brk_block_argv(c->blk)->argc, brk_block_argv(c->blk)->argv,
+		c->blk->run_us);
 	brk_unblock(c);
 	if (error) {
 		resp_add_error(&c->w, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
@@ -1815,6 +1835,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_conn_flush(c, c->out.len);
 		brk_conn_destroy(c);
 	}
+	brk_slowlog_reset(srv);
 	if (srv->st != NULL) {
 		storage_close(srv->st);
 		srv->st = NULL;

@@ -816,6 +816,139 @@ def test_wait_blocked_and_unblocked(server):
     assert stats["xread"]["calls"] == "1", stats["xread"]
 
 
+def slowlog_args(c, n=1):
+    """The argument lists of the newest n SLOWLOG entries, newest first."""
+    return [[a.decode() for a in e[3]] for e in c.call("SLOWLOG", "GET", str(n))]
+
+
+def test_slowlog(server):
+    """SLOWLOG GET/LEN/RESET/HELP with Redis' entry shape, limits and redactions."""
+    c = server.raw()
+    try:
+        check_slowlog(server, c)
+    finally:
+        c.call("CONFIG", "SET", "slowlog-max-len", "128", "slowlog-log-slower-than", "10000")
+
+
+def check_slowlog(server, c):
+    assert c.call("CONFIG", "SET", "slowlog-log-slower-than", "0") == "OK"
+    assert c.call("CONFIG", "SET", "slowlog-max-len", "128") == "OK"
+    assert c.call("SLOWLOG", "RESET") == "OK"
+    assert c.call("SLOWLOG", "LEN") == 1                 # the RESET itself
+    assert c.call("CLIENT", "SETNAME", "logged") == "OK"
+    t0 = int(time.time())
+    assert c.call("XADD", "s", "1-1", "f", "x" * 200) == b"1-1"
+    entry = c.call("SLOWLOG", "GET", "1")[0]
+    assert len(entry) == 6
+    ident, when, micros, args, peer, name = entry
+    assert t0 - 1 <= when <= time.time() + 1 and micros >= 0
+    assert args == [b"XADD", b"s", b"1-1", b"f", b"x" * 128 + b"... (72 more bytes)"]
+    assert peer.decode() == client_fields(c.call("CLIENT", "INFO"))["addr"]
+    assert name == b"logged"
+    # the GET and CLIENT INFO above came next
+    assert slowlog_args(c) == [["CLIENT", "INFO"]]
+    assert c.call("SLOWLOG", "GET", "1")[0][0] == ident + 3
+    # 32 arguments at most, the last one saying how many more there were
+    fields = [x for i in range(40) for x in ("f%d" % i, "v")]
+    assert c.call("XADD", "s", "2-1", *fields) == b"2-1"
+    args = slowlog_args(c)[0]
+    assert len(args) == 32 and args[:4] == ["XADD", "s", "2-1", "f0"]
+    assert args[31] == "... (52 more arguments)"
+    # secrets are not logged
+    assert c.err("AUTH", "nobody", "secret1") == (
+        "WRONGPASS invalid username-password pair or user is disabled.")
+    assert slowlog_args(c)[0] == ["AUTH", "(redacted)", "(redacted)"]
+    assert c.err("HELLO", "2", "AUTH", "nobody", "secret2") == (
+        "WRONGPASS invalid username-password pair or user is disabled.")
+    assert slowlog_args(c)[0] == ["HELLO", "2", "AUTH", "(redacted)", "(redacted)"]
+    assert c.err("HELLO", "2", "SETNAME", "auth", "AUTH", "nobody", "secret2") == (
+        "WRONGPASS invalid username-password pair or user is disabled.")
+    assert slowlog_args(c)[0] == ["HELLO", "2", "SETNAME", "auth", "AUTH", "(redacted)",
+                                  "(redacted)"]
+    assert c.call("ACL", "SETUSER", "u1", "on", ">secret3") == "OK"
+    assert slowlog_args(c)[0] == ["ACL", "SETUSER"] + ["(redacted)"] * 3
+    assert c.call("CONFIG", "SET", "requirepass", "", "maxclients", "1000") == "OK"
+    assert slowlog_args(c)[0] == ["CONFIG", "SET", "requirepass", "(redacted)", "maxclients",
+                                  "1000"]
+    assert c.call("ACL", "DELUSER", "u1") == 1
+    # EXEC is not logged, the commands it ran are
+    assert c.pipeline([("MULTI",), ("XLEN", "s"), ("EXEC",)]) == ["OK", "QUEUED", [2]]
+    assert slowlog_args(c, 2) == [["XLEN", "s"], ["MULTI"]]
+    # newest first, ids one apart, GET's count
+    n = c.call("SLOWLOG", "LEN")
+    got = c.call("SLOWLOG", "GET")
+    assert len(got) == 10 and [e[0] for e in got] == list(range(got[0][0], got[0][0] - 10, -1))
+    assert len(c.call("SLOWLOG", "GET", "-1")) == n + 2      # the LEN and the GET
+    assert c.call("SLOWLOG", "GET", "0") == []
+    # slowlog-max-len keeps the newest; -1 logs nothing, nor does a high threshold
+    assert c.call("CONFIG", "SET", "slowlog-max-len", "3") == "OK"
+    assert c.call("PING") == "PONG"
+    assert c.call("SLOWLOG", "LEN") == 3
+    assert slowlog_args(c, 3) == [["SLOWLOG", "LEN"], ["PING"],
+                                  ["CONFIG", "SET", "slowlog-max-len", "3"]]
+    assert c.call("CONFIG", "SET", "slowlog-log-slower-than", "-1") == "OK"
+    assert c.call("SLOWLOG", "RESET") == "OK"
+    assert c.call("PING") == "PONG"
+    assert c.call("SLOWLOG", "LEN") == 0
+    assert c.call("CONFIG", "SET", "slowlog-log-slower-than", "10000000") == "OK"
+    assert c.call("PING") == "PONG"
+    assert c.call("SLOWLOG", "LEN") == 0
+    assert c.call("CONFIG", "SET", "slowlog-log-slower-than", "0") == "OK"
+    assert c.call("SLOWLOG", "LEN") == 1
+    # a blocked command is logged once it answers, as it was sent
+    r = server.raw()
+    r.send("XREAD", "BLOCK", "0", "STREAMS", "k", "$")
+    wait_until(lambda: info_fields(c.call("INFO", "clients"))["blocked_clients"] == "1",
+               what="XREAD blocked")
+    assert c.call("XADD", "k", "5-1", "f", "v") == b"5-1"
+    assert r.read() == [[b"k", [[b"5-1", [b"f", b"v"]]]]]
+    assert slowlog_args(c, 2) == [["XREAD", "BLOCK", "0", "STREAMS", "k", "$"],
+                                  ["XADD", "k", "5-1", "f", "v"]]
+
+
+@echd_only("Redis 7.0 logs no blocked command that timed out; 7.2 logs a timed-out XREAD "
+           "(updateStatsOnUnblock), and echd logs WAIT's the same way")
+def test_slowlog_blocked_timeout(server):
+    c = server.raw()
+    try:
+        assert c.call("CONFIG", "SET", "slowlog-log-slower-than", "0") == "OK"
+        assert c.call("WAIT", "1", "20") == 0
+        assert slowlog_args(c)[0] == ["WAIT", "1", "20"]
+        assert c.call("XREAD", "BLOCK", "20", "STREAMS", "none", "$") is None
+        assert slowlog_args(c)[0] == ["XREAD", "BLOCK", "20", "STREAMS", "none", "$"]
+        w = server.raw()
+        wid = w.call("CLIENT", "ID")
+        w.send("WAITAOF", "0", "1", "0")
+        wait_until(lambda: info_fields(c.call("INFO", "clients"))["blocked_clients"] == "1",
+                   what="WAITAOF blocked")
+        assert c.call("CLIENT", "UNBLOCK", str(wid)) == 1
+        assert w.read() == [1, 0]
+        assert slowlog_args(c, 2)[1] == ["WAITAOF", "0", "1", "0"]
+    finally:
+        c.call("CONFIG", "SET", "slowlog-log-slower-than", "10000")
+
+
+def test_slowlog_errors(server):
+    c = server.raw()
+    assert c.err("SLOWLOG") == ARITY % "slowlog"
+    assert c.err("SLOWLOG", "FOO") == "ERR unknown subcommand 'FOO'. Try SLOWLOG HELP."
+    assert c.err("SLOWLOG", "GET", "1", "2") == (
+        "ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.")
+    for bad in ("x", "-2", "1.5"):
+        assert c.err("SLOWLOG", "GET", bad) == "ERR count should be greater than or equal to -1"
+    for sub in ("LEN", "RESET", "HELP"):
+        assert c.err("SLOWLOG", sub, "x") == ARITY % ("slowlog|" + sub.lower())
+    helptext = c.call("SLOWLOG", "HELP")
+    assert helptext[0].startswith("SLOWLOG <subcommand>") and "LEN" in helptext
+    for name, bad, lo in (("slowlog-log-slower-than", "-2", "-1"), ("slowlog-max-len", "-1", "0")):
+        assert c.err("CONFIG", "SET", name, bad) == (
+            "ERR CONFIG SET failed (possibly related to argument '%s') - argument must be "
+            "between %s and 9223372036854775807 inclusive" % (name, lo))
+    got = c.call("CONFIG", "GET", "slowlog*")
+    assert dict(zip(got[::2], got[1::2])) == {b"slowlog-log-slower-than": b"10000",
+                                              b"slowlog-max-len": b"128"}
+
+
 def test_save_and_bgsave(server):
     """Every acknowledged write is already on disk in echd; SAVE and BGSAVE answer as Redis
     does and parse their arguments as it does."""

@@ -43,6 +43,7 @@ SUBCOMMANDS = {
     "command": {"count": 2, "docs": -2, "getkeys": -4, "getkeysandflags": -4, "help": 2,
                 "info": -2, "list": -2},
     "config": {"get": -3, "help": 2, "resetstat": 2, "rewrite": 2, "set": -4},
+    "slowlog": {"get": -2, "help": 2, "len": 2, "reset": 2},
     "xgroup": {"create": -5, "createconsumer": 5, "delconsumer": 5, "destroy": 4, "help": 2,
                "setid": -5},
     "xinfo": {"consumers": 4, "groups": 3, "help": 2, "stream": -3},
