@@ -532,6 +532,18 @@ brk_user_enabled(const struct brk_user *u)
 	return u != NULL && u->enabled;
 }
 
+/* The index of an ACL subcommand in acl_light_subs, or -1. */
+static int
+light_sub(const struct resp_arg *sub)
+{
+	for (int k = 0; acl_light_subs[k] != NULL; k++) {
+		if (brk_arg_eq(sub, acl_light_subs[k])) {
+			return k;
+		}
+	}
+	return -1;
+}
+
 bool
 brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv)
@@ -547,13 +559,18 @@ brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int arg
 		return true;
 	}
 	if (cmd->fn == brk_cmd_acl && argc >= 2) {
-		for (size_t k = 0; acl_light_subs[k] != NULL; k++) {
-			if (brk_arg_eq(&argv[1], acl_light_subs[k])) {
-				return u->allowed[brk_cmd_count() + k];
-			}
+		int k = light_sub(&argv[1]);
+		if (k >= 0) {
+			return u->allowed[brk_cmd_count() + (size_t)k];
 		}
 	}
 	return u->allowed[cmd - brk_cmd_at(0)];
+}
+
+bool
+brk_acl_sub_light(const struct resp_arg *sub)
+{
+	return light_sub(sub) >= 0;
 }
 
 bool

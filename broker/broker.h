@@ -153,6 +153,7 @@ enum {
 	BRK_CONN_REFUSED = 1 << 8,           /* TLS, refused: told why, then closed */
 	BRK_CONN_FAILED = 1 << 9,            /* its socket failed (and was logged) */
 	BRK_CONN_WAITING = 1 << 6,           /* on the waiting-for-durability list */
+	BRK_CONN_MONITOR = 1 << 10,          /* MONITOR: on the monitors list */
 };
 
 struct brk_conn {
@@ -200,6 +201,7 @@ struct brk_conn {
 	struct brk_conn *pending_next;  /* pending-input list */
 	struct brk_conn *closing_next;  /* closing list */
 	struct brk_conn *waiting_next;  /* waiting list */
+	struct brk_conn *monitor_next;  /* monitors list */
 	/* Replies in out up to end may go once commit generation gen is
 	 * durable (appendfsync always); in order, oldest first. */
 	struct {
@@ -300,6 +302,7 @@ struct brk_server {
 	bool fs_full;                /* disk_full because the file system is full */
 	uint64_t reserve_retry_ms;   /* when map_headroom() last asked for disk space */
 	/* blocking */
+	struct brk_conn *monitors;   /* MONITOR clients (monitor.c) */
 	/* SLOWLOG (slowlog.c), newest first */
 	struct brk_slowentry *slowlog_newest, *slowlog_oldest;
 	uint64_t slowlog_len, slowlog_next_id;
@@ -397,7 +400,7 @@ BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
-BRK_DECL(slowlog);
+BRK_DECL(slowlog); BRK_DECL(monitor);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -425,6 +428,20 @@ int brk_batch_commit(struct brk_server *srv);
 void brk_slowlog_push(struct brk_server *srv, struct brk_conn *c, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv, uint64_t duration_us);
 void brk_slowlog_reset(struct brk_server *srv);
+/* Whether argument i of a command holds a secret: SLOWLOG and MONITOR show
+ * "(redacted)" instead, as Redis does. */
+bool brk_arg_secret(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, int i);
+/* Whether a command is an admin command to Redis, which flags some
+ * subcommands apart from their container (CLIENT LIST is, ACL WHOAMI and
+ * every HELP are not). */
+bool brk_cmd_admin(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv);
+/* ACL WHOAMI, CAT and HELP: the ACL subcommands that are not @admin. */
+bool brk_acl_sub_light(const struct resp_arg *sub);
+/* Shows a command that ran to the MONITOR clients (not admin commands). */
+void brk_monitor_feed(struct brk_conn *c, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv);
+/* Takes c off the monitors (RESET, closing). */
+void brk_monitor_remove(struct brk_conn *c);
 /* Counts a write command of c into the batch, whose generation c's next
  * WAITAOF waits for. */
 void brk_batch_wrote(struct brk_server *srv, struct brk_conn *c);

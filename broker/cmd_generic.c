@@ -122,6 +122,7 @@ brk_cmd_reset(struct brk_ctx *x)
 	struct brk_conn *c = x->c;
 
 	brk_multi_reset(c);
+	brk_monitor_remove(c);
 	c->user = brk_acl_nopass_default(x->srv) ? brk_acl_find(x->srv, "default", 7) : NULL;
 	c->db = 0;
 	c->resp = 2;

@@ -186,6 +186,7 @@ again:
 		stat->usec += t0;
 		if (rc == 0) {
 			brk_slowlog_push(srv, c, cmd, q->argc, q->argv, t0);
+			brk_monitor_feed(c, cmd, q->argc, q->argv);
 		}
 		srv->stats.total_commands++;
 		if (rc > 0) {

@@ -90,6 +90,9 @@ static const struct brk_cmd cmds[] = {
 		"Monitors changes to keys to determine the execution of a transaction.", "O(1) for every key."},
 	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @transaction",
 		"transactions", "2.2.0", "Forgets about watched keys of a transaction.", "O(1)"},
+	{"monitor", brk_cmd_monitor, 1, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous",
+		"server", "1.0.0", "Listens for all requests received by the server in real-time.",
+		"O(1)"},
 	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, 0, 0, 0, "@admin @slow @dangerous", "server",
 		"2.2.12", "A container for slow log commands.", "Depends on subcommand."},
 	{"wait", brk_cmd_wait, 3, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
@@ -229,6 +232,24 @@ brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out)
 		return false;
 	}
 	return true;
+}
+
+bool
+brk_cmd_admin(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
+{
+	const struct resp_arg *sub = argc >= 2 ? &argv[1] : NULL;
+
+	if (sub != NULL && cmd->fn == brk_cmd_client) {
+		return brk_arg_eq(sub, "LIST") || brk_arg_eq(sub, "KILL") ||
+			brk_arg_eq(sub, "UNBLOCK") || brk_arg_eq(sub, "NO-EVICT");
+	}
+	if (sub != NULL && cmd->fn == brk_cmd_acl) {
+		return !brk_acl_sub_light(sub); /* WHOAMI, CAT, HELP */
+	}
+	if (sub != NULL && (cmd->fn == brk_cmd_config || cmd->fn == brk_cmd_slowlog)) {
+		return !brk_arg_eq(sub, "HELP");
+	}
+	return (cmd->flags & BRK_CMD_ADMIN) != 0;
 }
 
 bool

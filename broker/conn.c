@@ -141,6 +141,7 @@ brk_conn_destroy(struct brk_conn *c)
 	srv = c->srv;
 	brk_unblock(c);
 	brk_multi_reset(c);
+	brk_monitor_remove(c);
 	if (c->flags & BRK_CONN_PENDING) {
 		unlink_from(&srv->pending, c, offsetof(struct brk_conn, pending_next));
 	}
@@ -881,6 +882,13 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
+	if ((c->flags & BRK_CONN_MONITOR) && (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY))) {
+		/* a monitor is a replica to Redis */
+		resp_add_error(&c->w, "ERR Replica can't interact with the keyspace");
+		stat->rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
 	if (c->multi && (cmd->flags & BRK_CMD_NOMULTI)) {
 		resp_add_error(&c->w, "ERR Command not allowed inside a transaction");
 		stat->rejected++;
@@ -948,6 +956,9 @@ again:
 	}
 	if (x.blocked) {
 		if (c->out.len == mark) {
+			if (!from_block) {
+				brk_monitor_feed(c, cmd, argc, argv);
+			}
 			return; /* waiting: no reply yet */
 		}
 	} else if (from_block) {
@@ -961,6 +972,11 @@ again:
 	}
 	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) || cmd->fn == brk_cmd_exec) {
 		note_batch_reply(c, mark);
+	}
+	if (!from_block) {
+		/* after the reply's range (a monitor sees its own commands);
+		 * EXEC after the commands it ran */
+		brk_monitor_feed(c, cmd, argc, argv);
 	}
 replied:
 	brk_count_reply_error(srv, &c->out, mark);
@@ -1017,7 +1033,7 @@ brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 		(unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
 		(unsigned long long)((now - c->ctime_ms) / 1000),
 		(unsigned long long)((now - c->last_ms) / 1000),
-		c->blk ? "b" : c->multi ? "x" : "N", c->db, c->multi ? c->nqueue : -1,
+		c->flags & BRK_CONN_MONITOR ? "O" : c->blk ? "b" : c->multi ? "x" : "N", c->db, c->multi ? c->nqueue : -1,
 		resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd) - resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd), c->out.len, obl,

@@ -1478,7 +1478,9 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
-		if (c->blk == NULL && now - c->last_ms > (uint64_t)srv->cfg.timeout * 1000) {
+		/* blocked clients wait for their own timeout; monitors only listen */
+		if (c->blk == NULL && !(c->flags & BRK_CONN_MONITOR) &&
+			now - c->last_ms > (uint64_t)srv->cfg.timeout * 1000) {
 			echd_log(ECHD_LOG_VERBOSE, "closing idle client %s", c->addr);
 			brk_conn_close_asap(c);
 		}

@@ -59,9 +59,8 @@ brk_slowlog_reset(struct brk_server *srv)
 	}
 }
 
-/* Whether argument i of the command holds a secret (Redis redacts the same). */
-static bool
-redacted(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, int i)
+bool
+brk_arg_secret(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, int i)
 {
 	if (cmd->fn == brk_cmd_auth) {
 		return i >= 1;
@@ -145,7 +144,7 @@ brk_slowlog_push(struct brk_server *srv, struct brk_conn *c, const struct brk_cm
 		if (n < argc && i == n - 1) {
 			int m = snprintf(more, sizeof(more), "... (%d more arguments)", argc - n + 1);
 			rc = copy_arg(&e->argv[i], more, (size_t)m);
-		} else if (redacted(cmd, argc, argv, i)) {
+		} else if (brk_arg_secret(cmd, argc, argv, i)) {
 			rc = copy_arg(&e->argv[i], "(redacted)", strlen("(redacted)"));
 		} else {
 			rc = copy_arg(&e->argv[i], argv[i].p, argv[i].len);

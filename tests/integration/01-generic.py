@@ -949,6 +949,63 @@ def test_slowlog_errors(server):
                                               b"slowlog-max-len": b"128"}
 
 
+MONITOR_LINE = re.compile(r"^(\d+)\.(\d{6}) \[(\d+) ([^\]]+)\] (.*)$")
+
+
+def monitor_lines(m, n):
+    """The next n MONITOR lines of m as (db, addr, quoted arguments)."""
+    out = []
+    for _ in range(n):
+        line = m.read()
+        assert isinstance(line, str), line
+        mt = MONITOR_LINE.match(line)
+        assert mt, line
+        assert abs(int(mt.group(1)) - time.time()) < 60
+        out.append((int(mt.group(3)), mt.group(4), mt.group(5)))
+    return out
+
+
+def test_monitor(server):
+    """MONITOR shows each command once it ran: its database and client, its arguments quoted
+    as Redis quotes them, secrets redacted, admin commands and refused ones left out, the
+    commands of a transaction at EXEC. A monitoring client may not touch keys."""
+    m = server.raw()
+    assert m.call("MONITOR") == "OK"
+    c = server.raw()
+    addr = client_fields(c.call("CLIENT", "INFO"))["addr"]
+    value = b'a "q" \\ \n\r\t\x01\xff'
+    cmds = [("SELECT", "3"), ("XADD", "s", "1-1", "f", value), ("CONFIG", "GET", "port"),
+            ("AUTH", "x", "y"), ("NOSUCH", "x"), ("XLEN",), ("MULTI",), ("XLEN", "s"),
+            ("EXEC",), ("ACL", "WHOAMI"), ("ACL", "USERS"), ("PING",)]
+    for cmd in cmds:
+        c.send(*cmd)
+        c.read()
+    assert monitor_lines(m, 1)[0] == (0, addr, '"CLIENT" "INFO"')
+    got = monitor_lines(m, 8)
+    assert all(db == 3 and a == addr for db, a, _ in got), got
+    assert [line for _, _, line in got] == [
+        '"SELECT" "3"',
+        '"XADD" "s" "1-1" "f" "a \\"q\\" \\\\ \\n\\r\\t\\x01\\xff"',
+        '"AUTH" "(redacted)" "(redacted)"',
+        '"MULTI"', '"XLEN" "s"', '"EXEC"', '"ACL" "WHOAMI"', '"PING"']
+    # the monitor itself
+    assert m.err("XLEN", "s") == "ERR Replica can't interact with the keyspace"
+    assert m.call("PING") == "PONG"
+    assert monitor_lines(m, 1)[0][2] == '"PING"'
+    m.send("MONITOR")                      # no reply: the PING after it answers first
+    assert m.call("PING") == "PONG"
+    assert monitor_lines(m, 1)[0][2] == '"PING"'
+    line = [ln for ln in c.call("CLIENT", "LIST").decode().splitlines()
+            if client_fields(ln)["addr"] != addr][0]
+    assert client_fields(line)["flags"] == "O"
+    assert m.call("RESET") == "RESET"
+    assert c.call("PING") == "PONG"
+    assert m.call("XLEN", "s") == 0        # database 0 again, and no line came before it
+    t = server.raw()
+    assert t.pipeline([("MULTI",), ("MONITOR",), ("EXEC",)]) == [
+        "OK", "QUEUED", [RespError("ERR MONITOR isn't allowed for DENY BLOCKING client")]]
+
+
 def test_save_and_bgsave(server):
     """Every acknowledged write is already on disk in echd; SAVE and BGSAVE answer as Redis
     does and parse their arguments as it does."""
