@@ -93,7 +93,7 @@ def test_pipelined_burst_then_sigkill(server):
     """A burst pipelined on one connection: every acknowledged entry is there after kill -9,
     and what is there is a prefix of what was sent, each entry whole."""
     n, kill_after = 20000, 3000
-    c = server.raw()
+    c = server.raw(plain=True)       # a thread sends while this one reads
     payload = b"".join(b"*7\r\n$4\r\nXADD\r\n$5\r\nburst\r\n$%d\r\n%d-1\r\n$1\r\nn\r\n$%d\r\n%d\r\n"
                        b"$4\r\npad8\r\n$8\r\n01234567\r\n"
                        % (len(str(i)) + 2, i, len(str(i)), i) for i in range(1, n + 1))

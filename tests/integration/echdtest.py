@@ -175,8 +175,8 @@ def tls_context():
 
 
 class RespConn:
-    def __init__(self, port, host="127.0.0.1", timeout=30.0):
-        srv = _TLS_SERVER.get(port)
+    def __init__(self, port, host="127.0.0.1", timeout=30.0, plain=False):
+        srv = None if plain else _TLS_SERVER.get(port)
         # only while that server runs: its port may go to another server later
         tls_port = srv.suite_tls_port if srv is not None and srv.alive() else None
         self.sock = socket.create_connection((host, tls_port or port), timeout=timeout)
@@ -540,9 +540,11 @@ class Server:
         self._resources.append(c)
         return c
 
-    def raw(self, timeout=30.0):
-        """A RespConn (raw RESP2 unless HELLO 3 is sent on it)."""
-        c = RespConn(self.port, timeout=timeout)
+    def raw(self, timeout=30.0, plain=False):
+        """A RespConn (raw RESP2 unless HELLO 3 is sent on it). plain: to the plain port even
+        in a run over TLS, for a test that writes and reads one connection from two threads
+        (an SSL socket may not be used that way)."""
+        c = RespConn(self.port, timeout=timeout, plain=plain)
         self._resources.append(c)
         return c
 
