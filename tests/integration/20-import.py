@@ -81,7 +81,8 @@ def fill(r):
     r.call("XADD", "gone", "5-5", "f", "v")
     r.call("XDEL", "gone", "5-5")
     r.call("SET", "not-a-stream", "x")
-    return ("jobs", "fresh", "gone")
+    r.call("XADD", b"bin\xff\x00key", "1-1", "f", "v")      # a name that is not UTF-8
+    return ("jobs", "fresh", "gone", b"bin\xff\x00key")
 
 
 def test_import_copies_streams_groups_and_pending(server):
@@ -97,7 +98,7 @@ def test_import_copies_streams_groups_and_pending(server):
         assert e.call("EXISTS", *keys) == 0
         rc, out = run_import(r, server, "--batch", "500")
         assert rc == 0, out
-        assert "3 stream(s) found, 0 not copied" in out, out
+        assert "4 stream(s) found, 0 not copied" in out, out
         assert "jobs: 1196 entries, 2 groups, 4 consumers, 49 pending; 1 pending entries not " \
                "carried over: their entries were deleted" in out, out
         assert e.call("EXISTS", "not-a-stream") == 0
@@ -138,7 +139,10 @@ def test_import_copies_streams_groups_and_pending(server):
         # a second run leaves what exists and says so; --replace copies again
         rc, out = run_import(r, server)
         assert rc == 1 and "jobs: NOT COPIED: the key exists in echd" in out, out
-        assert "3 stream(s) found, 3 not copied" in out, out
+        assert "4 stream(s) found, 4 not copied" in out, out
+        rc, out = run_import(r, server, "--replace", "--dry-run", "--match", "jobs")
+        assert rc == 0 and "jobs: would replace the key in echd with 1196 entries" in out, out
+        assert e.call("XLEN", "jobs") == 1196               # a dry run deletes nothing
         rc, out = run_import(r, server, "--replace", "--match", "gone")
         assert rc == 0 and "1 stream(s) found, 0 not copied" in out, out
         assert state(e, "gone") == state(rc_, "gone")
