@@ -301,11 +301,11 @@ struct brk_server {
 	int disk_full_rc;            /* why: ECHD_ELIMIT (maxdisk) or the file system's error */
 	bool fs_full;                /* disk_full because the file system is full */
 	uint64_t reserve_retry_ms;   /* when map_headroom() last asked for disk space */
-	/* blocking */
 	struct brk_conn *monitors;   /* MONITOR clients (monitor.c) */
 	/* SLOWLOG (slowlog.c), newest first */
 	struct brk_slowentry *slowlog_newest, *slowlog_oldest;
 	uint64_t slowlog_len, slowlog_next_id;
+	/* blocking */
 	struct brk_seen *seen;    /* seen.c: in-memory seen-times by consumer id */
 	size_t seen_size, seen_count;
 	struct brk_waitkey **wk_table;
@@ -614,6 +614,9 @@ bool brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd);
  * (its arity passed): "unknown subcommand or wrong number of arguments for
  * '<sub>'. Try <HELP> HELP." */
 void brk_reply_subcommand_syntax(struct brk_ctx *x, const char *help);
+/* A HELP reply: the lines as simple strings. */
+void brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n);
+#define BRK_REPLY_HELP(w, lines) brk_reply_help((w), (lines), sizeof(lines) / sizeof((lines)[0]))
 /* Whether sub is one of cmd's subcommands (true for a command without any). */
 bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* The i-th subcommand name of container cmd (lower case, static), or NULL past the last. */

@@ -182,11 +182,7 @@ brk_cmd_acl(struct brk_ctx *x)
 		}
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
-		size_t n = sizeof(acl_help) / sizeof(acl_help[0]);
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_simple(x->w, acl_help[i]);
-		}
+		BRK_REPLY_HELP(x->w, acl_help);
 	} else {
 		/* brk_subcommand_ok() passed its name and arity (CAT with two
 		 * categories, say): Redis' catch-all */

@@ -241,6 +241,15 @@ brk_reply_subcommand_syntax(struct brk_ctx *x, const char *help)
 		(int)(x->argv[1].len < 128 ? x->argv[1].len : 128), x->argv[1].p, help);
 }
 
+void
+brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n)
+{
+	resp_add_array(w, n);
+	for (size_t i = 0; i < n; i++) {
+		resp_add_simple(w, lines[i]);
+	}
+}
+
 const char *
 brk_subcommand_at(const struct brk_cmd *cmd, size_t i)
 {
@@ -280,11 +289,7 @@ brk_cmd_xgroup(struct brk_ctx *x)
 
 	/* the subcommand and its arity were checked by brk_subcommand_ok() */
 	if (brk_arg_eq(opt, "HELP")) {
-		size_t n = sizeof(xgroup_help) / sizeof(xgroup_help[0]);
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_simple(x->w, xgroup_help[i]);
-		}
+		BRK_REPLY_HELP(x->w, xgroup_help);
 		return 0;
 	}
 	create = brk_arg_eq(opt, "CREATE");

@@ -621,11 +621,7 @@ brk_cmd_config(struct brk_ctx *x)
 		return 0;
 	}
 	if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
-		size_t n = sizeof(config_help) / sizeof(config_help[0]);
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_simple(x->w, config_help[i]);
-		}
+		BRK_REPLY_HELP(x->w, config_help);
 		return 0;
 	}
 	brk_reply_subcommand_syntax(x, "CONFIG"); /* not reached: the table fits */
@@ -914,11 +910,7 @@ brk_cmd_client(struct brk_ctx *x)
 		}
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
-		size_t n = sizeof(client_help) / sizeof(client_help[0]);
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_simple(x->w, client_help[i]);
-		}
+		BRK_REPLY_HELP(x->w, client_help);
 	} else {
 		/* brk_subcommand_ok() passed its name and arity (UNBLOCK with
 		 * five arguments, say): Redis' catch-all */
@@ -1342,11 +1334,7 @@ brk_cmd_command(struct brk_ctx *x)
 			"    Return documentation details about multiple commands.",
 			"HELP", "    Print this help.",
 		};
-		size_t k = sizeof(help) / sizeof(help[0]);
-		resp_add_array(x->w, k);
-		for (size_t i = 0; i < k; i++) {
-			resp_add_simple(x->w, help[i]);
-		}
+		BRK_REPLY_HELP(x->w, help);
 	} else {
 		/* brk_subcommand_ok() checked the name and the arity */
 		brk_reply_subcommand_syntax(x, "COMMAND"); /* not reached */

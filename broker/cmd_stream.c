@@ -974,11 +974,7 @@ brk_cmd_xinfo(struct brk_ctx *x)
 	const struct resp_arg *sub = &x->argv[1];
 
 	if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
-		size_t n = sizeof(xinfo_help) / sizeof(xinfo_help[0]);
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_simple(x->w, xinfo_help[i]);
-		}
+		BRK_REPLY_HELP(x->w, xinfo_help);
 		return 0;
 	}
 	if (brk_arg_eq(sub, "STREAM")) {

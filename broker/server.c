@@ -893,6 +893,24 @@ argv_copy(struct brk_argv *a, int argc, const struct resp_arg *argv)
 
 static void block_timeout_cb(evutil_socket_t fd, short what, void *arg);
 
+/* Starts b's timeout (none when timeout_ms is 0: for ever). */
+static int
+block_arm(struct brk_server *srv, struct brk_conn *c, struct brk_block *b, uint64_t timeout_ms)
+{
+	struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+
+	if (timeout_ms == 0) {
+		return 0;
+	}
+	b->timer = evtimer_new(srv->base, block_timeout_cb, c);
+	if (b->timer == NULL) {
+		return -ENOMEM;
+	}
+	evtimer_add(b->timer, &tv);
+	b->deadline_ms = brk_now_ms() + timeout_ms;
+	return 0;
+}
+
 int
 brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t timeout_ms,
 	int req_argc, const struct resp_arg *req_argv)
@@ -942,14 +960,8 @@ brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t ti
 			wk->nokey_waiters++;
 		}
 	}
-	if (timeout_ms > 0) {
-		struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-		b->timer = evtimer_new(srv->base, block_timeout_cb, c);
-		if (b->timer == NULL) {
-			goto oom;
-		}
-		evtimer_add(b->timer, &tv);
-		b->deadline_ms = brk_now_ms() + timeout_ms;
+	if (block_arm(srv, c, b, timeout_ms) != 0) {
+		goto oom;
 	}
 	srv->blocked_clients++;
 	return 0;
@@ -1019,14 +1031,8 @@ brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms)
 	if (argv_copy(&b->req, x->argc, x->argv) != 0) {
 		goto oom;
 	}
-	if (timeout_ms > 0) {
-		struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-		b->timer = evtimer_new(x->srv->base, block_timeout_cb, c);
-		if (b->timer == NULL) {
-			goto oom;
-		}
-		evtimer_add(b->timer, &tv);
-		b->deadline_ms = brk_now_ms() + timeout_ms;
+	if (block_arm(x->srv, c, b, timeout_ms) != 0) {
+		goto oom;
 	}
 	c->blk = b;
 	x->blocked = true;

@@ -223,11 +223,7 @@ brk_cmd_slowlog(struct brk_ctx *x)
 		brk_slowlog_reset(srv);
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "HELP")) {
-		size_t n = sizeof(slowlog_help) / sizeof(slowlog_help[0]);
-		resp_add_array(x->w, n);
-		for (size_t i = 0; i < n; i++) {
-			resp_add_simple(x->w, slowlog_help[i]);
-		}
+		BRK_REPLY_HELP(x->w, slowlog_help);
 	} else {
 		brk_reply_subcommand_syntax(x, "SLOWLOG");
 	}
