@@ -63,6 +63,7 @@ struct brk_config {
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */
 	long long slowlog_max_len;
 	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
+	long long active_expire_keys; /* expired keys dropped per turn; 0 = lazily only */
 	long long flush_wait_us;      /* wait for a next commit before flushing alone */
 	long long multi_max_commands; /* commands one MULTI may queue */
 	bool daemonize;               /* accepted, must be no */
@@ -227,6 +228,7 @@ struct brk_stats {
 	uint64_t commit_failures;
 	uint64_t batch_commands_total; /* write commands in committed batches */
 	uint64_t dirty;                /* changes since start (no RDB: never reset) */
+	uint64_t expired_keys;         /* keys dropped because their time passed */
 	uint64_t last_commit_ms;
 	uint64_t net_input_bytes, net_output_bytes;
 	uint64_t ops_sample_ms, ops_sample_cmds, ops_per_sec;
@@ -296,6 +298,9 @@ struct brk_server {
 	struct event *watchdog;      /* WATCHDOG=1 from the loop, when asked */
 	bool flush_armed;
 	bool gc_pending;
+	bool expire_due;             /* the cron's tick: drop keys whose time passed */
+	uint64_t expire_next_ms;     /* no key expires before this (0: look) */
+	uint64_t cmd_ms;             /* the running command's time (EXEC's for its commands) */
 	bool savepoints;             /* map nearly full at maxdisk: nest every write */
 	bool disk_full;              /* at maxdisk: commands that add data are refused */
 	int disk_full_rc;            /* why: ECHD_ELIMIT (maxdisk) or the file system's error */
@@ -363,6 +368,7 @@ struct brk_ctx {
 	bool modified;           /* wrote rows without counting as a change (e.g.
 				  * a consumer's seen-time): keep the writes */
 	bool blocked;            /* the handler blocked the client */
+	bool may_write;          /* a write command: brk_lookup() drops expired keys */
 };
 
 /* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
@@ -392,6 +398,8 @@ const struct brk_cmd *brk_cmd_at(size_t i);
 #define BRK_DECL(n) int brk_cmd_##n(struct brk_ctx *x)
 BRK_DECL(ping); BRK_DECL(echo); BRK_DECL(hello); BRK_DECL(quit); BRK_DECL(reset);
 BRK_DECL(select); BRK_DECL(dbsize); BRK_DECL(time); BRK_DECL(del); BRK_DECL(exists);
+BRK_DECL(expire); BRK_DECL(pexpire); BRK_DECL(expireat); BRK_DECL(pexpireat); BRK_DECL(ttl);
+BRK_DECL(pttl); BRK_DECL(expiretime); BRK_DECL(pexpiretime); BRK_DECL(persist);
 BRK_DECL(type); BRK_DECL(keys); BRK_DECL(scan); BRK_DECL(rename); BRK_DECL(renamenx);
 BRK_DECL(flushdb); BRK_DECL(flushall); BRK_DECL(info); BRK_DECL(config); BRK_DECL(client);
 BRK_DECL(command); BRK_DECL(shutdown); BRK_DECL(lastsave); BRK_DECL(save);
@@ -462,6 +470,12 @@ void brk_conn_close_asap(struct brk_conn *c);
 /* Queues c to run its buffered requests in the next turn. */
 void brk_conn_mark_pending(struct brk_conn *c);
 
+/* stream_lookup() for a command: a key whose expiry time passed is not
+ * found, and a write command drops it first (so it can make a new one).
+ * Borrows key. */
+int brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m);
+/* Tells the cron that a key of the batch expires at when_ms. */
+void brk_expire_note(struct brk_server *srv, uint64_t when_ms);
 /* Says key (db, name) changed in this batch: its waiters run after commit. */
 void brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len);
 /* Says every key of db (or all dbs) changed (FLUSHDB/FLUSHALL). */

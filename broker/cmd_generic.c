@@ -188,7 +188,11 @@ brk_cmd_del(struct brk_ctx *x)
 
 	for (int i = 1; i < x->argc; i++) {
 		struct st_buf k = arg_buf(&x->argv[i]);
-		int rc = stream_delete(x->txn, x->c->db, &k);
+		struct stream_meta m;
+		int rc = brk_lookup(x, &k, &m); /* an expired key is not counted */
+		if (rc == 0) {
+			rc = stream_delete(x->txn, x->c->db, &k);
+		}
 		if (rc == ECHD_ENOTFOUND) {
 			continue;
 		}
@@ -214,7 +218,7 @@ brk_cmd_exists(struct brk_ctx *x)
 	for (int i = 1; i < x->argc; i++) {
 		struct st_buf k = arg_buf(&x->argv[i]);
 		struct stream_meta m;
-		int rc = stream_lookup(x->txn, x->c->db, &k, &m);
+		int rc = brk_lookup(x, &k, &m);
 		if (rc == 0) {
 			n++;
 		} else if (rc != ECHD_ENOTFOUND) {
@@ -230,7 +234,7 @@ brk_cmd_type(struct brk_ctx *x)
 {
 	struct st_buf k = arg_buf(&x->argv[1]);
 	struct stream_meta m;
-	int rc = stream_lookup(x->txn, x->c->db, &k, &m);
+	int rc = brk_lookup(x, &k, &m);
 
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
@@ -271,7 +275,7 @@ brk_cmd_keys(struct brk_ctx *x)
 		kw.pattern = NULL;
 	}
 	h = resp_add_deferred(x->w);
-	rc = stream_scan(x->txn, x->c->db, &cursor, UINT32_MAX, keys_cb, &kw);
+	rc = stream_scan(x->txn, x->c->db, x->srv->cmd_ms, &cursor, UINT32_MAX, keys_cb, &kw);
 	if (rc != 0) {
 		return rc;
 	}
@@ -332,7 +336,7 @@ brk_cmd_scan(struct brk_ctx *x)
 	if (type != NULL && !brk_arg_eq(type, "stream")) {
 		cursor = 0; /* only streams exist */
 	} else {
-		rc = stream_scan(x->txn, x->c->db, &cursor,
+		rc = stream_scan(x->txn, x->c->db, x->srv->cmd_ms, &cursor,
 			count > UINT32_MAX ? UINT32_MAX : (unsigned)count, keys_cb, &kw);
 	}
 	if (rc == 0 && keys.oom) {
@@ -357,7 +361,7 @@ do_rename(struct brk_ctx *x, bool nx)
 	struct stream_meta m;
 	int rc;
 
-	rc = stream_lookup(x->txn, x->c->db, &from, &m);
+	rc = brk_lookup(x, &from, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_error(x->w, "ERR no such key");
 		return 0;
@@ -367,7 +371,7 @@ do_rename(struct brk_ctx *x, bool nx)
 	}
 	if (nx) {
 		struct stream_meta d;
-		rc = stream_lookup(x->txn, x->c->db, &to, &d);
+		rc = brk_lookup(x, &to, &d);
 		if (rc == 0) {
 			resp_add_int(x->w, 0);
 			return 0;
@@ -539,4 +543,189 @@ brk_cmd_waitaof(struct brk_ctx *x)
 		return 0;
 	}
 	return brk_block_wait(x, BRK_BLOCK_WAITAOF, local == 1, (uint64_t)timeout);
+}
+
+/* ---- expiry ------------------------------------------------------------- */
+
+#define EXPIRE_NX 1
+#define EXPIRE_XX 2
+#define EXPIRE_GT 4
+#define EXPIRE_LT 8
+
+/* EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: Redis' expireGenericCommand, its
+ * checks in its order. base_ms is now for the relative forms, 0 for the
+ * absolute; unit_ms 1000 for seconds. */
+static int
+expire_generic(struct brk_ctx *x, const char *name, uint64_t base_ms, long long unit_ms)
+{
+	struct st_buf k = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	unsigned flags = 0;
+	long long when;
+	int rc;
+
+	for (int i = 3; i < x->argc; i++) {
+		const struct resp_arg *a = &x->argv[i];
+		if (brk_arg_eq(a, "NX")) {
+			flags |= EXPIRE_NX;
+		} else if (brk_arg_eq(a, "XX")) {
+			flags |= EXPIRE_XX;
+		} else if (brk_arg_eq(a, "GT")) {
+			flags |= EXPIRE_GT;
+		} else if (brk_arg_eq(a, "LT")) {
+			flags |= EXPIRE_LT;
+		} else {
+			resp_add_errorf(x->w, "ERR Unsupported option %.*s", (int)a->len, a->p);
+			return 0;
+		}
+	}
+	if ((flags & EXPIRE_NX) && (flags & (EXPIRE_XX | EXPIRE_GT | EXPIRE_LT))) {
+		resp_add_error(x->w, "ERR NX and XX, GT or LT options at the same time are not "
+				     "compatible");
+		return 0;
+	}
+	if ((flags & EXPIRE_GT) && (flags & EXPIRE_LT)) {
+		resp_add_error(x->w, "ERR GT and LT options at the same time are not compatible");
+		return 0;
+	}
+	if (!brk_arg_ll(x, &x->argv[2], &when)) {
+		return 0;
+	}
+	if ((unit_ms > 1 && (when > LLONG_MAX / unit_ms || when < LLONG_MIN / unit_ms)) ||
+		(when * unit_ms > LLONG_MAX - (long long)base_ms)) {
+		resp_add_errorf(x->w, "ERR invalid expire time in '%s' command", name);
+		return 0;
+	}
+	when = when * unit_ms + (long long)base_ms;
+
+	rc = brk_lookup(x, &k, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	/* no expiry counts as for ever: GT always fails, LT always passes */
+	if (((flags & EXPIRE_NX) && m.expire_ms != 0) ||
+		((flags & EXPIRE_XX) && m.expire_ms == 0) ||
+		((flags & EXPIRE_GT) && (m.expire_ms == 0 || when <= (long long)m.expire_ms)) ||
+		((flags & EXPIRE_LT) && m.expire_ms != 0 && when >= (long long)m.expire_ms)) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (when <= (long long)x->srv->cmd_ms) {
+		/* already past: the key goes now, as a DEL would */
+		rc = stream_delete(x->txn, x->c->db, &k);
+		if (rc != 0) {
+			return rc;
+		}
+		x->srv->gc_pending = true;
+	} else {
+		rc = stream_set_expire(x->txn, x->c->db, &k, &m, (uint64_t)when);
+		if (rc != 0) {
+			return rc;
+		}
+		brk_expire_note(x->srv, (uint64_t)when);
+	}
+	brk_signal_key(x->srv, x->c->db, k.data, k.len);
+	x->dirty++;
+	resp_add_int(x->w, 1);
+	return 0;
+}
+
+int
+brk_cmd_expire(struct brk_ctx *x)
+{
+	return expire_generic(x, "expire", x->srv->cmd_ms, 1000);
+}
+
+int
+brk_cmd_pexpire(struct brk_ctx *x)
+{
+	return expire_generic(x, "pexpire", x->srv->cmd_ms, 1);
+}
+
+int
+brk_cmd_expireat(struct brk_ctx *x)
+{
+	return expire_generic(x, "expireat", 0, 1000);
+}
+
+int
+brk_cmd_pexpireat(struct brk_ctx *x)
+{
+	return expire_generic(x, "pexpireat", 0, 1);
+}
+
+/* TTL, PTTL, EXPIRETIME, PEXPIRETIME: Redis' ttlGenericCommand. */
+static int
+ttl_generic(struct brk_ctx *x, bool ms, bool absolute)
+{
+	struct st_buf k = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	long long ttl;
+	int rc = brk_lookup(x, &k, &m);
+
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, -2);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (m.expire_ms == 0) {
+		resp_add_int(x->w, -1);
+		return 0;
+	}
+	ttl = absolute ? (long long)m.expire_ms : (long long)(m.expire_ms - x->srv->cmd_ms);
+	resp_add_int(x->w, ms ? ttl : (ttl + 500) / 1000);
+	return 0;
+}
+
+int
+brk_cmd_ttl(struct brk_ctx *x)
+{
+	return ttl_generic(x, false, false);
+}
+
+int
+brk_cmd_pttl(struct brk_ctx *x)
+{
+	return ttl_generic(x, true, false);
+}
+
+int
+brk_cmd_expiretime(struct brk_ctx *x)
+{
+	return ttl_generic(x, false, true);
+}
+
+int
+brk_cmd_pexpiretime(struct brk_ctx *x)
+{
+	return ttl_generic(x, true, true);
+}
+
+int
+brk_cmd_persist(struct brk_ctx *x)
+{
+	struct st_buf k = arg_buf(&x->argv[1]);
+	struct stream_meta m;
+	int rc = brk_lookup(x, &k, &m);
+
+	if (rc == ECHD_ENOTFOUND || (rc == 0 && m.expire_ms == 0)) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc == 0) {
+		rc = stream_set_expire(x->txn, x->c->db, &k, &m, 0);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	brk_signal_key(x->srv, x->c->db, k.data, k.len);
+	x->dirty++;
+	resp_add_int(x->w, 1);
+	return 0;
 }

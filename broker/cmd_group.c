@@ -42,7 +42,7 @@ lookup_stream_group(struct brk_ctx *x, const struct resp_arg *key, const struct 
 	struct st_buf k = arg_buf(key), gn = arg_buf(group);
 	int rc;
 
-	rc = stream_lookup(x->txn, x->c->db, &k, m);
+	rc = brk_lookup(x, &k, m);
 	if (rc == 0) {
 		rc = group_lookup(x->txn, m, &gn, g);
 	}
@@ -315,7 +315,7 @@ brk_cmd_xgroup(struct brk_ctx *x)
 	}
 	key = arg_buf(&x->argv[2]);
 	gname = arg_buf(&x->argv[3]);
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == 0) {
 		have_stream = true;
 		rc = group_lookup(x->txn, &m, &gname, &g);
@@ -641,7 +641,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		size_t n = 0;
 		bool serve = false;
 
-		rc = stream_lookup(x->txn, x->c->db, &key, &m);
+		rc = brk_lookup(x, &key, &m);
 		if (rc == 0) {
 			rc = group_lookup(x->txn, &m, &gname, &g);
 		}
@@ -730,7 +730,7 @@ brk_cmd_xack(struct brk_ctx *x)
 	int rc;
 
 	/* As in Redis, no key or group is 0 before the ids are looked at. */
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == 0) {
 		rc = group_lookup(x->txn, &m, &gname, &g);
 	}
@@ -1394,7 +1394,7 @@ brk_xinfo_groups(struct brk_ctx *x)
 	size_t h;
 	int rc;
 
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_error(x->w, "ERR no such key");
 		return 0;
@@ -1445,7 +1445,7 @@ brk_xinfo_consumers(struct brk_ctx *x)
 	size_t h;
 	int rc;
 
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_error(x->w, "ERR no such key");
 		return 0;

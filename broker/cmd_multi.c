@@ -127,6 +127,34 @@ brk_cmd_unwatch(struct brk_ctx *x)
 	return 0;
 }
 
+/* A watched key whose expiry time passed counts as changed, as in Redis,
+ * even before the cron drops it. */
+static int
+watched_expired(struct brk_ctx *x)
+{
+	struct brk_conn *c = x->c;
+	struct storage_txn *t;
+	int rc;
+
+	t = brk_batch_txn(x->srv, &rc);
+	if (t == NULL) {
+		return rc;
+	}
+	for (int i = 0; i < c->nwatched && !c->watch_dirty; i++) {
+		struct brk_waitkey *wk = c->watched[i];
+		struct st_buf k = {wk->name, wk->len};
+		struct stream_meta m;
+
+		rc = stream_lookup(t, wk->db, &k, &m);
+		if (rc == 0 && stream_expired(&m, x->srv->cmd_ms)) {
+			c->watch_dirty = true;
+		} else if (rc != 0 && rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int
 brk_cmd_exec(struct brk_ctx *x)
 {
@@ -146,6 +174,13 @@ brk_cmd_exec(struct brk_ctx *x)
 		brk_multi_reset(c);
 		resp_add_error(x->w, "EXECABORT Transaction discarded because of previous errors.");
 		return 0;
+	}
+	if (!c->watch_dirty && c->nwatched > 0) {
+		rc = watched_expired(x);
+		if (rc != 0) {
+			brk_multi_reset(c);
+			return rc;
+		}
 	}
 	if (c->watch_dirty) {
 		brk_multi_reset(c);
@@ -179,6 +214,7 @@ again:
 		sub.argc = q->argc;
 		sub.argv = q->argv;
 		sub.in_exec = true;
+		sub.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
 		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
 		rc = cmd->fn(&sub);
 		t0 = brk_now_us() - t0;

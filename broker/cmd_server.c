@@ -215,7 +215,8 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		resp_buf_printf(b, "total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n",
 			(unsigned long long)s->net_output_bytes,
 			(unsigned long long)s->rejected_connections);
-		resp_buf_printf(b, "keyspace_hits:0\r\nkeyspace_misses:0\r\n");
+		resp_buf_printf(b, "expired_keys:%llu\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\n",
+			(unsigned long long)s->expired_keys);
 		resp_buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
 			(unsigned long long)s->expired_obuf);
 		resp_buf_printf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
@@ -275,16 +276,21 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_KEYSPACE) {
 		SECTION("Keyspace");
-		for (int db = 0; db < srv->cfg.databases; db++) {
+		uint64_t *nexp = echd_calloc(2 * 256, sizeof(*nexp)), *ttls = nexp + 256;
+		int rc = nexp == NULL ? -ENOMEM : stream_expires_stat(x->txn, srv->cmd_ms, nexp, ttls);
+
+		for (int db = 0; db < srv->cfg.databases && rc == 0; db++) {
 			uint64_t n = 0;
-			int rc = stream_db_size(x->txn, (unsigned)db, &n);
-			if (rc != 0) {
-				return rc;
+			rc = stream_db_size(x->txn, (unsigned)db, &n);
+			if (rc == 0 && n > 0) {
+				resp_buf_printf(b, "db%d:keys=%llu,expires=%llu,avg_ttl=%llu\r\n", db,
+					(unsigned long long)n, (unsigned long long)nexp[db],
+					(unsigned long long)(nexp[db] ? ttls[db] / nexp[db] : 0));
 			}
-			if (n > 0) {
-				resp_buf_printf(b, "db%d:keys=%llu,expires=0,avg_ttl=0\r\n", db,
-					(unsigned long long)n);
-			}
+		}
+		echd_free(nexp);
+		if (rc != 0) {
+			return rc;
 		}
 	}
 #undef SECTION
@@ -1000,6 +1006,15 @@ static const struct {
 	{"keys", "pattern"},
 	{"scan", "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
 	{"rename", "key newkey"},
+	{"expire", "key seconds [<NX | XX | GT | LT>]"},
+	{"pexpire", "key milliseconds [<NX | XX | GT | LT>]"},
+	{"expireat", "key unix-time-seconds [<NX | XX | GT | LT>]"},
+	{"pexpireat", "key unix-time-milliseconds [<NX | XX | GT | LT>]"},
+	{"ttl", "key"},
+	{"pttl", "key"},
+	{"expiretime", "key"},
+	{"pexpiretime", "key"},
+	{"persist", "key"},
 	{"renamenx", "key newkey"},
 	{"flushdb", "[<ASYNC | SYNC>]"},
 	{"flushall", "[<ASYNC | SYNC>]"},

@@ -313,7 +313,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 		resp_add_error(x->w, ERR_XADD_ZERO);
 		return 0;
 	}
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
@@ -382,7 +382,7 @@ brk_cmd_xtrim(struct brk_ctx *x)
 	if (parse_add_trim(x, false, &a) < 0) {
 		return 0;
 	}
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_int(x->w, 0);
 		return 0;
@@ -414,7 +414,7 @@ brk_cmd_xlen(struct brk_ctx *x)
 {
 	struct st_buf key = arg_buf(&x->argv[1]);
 	struct stream_meta m;
-	int rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	int rc = brk_lookup(x, &key, &m);
 
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_int(x->w, 0);
@@ -489,7 +489,7 @@ xrange_generic(struct brk_ctx *x, bool rev)
 			return 0;
 		}
 	}
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_array(x->w, 0);
 		return 0;
@@ -530,7 +530,7 @@ brk_cmd_xdel(struct brk_ctx *x)
 	int rc;
 
 	/* As in Redis, no key is 0 before the ids are looked at. */
-	rc = stream_lookup(x->txn, x->c->db, &key, &m);
+	rc = brk_lookup(x, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_int(x->w, 0);
 		return 0;
@@ -572,7 +572,7 @@ brk_cmd_xdel(struct brk_ctx *x)
 static int
 lookup_or_nokey(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m)
 {
-	int rc = stream_lookup(x->txn, x->c->db, key, m);
+	int rc = brk_lookup(x, key, m);
 
 	if (rc == ECHD_ENOTFOUND) {
 		resp_add_error(x->w, ERR_NOKEY);
@@ -757,7 +757,7 @@ brk_cmd_xread(struct brk_ctx *x)
 		bool plus = ida->len == 1 && ida->p[0] == '+';
 
 		if (dollar || plus) {
-			rc = stream_lookup(x->txn, x->c->db, &key, &m);
+			rc = brk_lookup(x, &key, &m);
 			if (rc != 0 && rc != ECHD_ENOTFOUND) {
 				goto out;
 			}
@@ -788,7 +788,7 @@ brk_cmd_xread(struct brk_ctx *x)
 		struct stream_meta m;
 		struct stream_id maxid, start, end = {UINT64_MAX, UINT64_MAX};
 
-		rc = stream_lookup(x->txn, x->c->db, &key, &m);
+		rc = brk_lookup(x, &key, &m);
 		if (rc == ECHD_ENOTFOUND) {
 			rc = 0;
 			continue;

@@ -911,6 +911,8 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	srv->stats.total_commands++; /* counted once it runs, as Redis does */
 	c->out.limit = srv->cfg.obuf_hard > 0 ? (size_t)srv->cfg.obuf_hard : 0;
 	t0 = brk_now_us();
+	srv->cmd_ms = brk_now_ms(); /* one time for the whole command, EXEC's included */
+	x.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
 again:
 	x.dirty = 0;
 	x.modified = false;

@@ -205,6 +205,7 @@ brk_batch_commit(struct brk_server *srv)
 			srv->meta_pending = true;
 		} else {
 			srv->stats.commit_failures++;
+			srv->expire_next_ms = 0; /* keys it dropped are back */
 			echd_log(ECHD_LOG_WARNING, "batch commit of %llu write commands failed: %s",
 				(unsigned long long)srv->batch_writes, echd_strerror(rc));
 		}
@@ -239,6 +240,7 @@ brk_batch_abort(struct brk_server *srv, int rc)
 	storage_txn_abort(srv->batch);
 	srv->batch = NULL;
 	srv->stats.commit_failures++;
+	srv->expire_next_ms = 0; /* keys it dropped are back */
 	echd_log(ECHD_LOG_WARNING, "batch of %llu commands aborted: %s",
 		(unsigned long long)srv->batch_cmds, echd_strerror(rc));
 	srv->batch_writes = 0;
@@ -307,6 +309,66 @@ gc_step(struct brk_server *srv)
 		srv->batch_writes++;
 		srv->gc_pending = more;
 	}
+}
+
+static void
+expired_cb(unsigned db, const struct st_buf *name, void *ud)
+{
+	brk_signal_key(ud, db, name->data, name->len);
+}
+
+void
+brk_expire_note(struct brk_server *srv, uint64_t when_ms)
+{
+	if (srv->expire_next_ms != 0 && when_ms < srv->expire_next_ms) {
+		srv->expire_next_ms = when_ms; /* 0 already means: look */
+	}
+}
+
+/* Active expiry: drops keys whose time passed, in the batch, so that keys
+ * nobody reads go too. Runs on the cron's tick, and again each turn while
+ * more are due. */
+static void
+expire_step(struct brk_server *srv)
+{
+	struct storage_txn *t, *child;
+	uint64_t now = brk_now_ms(), next = 0;
+	unsigned n = 0;
+	int rc;
+
+	srv->expire_due = false;
+	if (srv->cfg.active_expire_keys == 0 || srv->expire_next_ms == UINT64_MAX ||
+		now < srv->expire_next_ms) {
+		return;
+	}
+	t = brk_batch_txn(srv, &rc);
+	if (t == NULL) {
+		return;
+	}
+	rc = storage_txn_begin(srv->st, t, 0, &child);
+	if (rc != 0) {
+		return;
+	}
+	rc = stream_expire_due(child, now, (unsigned)srv->cfg.active_expire_keys, expired_cb, srv,
+		&n, &next);
+	if (rc == 0 && n > 0) {
+		rc = storage_txn_commit(child);
+	} else {
+		storage_txn_abort(child);
+	}
+	if (rc != 0) {
+		if (rc != ECHD_EMAPFULL) {
+			echd_log(ECHD_LOG_WARNING, "dropping expired keys: %s", echd_strerror(rc));
+		}
+		return; /* the next tick tries again */
+	}
+	if (n > 0) {
+		srv->batch_writes++;
+		srv->gc_pending = true;
+		srv->stats.expired_keys += n;
+	}
+	srv->expire_next_ms = next == 0 ? UINT64_MAX : next;
+	srv->expire_due = next != 0 && next <= now;
 }
 
 static void
@@ -532,6 +594,9 @@ batch_end(struct brk_server *srv)
 	struct brk_conn *c, *next;
 	int answered = 0;
 
+	if (srv->expire_due) {
+		expire_step(srv);
+	}
 	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
 		gc_step(srv);
 	}
@@ -797,6 +862,29 @@ brk_unwatch_all(struct brk_conn *c)
 	}
 	c->nwatched = 0;
 	c->watch_dirty = false;
+}
+
+int
+brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m)
+{
+	struct brk_server *srv = x->srv;
+	int rc = stream_lookup(x->txn, x->c->db, key, m);
+
+	if (rc != 0 || !stream_expired(m, srv->cmd_ms)) {
+		return rc;
+	}
+	if (!x->may_write) {
+		return ECHD_ENOTFOUND; /* the cron drops it; a read writes nothing */
+	}
+	rc = stream_delete(x->txn, x->c->db, key);
+	if (rc != 0) {
+		return rc;
+	}
+	srv->stats.expired_keys++;
+	srv->gc_pending = true;
+	x->modified = true;
+	brk_signal_key(srv, x->c->db, key->data, key->len);
+	return ECHD_ENOTFOUND;
 }
 
 void
@@ -1455,6 +1543,7 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	srv->expire_due = true;
 	if (now - srv->stats.ops_sample_ms >= 1000) {
 		uint64_t dt = now - srv->stats.ops_sample_ms;
 		srv->stats.ops_per_sec =
@@ -1806,8 +1895,8 @@ brk_server_run(struct brk_server *srv)
 	while (!srv->shutdown) {
 		int flags = EVLOOP_ONCE;
 
-		if (srv->ready_head != NULL || srv->pending != NULL) {
-			flags |= EVLOOP_NONBLOCK;
+		if (srv->ready_head != NULL || srv->pending != NULL || srv->expire_due) {
+			flags |= EVLOOP_NONBLOCK; /* expire_due: more expired keys to drop */
 		}
 		if (event_base_loop(srv->base, flags) < 0) {
 			echd_log(ECHD_LOG_WARNING, "event loop failed");

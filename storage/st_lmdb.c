@@ -85,6 +85,8 @@ table_name(enum storage_table tb)
 		return "byid";
 	case STORAGE_T_TRASH:
 		return "trash";
+	case STORAGE_T_EXPIRES:
+		return "expires";
 	case STORAGE_T__COUNT:
 		break;
 	}
@@ -124,6 +126,7 @@ struct st_lmdb {
 	struct storage base;
 	MDB_env *env;
 	MDB_dbi dbi[STORAGE_T__COUNT];
+	unsigned absent;            /* read-only: tables an older echd did not make (bits) */
 	bool read_only;
 	unsigned ntxn;              /* open txns, nested and read ones included */
 	struct lmdb_txn *writer;    /* the open top-level write txn */
@@ -299,7 +302,12 @@ open_tables(struct st_lmdb *s)
 
 		assert(name != NULL);
 		rc = mdb_dbi_open(mt, name, flags, &s->dbi[i]);
-		if (rc == MDB_NOTFOUND) {
+		if (rc == MDB_NOTFOUND && i == STORAGE_T_EXPIRES) {
+			/* Read-only on an environment of an echd before expiry:
+			 * the table reads as empty. */
+			s->absent |= 1u << i;
+			rc = 0;
+		} else if (rc == MDB_NOTFOUND) {
 			/* Read-only on an environment echd never opened. */
 			rc = MDB_INVALID;
 		}
@@ -860,6 +868,9 @@ lmdb_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
+	if (s->absent & (1u << tb)) {
+		return ECHD_ENOTFOUND;
+	}
 	rc = mdb_get(t->mt, s->dbi[tb], &key, &val);
 	if (rc != 0) {
 		return txn_err(t, rc);
@@ -909,6 +920,9 @@ lmdb_cursor_open(struct storage_txn *base, enum storage_table tb, struct storage
 	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
+	if (s->absent & (1u << tb)) {
+		return ECHD_ENOTFOUND; /* callers read that as an empty table */
+	}
 	c = echd_calloc(1, sizeof(*c));
 	if (c == NULL) {
 		return -ENOMEM;

@@ -45,6 +45,7 @@ enum storage_table {
 	STORAGE_T_CPEL,      /* group id + consumer id + ms + seq -> (empty) */
 	STORAGE_T_BYID,      /* db + stream id -> name (SCAN order, stable cursors) */
 	STORAGE_T_TRASH,     /* stream ids whose rows are still being deleted */
+	STORAGE_T_EXPIRES,   /* expiry ms + db + stream id -> (empty), for active expiry */
 	STORAGE_T__COUNT
 };
 

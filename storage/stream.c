@@ -208,8 +208,8 @@ meta_encode(unsigned char *p, const struct stream_meta *m)
 	st_put_u64(p + 16, m->entries_added);
 	st_put_u64(p + 24, m->nodes);
 	st_put_u64(p + 32, m->groups);
-	st_put_u64(p + 40, 0); /* reserved */
-	st_put_u64(p + 48, 0);
+	st_put_u64(p + 40, m->expire_ms); /* was reserved (0) before expiry */
+	st_put_u64(p + 48, 0); /* reserved */
 	st_put_u64(p + 56, 0);
 	p += 64;
 	st_put_id(p, &m->first);
@@ -232,6 +232,7 @@ meta_decode(const struct st_buf *v, struct stream_meta *m)
 	m->entries_added = st_get_u64(p + 16);
 	m->nodes = st_get_u64(p + 24);
 	m->groups = st_get_u64(p + 32);
+	m->expire_ms = st_get_u64(p + 40);
 	p += 64;
 	st_get_id(p, &m->first);
 	st_get_id(p + 16, &m->last);
@@ -435,6 +436,36 @@ byid_del(struct storage_txn *t, unsigned db, uint64_t sid)
 	return storage_del(t, STORAGE_T_BYID, &k);
 }
 
+/* expires: when_ms(8) db(1) sid(8) -> (empty). Big-endian, so the
+ * earliest expiry sorts first. */
+#define EXPIRES_KEY_LEN 17
+
+static void
+expires_key(unsigned char *k, uint64_t when_ms, unsigned db, uint64_t sid)
+{
+	st_put_u64(k, when_ms);
+	k[8] = (unsigned char)db;
+	st_put_u64(k + 9, sid);
+}
+
+static int
+expires_row(struct storage_txn *t, uint64_t when_ms, unsigned db, uint64_t sid, bool add)
+{
+	unsigned char kb[EXPIRES_KEY_LEN];
+	struct st_buf k = {kb, sizeof(kb)}, empty = {"", 0};
+
+	int rc;
+
+	expires_key(kb, when_ms, db, sid);
+	if (add) {
+		return storage_put(t, STORAGE_T_EXPIRES, &k, &empty, 0);
+	}
+	rc = storage_del(t, STORAGE_T_EXPIRES, &k);
+	/* Missing only if the index lost a row (`echo-admin check` reports
+	 * it): deleting or changing the key still goes on. */
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
 int
 st_next_id(struct storage_txn *t, uint64_t *out)
 {
@@ -553,6 +584,9 @@ key_drop(struct storage_txn *t, unsigned db, const struct st_buf *name, const st
 		return rc;
 	}
 	rc = dbsize_add(t, db, -1);
+	if (rc == 0 && m->expire_ms != 0) {
+		rc = expires_row(t, m->expire_ms, db, m->sid, false);
+	}
 	if (rc != 0) {
 		return rc;
 	}
@@ -646,6 +680,12 @@ stream_flush(struct storage_txn *t, unsigned db, bool all_dbs)
 		if (rc != 0 && rc != ECHD_ENOTFOUND) {
 			break;
 		}
+		if (m.expire_ms != 0) {
+			rc = expires_row(t, m.expire_ms, kp[0], m.sid, false);
+			if (rc != 0) {
+				break;
+			}
+		}
 		rc = trash_stream(t, m.sid);
 		if (rc != 0) {
 			break;
@@ -673,15 +713,222 @@ stream_flush(struct storage_txn *t, unsigned db, bool all_dbs)
 }
 
 int
-stream_scan(struct storage_txn *t, unsigned db, uint64_t *cursor, unsigned count,
-	stream_key_fn fn, void *ud)
+stream_set_expire(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	struct stream_meta *m, uint64_t when_ms)
+{
+	int rc = 0;
+
+	if (m->expire_ms == when_ms) {
+		return 0;
+	}
+	if (m->expire_ms != 0) {
+		rc = expires_row(t, m->expire_ms, db, m->sid, false);
+	}
+	if (rc == 0 && when_ms != 0) {
+		rc = expires_row(t, when_ms, db, m->sid, true);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	m->expire_ms = when_ms;
+	return stream_meta_save(t, db, name, m);
+}
+
+/* One due row of EXPIRES, read before any is dropped (dropping deletes
+ * rows of the table the cursor walks). */
+struct expiry {
+	uint64_t when_ms;
+	uint64_t sid;
+	unsigned db;
+};
+
+/* Drops the key an EXPIRES row names. A row whose key is gone or has
+ * another expiry time is a broken invariant: it goes, the key stays. */
+static int
+expire_one(struct storage_txn *t, const struct expiry *e, stream_expired_fn fn, void *ud)
+{
+	unsigned char bk[9];
+	struct st_buf k = {bk, sizeof(bk)}, v, name = {NULL, 0};
+	struct stream_meta m;
+	void *copy = NULL;
+	int rc;
+
+	bk[0] = (unsigned char)e->db;
+	st_put_u64(bk + 1, e->sid);
+	rc = storage_get(t, STORAGE_T_BYID, &k, &v);
+	if (rc == 0) {
+		/* v points into the table that key_drop() changes */
+		copy = echd_malloc(v.len ? v.len : 1);
+		if (copy == NULL) {
+			return -ENOMEM;
+		}
+		memcpy(copy, v.data, v.len);
+		name.data = copy;
+		name.len = v.len;
+		rc = stream_lookup(t, e->db, &name, &m);
+	}
+	if (rc == 0 && m.sid == e->sid && m.expire_ms == e->when_ms) {
+		if (fn != NULL) {
+			fn(e->db, &name, ud);
+		}
+		rc = key_drop(t, e->db, &name, &m);
+	} else if (rc == 0 || rc == ECHD_ENOTFOUND) {
+		echd_log(ECHD_LOG_WARNING, "expiry row of stream %llu in db %u names no such key",
+			(unsigned long long)e->sid, e->db);
+		rc = expires_row(t, e->when_ms, e->db, e->sid, false);
+	}
+	echd_free(copy);
+	return rc;
+}
+
+/* Opens a cursor on EXPIRES at its first row. ECHD_ENOTFOUND, and no
+ * cursor, when the table is empty or missing (read-only, on an environment
+ * of an echd before expiry). */
+static int
+expires_first(struct storage_txn *t, struct storage_cursor **c, struct st_buf *key,
+	struct st_buf *val)
+{
+	int rc = storage_cursor_open(t, STORAGE_T_EXPIRES, c);
+
+	if (rc == 0) {
+		rc = storage_cursor_seek(*c, NULL, key, val);
+		if (rc != 0) {
+			storage_cursor_close(*c);
+		}
+	}
+	if (rc != 0) {
+		*c = NULL;
+	}
+	return rc;
+}
+
+/* Due rows read per cursor walk; a larger budget takes several walks. */
+#define EXPIRE_CHUNK 64
+
+/* One walk: drops up to budget (<= EXPIRE_CHUNK) due keys. */
+static int
+expire_chunk(struct storage_txn *t, uint64_t now_ms, unsigned budget, stream_expired_fn fn,
+	void *ud, unsigned *n, uint64_t *next_ms)
+{
+	struct expiry due[EXPIRE_CHUNK];
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	unsigned nd = 0;
+	int rc;
+
+	*next_ms = 0;
+	rc = expires_first(t, &c, &key, &val);
+	while (rc == 0) {
+		const unsigned char *kp = key.data;
+		if (key.len != EXPIRES_KEY_LEN) {
+			rc = ECHD_ECORRUPT;
+			break;
+		}
+		if (st_get_u64(kp) > now_ms) {
+			*next_ms = st_get_u64(kp);
+			break;
+		}
+		if (nd == budget) {
+			*next_ms = now_ms;
+			break;
+		}
+		due[nd].when_ms = st_get_u64(kp);
+		due[nd].db = kp[8];
+		due[nd].sid = st_get_u64(kp + 9);
+		nd++;
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	if (c != NULL) {
+		storage_cursor_close(c);
+	}
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	for (unsigned i = 0; i < nd; i++) {
+		rc = expire_one(t, &due[i], fn, ud);
+		if (rc != 0) {
+			return rc;
+		}
+		(*n)++;
+	}
+	return 0;
+}
+
+int
+stream_expire_due(struct storage_txn *t, uint64_t now_ms, unsigned budget,
+	stream_expired_fn fn, void *ud, unsigned *n, uint64_t *next_ms)
+{
+	int rc;
+
+	*n = 0;
+	do {
+		unsigned step = budget - *n < EXPIRE_CHUNK ? budget - *n : EXPIRE_CHUNK;
+		rc = expire_chunk(t, now_ms, step, fn, ud, n, next_ms);
+	} while (rc == 0 && *next_ms == now_ms && *n < budget);
+	return rc;
+}
+
+int
+stream_expires_stat(struct storage_txn *t, uint64_t now_ms, uint64_t *count, uint64_t *ttl_sum)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	int rc;
+
+	memset(count, 0, 256 * sizeof(*count));
+	memset(ttl_sum, 0, 256 * sizeof(*ttl_sum));
+	rc = expires_first(t, &c, &key, &val);
+	while (rc == 0) {
+		const unsigned char *kp = key.data;
+		uint64_t when;
+
+		if (key.len != EXPIRES_KEY_LEN) {
+			rc = ECHD_ECORRUPT;
+			break;
+		}
+		when = st_get_u64(kp);
+		if (when > now_ms) {
+			count[kp[8]]++;
+			ttl_sum[kp[8]] += when - now_ms;
+		}
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	if (c != NULL) {
+		storage_cursor_close(c);
+	}
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+/* Whether any key has an expiry time: SCAN checks each key only then. */
+static int
+expires_any(struct storage_txn *t, bool *any)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	int rc = expires_first(t, &c, &key, &val);
+
+	*any = rc == 0;
+	if (c != NULL) {
+		storage_cursor_close(c);
+	}
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+int
+stream_scan(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t *cursor,
+	unsigned count, stream_key_fn fn, void *ud)
 {
 	struct storage_cursor *c;
 	struct st_buf key, val, seek;
 	unsigned char sk[9];
 	unsigned seen = 0;
+	bool check_expiry, live = true;
 	int rc;
 
+	rc = expires_any(t, &check_expiry);
+	if (rc != 0) {
+		return rc;
+	}
 	rc = storage_cursor_open(t, STORAGE_T_BYID, &c);
 	if (rc != 0) {
 		return rc;
@@ -701,7 +948,15 @@ stream_scan(struct storage_txn *t, unsigned db, uint64_t *cursor, unsigned count
 			*cursor = st_get_u64(kp + 1);
 			break;
 		}
-		rc = fn(&val, ud);
+		if (check_expiry) {
+			struct stream_meta m;
+			rc = stream_lookup(t, db, &val, &m);
+			if (rc != 0) {
+				break;
+			}
+			live = !stream_expired(&m, now_ms);
+		}
+		rc = live ? fn(&val, ud) : 0;
 		if (rc != 0) {
 			storage_cursor_close(c);
 			return rc;

@@ -31,6 +31,7 @@ struct stream_meta {
 	uint64_t nodes;  /* node rows (XINFO radix-tree-keys) */
 	struct stream_id tail_node; /* first id of the last node, when nodes > 0 */
 	uint64_t groups; /* consumer groups */
+	uint64_t expire_ms; /* Unix time in ms the key expires at; 0: never */
 };
 
 /* ---- ids ---------------------------------------------------------------- */
@@ -77,13 +78,40 @@ int stream_gc_pending(struct storage_txn *t, bool *pending);
 /* Removes up to budget rows of deleted streams. *more is set when rows remain. */
 int stream_gc_step(struct storage_txn *t, unsigned budget, bool *more);
 
+/* Expiry. An expired key still has its rows until stream_expire_due() or a
+ * write drops it; stream_expired() tells the caller to act as if it were
+ * gone. Each key with an expiry time has an EXPIRES row, so the due ones
+ * are found in time order. */
+static inline bool
+stream_expired(const struct stream_meta *m, uint64_t now_ms)
+{
+	return m->expire_ms != 0 && m->expire_ms <= now_ms;
+}
+/* Sets m's expiry time (0: none) and saves m under (db, name). */
+int stream_set_expire(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	struct stream_meta *m, uint64_t when_ms);
+/* Called with each key stream_expire_due() drops, before it goes; name is
+ * borrowed for the call. */
+typedef void (*stream_expired_fn)(unsigned db, const struct st_buf *name, void *ud);
+/* Drops up to budget keys whose expiry time is at most now_ms, earliest
+ * first; *n says how many, *next_ms when the next key is due (now_ms when
+ * more are due already, 0 when no key has an expiry time). */
+int stream_expire_due(struct storage_txn *t, uint64_t now_ms, unsigned budget,
+	stream_expired_fn fn, void *ud, unsigned *n, uint64_t *next_ms);
+/* Per database (256 slots each): keys with an expiry time not yet passed
+ * and the sum of their remaining ms, for INFO's keyspace lines.
+ * O(keys with an expiry time). */
+int stream_expires_stat(struct storage_txn *t, uint64_t now_ms, uint64_t *count,
+	uint64_t *ttl_sum);
+
 /* Key iteration in creation order (SCAN cursors): calls fn for keys whose
- * internal id >= *cursor, up to count of them; *cursor becomes the next
- * internal id to visit, or 0 when done. fn's name is borrowed for the call.
- * A non-zero return from fn stops the walk and is returned. */
+ * internal id >= *cursor, up to count of them (expired ones at now_ms are
+ * counted but skipped); *cursor becomes the next internal id to visit, or 0
+ * when done. fn's name is borrowed for the call. A non-zero return from fn
+ * stops the walk and is returned. */
 typedef int (*stream_key_fn)(const struct st_buf *name, void *ud);
-int stream_scan(struct storage_txn *t, unsigned db, uint64_t *cursor, unsigned count,
-	stream_key_fn fn, void *ud);
+int stream_scan(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t *cursor,
+	unsigned count, stream_key_fn fn, void *ud);
 
 /* ---- entries ------------------------------------------------------------ */
 

@@ -46,6 +46,7 @@ struct chk {
 	struct storage_txn *t;
 	uint64_t problems;
 	uint64_t streams, entries, nodes, groups, consumers, pending;
+	uint64_t expiring; /* keys with an expiry time */
 	uint64_t max_id;
 	uint64_t keys_per_db[256];
 	struct idset sids, gids, trash_s, trash_g;
@@ -799,6 +800,22 @@ check_keys(struct chk *c)
 			escaped(&a, &bn);
 			problem(c, "its scan row (byid) names '%s'", a.p);
 		}
+		if (m.expire_ms != 0) {
+			unsigned char ek[17];
+			struct st_buf ekey = {ek, sizeof(ek)}, ev;
+
+			put_u64(ek, m.expire_ms);
+			ek[8] = (unsigned char)db;
+			put_u64(ek + 9, m.sid);
+			rc = storage_get(c->t, STORAGE_T_EXPIRES, &ekey, &ev);
+			if (rc == ECHD_ENOTFOUND) {
+				problem(c, "it expires at %llu ms but has no expiry row",
+					(unsigned long long)m.expire_ms);
+			} else if (rc != 0) {
+				break;
+			}
+			c->expiring++;
+		}
 		rc = check_entries(c, &m);
 		if (rc == 0) {
 			rc = check_groups(c, &m);
@@ -943,6 +960,63 @@ check_orphans(struct chk *c, enum storage_table tb, const char *what, struct ids
 	return rc == ECHD_ENOTFOUND ? 0 : rc;
 }
 
+/* expires: when(8) db(1) sid(8) -> (empty); each must name a live key
+ * that expires at that time. Those keys were counted by check_keys(). */
+static int
+check_expires(struct chk *c)
+{
+	struct storage_cursor *cur = NULL;
+	struct st_buf key, val;
+	uint64_t rows = 0;
+	int rc;
+
+	rc = storage_cursor_open(c->t, STORAGE_T_EXPIRES, &cur);
+	if (rc == ECHD_ENOTFOUND) {
+		return 0; /* an environment of an echd before expiry */
+	}
+	if (rc == 0) {
+		rc = storage_cursor_seek(cur, NULL, &key, &val);
+	}
+	while (rc == 0) {
+		const unsigned char *kp = key.data;
+		unsigned char bk[9];
+		struct st_buf bkey = {bk, sizeof(bk)}, name;
+		struct stream_meta m;
+
+		if (key.len != 17) {
+			problem(c, "an expiry row key has %zu bytes, not 17", key.len);
+			rc = storage_cursor_next(cur, &key, &val);
+			continue;
+		}
+		rows++;
+		memcpy(bk, kp + 8, 9);
+		rc = storage_get(c->t, STORAGE_T_BYID, &bkey, &name);
+		if (rc == 0) {
+			rc = stream_lookup(c->t, kp[8], &name, &m);
+		}
+		if (rc == ECHD_ENOTFOUND || (rc == 0 && m.sid != get_u64(kp + 9))) {
+			problem(c, "db %u: an expiry row names stream id %llu, which does not exist",
+				kp[8], (unsigned long long)get_u64(kp + 9));
+		} else if (rc == 0 && m.expire_ms != get_u64(kp)) {
+			problem(c, "db %u: an expiry row of stream id %llu says %llu ms, the key %llu",
+				kp[8], (unsigned long long)m.sid, (unsigned long long)get_u64(kp),
+				(unsigned long long)m.expire_ms);
+		} else if (rc != 0 && rc != ECHD_ECORRUPT && rc != ECHD_EINVAL) {
+			break;
+		}
+		rc = storage_cursor_next(cur, &key, &val);
+	}
+	storage_cursor_close(cur);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	if (rows != c->expiring) {
+		problem(c, "%llu expiry rows for %llu keys with an expiry time",
+			(unsigned long long)rows, (unsigned long long)c->expiring);
+	}
+	return 0;
+}
+
 static int
 check_all(struct chk *c)
 {
@@ -956,6 +1030,9 @@ check_all(struct chk *c)
 	}
 	if (rc == 0) {
 		rc = check_byid(c);
+	}
+	if (rc == 0) {
+		rc = check_expires(c);
 	}
 	if (rc != 0) {
 		return rc;

@@ -213,15 +213,20 @@ int
 adm_off_streams(struct adm_ctx *x)
 {
 	struct streams_walk w = {x, adm_view_streams_begin(x), 0};
-	uint64_t cursor = 0;
+	uint64_t cursor = 0, now_ms;
+	struct timespec ts;
 	int rc;
+
+	/* the streams a client would see: expired ones not yet dropped are not */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 
 	if (w.v == NULL) {
 		return ADM_EXIT_FAILED;
 	}
 	/* rows are printed as the walk finds them */
 	do {
-		rc = stream_scan(x->txn, x->o->db, &cursor, 1000, streams_cb, &w);
+		rc = stream_scan(x->txn, x->o->db, now_ms, &cursor, 1000, streams_cb, &w);
 	} while (rc == 0 && cursor != 0);
 	adm_view_end(w.v, false);
 	if (rc != 0 && w.rc == 0) {

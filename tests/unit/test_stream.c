@@ -252,6 +252,7 @@ meta_eq(const struct stream_meta *a, const struct stream_meta *b)
 	U64_EQ(a->nodes, b->nodes);
 	ID_EQ(a->tail_node, b->tail_node.ms, b->tail_node.seq);
 	U64_EQ(a->groups, b->groups);
+	U64_EQ(a->expire_ms, b->expire_ms);
 }
 
 /* Iterates [start, end] and stores the ids (up to cap); returns the count. */
@@ -573,7 +574,7 @@ scan_all(unsigned db, unsigned count, struct visits *v)
 
 	do {
 		v->this_call = 0;
-		OK(stream_scan(tx, db, &cursor, count, collect_cb, v));
+		OK(stream_scan(tx, db, 0, &cursor, count, collect_cb, v));
 		ck_assert_uint_le(v->this_call, count);
 		ck_assert_uint_lt(++calls, 1000);
 	} while (cursor != 0);
@@ -672,7 +673,7 @@ START_TEST(test_key_long_names)
 	lb.len = BIG;
 	{
 		uint64_t cursor = 0, lens[2] = {0, 0};
-		OK(stream_scan(tx, 0, &cursor, 10, long_len_cb, lens));
+		OK(stream_scan(tx, 0, 0, &cursor, 10, long_len_cb, lens));
 		U64_EQ(cursor, 0);
 		U64_EQ(lens[0], BIG); /* SCAN returns the whole names */
 		U64_EQ(lens[1], BIG);
@@ -706,6 +707,7 @@ START_TEST(test_key_meta_save_round_trip)
 	m.nodes = 77;
 	m.tail_node = ID(0x8000000000000000u, 9);
 	m.groups = 5;
+	m.expire_ms = 0xfedcba9876543210u;
 	save(3, "k", &m);
 	OK(lookup(3, "k", &got));
 	meta_eq(&got, &m);
@@ -1113,7 +1115,7 @@ START_TEST(test_key_scan_concurrent_changes)
 	}
 	do {
 		seen.this_call = 0;
-		OK(stream_scan(tx, 0, &cursor, 2, collect_cb, &seen));
+		OK(stream_scan(tx, 0, 0, &cursor, 2, collect_cb, &seen));
 		ck_assert_uint_le(seen.this_call, 2);
 		calls++;
 		if (calls == 2) {
@@ -1165,8 +1167,207 @@ START_TEST(test_key_scan_callback_stops)
 
 	create(0, "a", &m);
 	create(0, "b", &m);
-	FAILS(stream_scan(tx, 0, &cursor, 10, stop_cb, &n), 42);
+	FAILS(stream_scan(tx, 0, 0, &cursor, 10, stop_cb, &n), 42);
 	ck_assert_uint_eq(n, 1);
+}
+END_TEST
+
+
+/* ---- expiry ------------------------------------------------------------- */
+
+struct dropped {
+	char names[8][16];
+	unsigned dbs[8];
+	unsigned n;
+};
+
+static void
+dropped_cb(unsigned db, const struct st_buf *name, void *ud)
+{
+	struct dropped *d = ud;
+
+	ck_assert_uint_lt(d->n, 8);
+	ck_assert_uint_lt(name->len, sizeof(d->names[0]));
+	memcpy(d->names[d->n], name->data, name->len);
+	d->names[d->n][name->len] = '\0';
+	d->dbs[d->n++] = db;
+}
+
+static void
+set_expire(unsigned db, const char *name, struct stream_meta *m, uint64_t when)
+{
+	struct st_buf n = {name, strlen(name)};
+	OK(stream_set_expire(tx, db, &n, m, when));
+}
+
+START_TEST(test_expire_set_and_clear)
+{
+	struct stream_meta a, got;
+
+	create(0, "a", &a);
+	add_range(&a, 1, 4);
+	save(0, "a", &a);
+	set_expire(0, "a", &a, 5000);
+	U64_EQ(a.expire_ms, 5000);
+	OK(lookup(0, "a", &got));
+	meta_eq(&got, &a);
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 1);
+	ck_assert(!stream_expired(&got, 4999));
+	ck_assert(stream_expired(&got, 5000));
+	/* moving it replaces the row; clearing removes it */
+	set_expire(0, "a", &a, 7000);
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 1);
+	reopen();
+	OK(lookup(0, "a", &got));
+	U64_EQ(got.expire_ms, 7000);
+	set_expire(0, "a", &got, 0);
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 0);
+	OK(lookup(0, "a", &got));
+	U64_EQ(got.expire_ms, 0);
+	ck_assert(!stream_expired(&got, UINT64_MAX));
+	U64_EQ(got.length, 4); /* the rows are untouched */
+}
+END_TEST
+
+START_TEST(test_expire_due_in_order)
+{
+	struct stream_meta a, b, c, got;
+	struct dropped d = {0};
+	uint64_t next;
+	unsigned n;
+	bool more = true;
+
+	create(0, "a", &a);
+	create(1, "b", &b);
+	create(0, "c", &c);
+	add_range(&b, 1, 10);
+	save(1, "b", &b);
+	set_expire(0, "a", &a, 300);
+	set_expire(1, "b", &b, 100);
+	set_expire(0, "c", &c, 200);
+
+	OK(stream_expire_due(tx, 99, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 0);
+	U64_EQ(next, 100);
+	/* a budget of one drops the earliest and says more are due */
+	OK(stream_expire_due(tx, 250, 1, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 1);
+	U64_EQ(next, 250);
+	ck_assert_str_eq(d.names[0], "b");
+	U64_EQ(d.dbs[0], 1);
+	FAILS(lookup(1, "b", &got), ECHD_ENOTFOUND);
+	U64_EQ(db_size(1), 0);
+	ck_assert(in_trash(b.sid));
+	OK(stream_expire_due(tx, 250, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 1);
+	U64_EQ(next, 300);
+	ck_assert_str_eq(d.names[1], "c");
+	OK(lookup(0, "a", &got));
+	OK(stream_expire_due(tx, 300, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 1);
+	U64_EQ(next, 0);
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 0);
+	U64_EQ(db_size(0), 0);
+	while (more) {
+		OK(stream_gc_step(tx, 1000, &more));
+	}
+	U64_EQ(rows_all(STORAGE_T_ENTRIES), 0);
+}
+END_TEST
+
+START_TEST(test_expire_budget_past_one_walk)
+{
+	struct stream_meta m;
+	uint64_t next;
+	unsigned n;
+	char name[16];
+
+	for (int i = 0; i < 150; i++) {
+		snprintf(name, sizeof(name), "k%d", i);
+		create(0, name, &m);
+		set_expire(0, name, &m, 10 + (uint64_t)i);
+	}
+	/* a walk reads at most 64 rows; a budget beyond it takes several */
+	OK(stream_expire_due(tx, 1000, 130, NULL, NULL, &n, &next));
+	U64_EQ(n, 130);
+	U64_EQ(next, 1000);
+	U64_EQ(db_size(0), 20);
+	OK(stream_expire_due(tx, 150, 100, NULL, NULL, &n, &next));
+	U64_EQ(n, 11); /* 140..150 */
+	U64_EQ(next, 151);
+	OK(stream_expire_due(tx, 1000, 100, NULL, NULL, &n, &next));
+	U64_EQ(n, 9);
+	U64_EQ(next, 0);
+	U64_EQ(db_size(0), 0);
+}
+END_TEST
+
+START_TEST(test_expire_follows_key)
+{
+	struct stream_meta a, b, got;
+	struct st_buf na = B("a"), nb = B("b");
+	struct dropped d = {0};
+	uint64_t next, cnt[256], sum[256];
+	unsigned n;
+
+	/* rename keeps the time: the row names the stream id, not the name */
+	create(0, "a", &a);
+	set_expire(0, "a", &a, 1000);
+	OK(stream_rename(tx, 0, &na, &nb));
+	OK(lookup(0, "b", &got));
+	U64_EQ(got.expire_ms, 1000);
+	OK(stream_expires_stat(tx, 400, cnt, sum));
+	U64_EQ(cnt[0], 1);
+	U64_EQ(sum[0], 600);
+	OK(stream_expire_due(tx, 1000, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 1);
+	ck_assert_str_eq(d.names[0], "b");
+
+	/* delete, rename over, and flush take the row with the key */
+	create(0, "a", &a);
+	set_expire(0, "a", &a, 50);
+	OK(stream_delete(tx, 0, &na));
+	create(0, "a", &a);
+	create(0, "b", &b);
+	set_expire(0, "b", &b, 60);
+	OK(stream_rename(tx, 0, &na, &nb));
+	OK(lookup(0, "b", &got));
+	U64_EQ(got.expire_ms, 0);
+	create(3, "x", &a);
+	set_expire(3, "x", &a, 70);
+	create(4, "y", &b);
+	set_expire(4, "y", &b, 80);
+	OK(stream_expires_stat(tx, 0, cnt, sum));
+	U64_EQ(cnt[3], 1);
+	U64_EQ(cnt[4], 1);
+	U64_EQ(sum[4], 80);
+	OK(stream_flush(tx, 3, false));
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 1);
+	OK(stream_flush(tx, 0, true));
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 0);
+	OK(stream_expire_due(tx, UINT64_MAX, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 0);
+	U64_EQ(next, 0);
+}
+END_TEST
+
+START_TEST(test_expire_scan_skips)
+{
+	struct stream_meta a, b;
+
+	create(0, "a", &a);
+	create(0, "b", &b);
+	set_expire(0, "b", &b, 100);
+	scan_all(0, 10, &seen);
+	U64_EQ(seen.n, 2); /* now 0: no time given, nothing is skipped */
+	memset(&seen, 0, sizeof(seen));
+	{
+		uint64_t cursor = 0;
+		OK(stream_scan(tx, 0, 100, &cursor, 10, collect_cb, &seen));
+		U64_EQ(cursor, 0);
+	}
+	U64_EQ(seen.n, 1);
+	ck_assert(buf_eq(&(struct st_buf){"a", 1}, seen.names[0], seen.lens[0]));
 }
 END_TEST
 
@@ -1223,6 +1424,15 @@ keys_suite(void)
 	tcase_add_test(tc, test_key_scan_all_once);
 	tcase_add_test(tc, test_key_scan_concurrent_changes);
 	tcase_add_test(tc, test_key_scan_callback_stops);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("expire");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_expire_set_and_clear);
+	tcase_add_test(tc, test_expire_due_in_order);
+	tcase_add_test(tc, test_expire_budget_past_one_walk);
+	tcase_add_test(tc, test_expire_follows_key);
+	tcase_add_test(tc, test_expire_scan_skips);
 	suite_add_tcase(s, tc);
 	return s;
 }
