@@ -82,7 +82,11 @@ def fill(r):
     r.call("XDEL", "gone", "5-5")
     r.call("SET", "not-a-stream", "x")
     r.call("XADD", b"bin\xff\x00key", "1-1", "f", "v")      # a name that is not UTF-8
+    r.call("PEXPIREAT", "fresh", FAR_MS)                      # a TTL comes along
     return ("jobs", "fresh", "gone", b"bin\xff\x00key")
+
+
+FAR_MS = 4000000000123       # in 2096
 
 
 def test_import_copies_streams_groups_and_pending(server):
@@ -102,6 +106,9 @@ def test_import_copies_streams_groups_and_pending(server):
         assert "jobs: 1196 entries, 2 groups, 4 consumers, 49 pending; 1 pending entries not " \
                "carried over: their entries were deleted" in out, out
         assert e.call("EXISTS", "not-a-stream") == 0
+        assert "fresh: 0 entries, 1 groups, 0 consumers, 0 pending; expires at %d ms" % FAR_MS \
+            in out, out
+        assert [e.call("PEXPIRETIME", k) for k in keys] == [-1, FAR_MS, -1, -1]
         for k in keys:
             got, want = state(e, k), state(rc_, k)
             for part in want:                              # the source is untouched
