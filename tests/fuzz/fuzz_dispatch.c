@@ -7,9 +7,10 @@
  *     or to the second while the first is blocked or closing;
  *   - a "turn" ends every few requests (the count comes from the input
  *     hash) or when the batch is full: the batch commits with
- *     brk_batch_commit(), deferred deletions run as gc_step() does, the
- *     replies held for the turn are checked and thrown away, and blocked
- *     clients whose keys changed run again, as serve_ready() does;
+ *     brk_batch_commit(), deferred deletions and active expiry run as
+ *     gc_step() and expire_step() do, the replies held for the turn are
+ *     checked and thrown away, and blocked clients whose keys changed run
+ *     again, as serve_ready() does;
  *   - a client still blocked when the other is needed, or at the end,
  *     times out as block_timeout_cb() does.
  * The oracle besides ASan/UBSan/LSan: every connection's output must be a
@@ -231,6 +232,30 @@ gc_step(struct brk_server *srv)
 	}
 }
 
+/* expire_step(): active expiry of keys whose time passed, in the batch. */
+static void
+expire_step(struct brk_server *srv)
+{
+	struct storage_txn *t, *child;
+	uint64_t next;
+	unsigned n;
+	int rc;
+
+	t = brk_batch_txn(srv, &rc);
+	if (t == NULL || storage_txn_begin(srv->st, t, 0, &child) != 0) {
+		return;
+	}
+	rc = stream_expire_due(child, brk_now_ms(), 64, NULL, NULL, &n, &next);
+	if (rc != 0 || n == 0) {
+		storage_txn_abort(child);
+		return;
+	}
+	if (storage_txn_commit(child) == 0) {
+		srv->batch_writes++;
+		srv->gc_pending = true;
+	}
+}
+
 static void
 note_proto(struct brk_conn *const *conns)
 {
@@ -245,6 +270,7 @@ turn_end(struct brk_server *srv, struct brk_conn *const *conns)
 {
 	struct brk_conn *c, *next;
 
+	expire_step(srv);
 	if (srv->gc_pending) {
 		gc_step(srv);
 	}

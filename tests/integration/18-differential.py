@@ -120,6 +120,21 @@ class Gen:
             a += ["MAXDELETEDID", "%d-%d" % (self.r.randint(floor[0], ms), 0)]
         return a
 
+    def expiry(self, k):
+        """Expiry commands whose replies do not depend on the moment they run: times far
+        ahead (2096) or in the past (the key goes at once), and the getters of those."""
+        n = self.r.randint(0, 5)
+        flag = self.maybe(0.5, self.pick(("NX", "XX", "GT", "LT")))
+        if n == 0:
+            return ["PEXPIREAT", k, self.pick(("4000000000000", "4000000001000", "1"))] + flag
+        if n == 1:
+            return ["EXPIREAT", k, self.pick(("4000000000", "4000000002", "0"))] + flag
+        if n == 2:
+            return ["EXPIRE", k, self.pick(("0", "-1"))] + flag
+        if n == 3:
+            return ["PERSIST", k]
+        return [self.pick(("EXPIRETIME", "PEXPIRETIME")), k]
+
     def next_in_multi(self):
         """A command to queue: not XSETID, whose floor (read from echd now) an earlier
         command of the same transaction may move."""
@@ -130,7 +145,7 @@ class Gen:
 
     def next(self):
         k, g, c = self.pick(KEYS), self.pick(GROUPS), self.pick(CONSUMERS)
-        n = self.r.randint(0, 18)
+        n = self.r.randint(0, 19)
         if n <= 3:
             return self.xadd(k)
         if n == 4:
@@ -184,6 +199,8 @@ class Gen:
             return self.xsetid(k)
         if n == 17:
             return ["XINFO", "STREAM", k] + self.maybe(0.3, "FULL", "COUNT", self.count())
+        if n == 18:
+            return self.expiry(k)
         other = self.pick(KEYS)
         return (["XREAD"] + self.maybe(0.5, "COUNT", self.count())
                 + self.maybe(0.2, "BLOCK", "1")
