@@ -165,6 +165,7 @@ brk_cmd_exec(struct brk_ctx *x)
 	bool wrote = false;
 	uint64_t dirty = 0;
 	int rc = 0, tries = 0;
+	int counted = 0; /* commands already in the stats, SLOWLOG and MONITOR */
 
 	if (!c->multi) {
 		resp_add_error(x->w, "ERR EXEC without MULTI");
@@ -218,19 +219,24 @@ again:
 		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
 		rc = cmd->fn(&sub);
 		t0 = brk_now_us() - t0;
-		stat->calls++;
-		stat->usec += t0;
-		if (rc == 0) {
-			brk_slowlog_push(srv, c, cmd, q->argc, q->argv, t0);
-			brk_monitor_feed(c, cmd, q->argc, q->argv);
+		if (rc >= 0 && i >= counted) {
+			/* Once each: after the map grew the transaction runs again,
+			 * and what ran before the failure is counted already. */
+			counted = i + 1;
+			stat->calls++;
+			stat->usec += t0;
+			srv->stats.total_commands++;
+			if (rc == 0) {
+				brk_slowlog_push(srv, c, cmd, q->argc, q->argv, t0);
+				brk_monitor_feed(c, cmd, q->argc, q->argv);
+			}
+			if (brk_count_reply_error(srv, x->w->out, before)) {
+				/* a runtime error fails only this command's reply */
+				stat->failed++;
+			}
 		}
-		srv->stats.total_commands++;
 		if (rc > 0) {
 			rc = 0; /* BRK_UNDO cannot be honoured inside EXEC */
-		}
-		if (rc == 0 && brk_count_reply_error(srv, x->w->out, before)) {
-			/* a runtime error fails only this command's reply */
-			stat->failed++;
 		}
 		if (sub.dirty > 0 || sub.modified) {
 			wrote = true;

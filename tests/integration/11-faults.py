@@ -440,9 +440,12 @@ def test_mapfull_at_maxdisk_names_maxdisk(server):
 
 def test_exec_mapfull_grows_and_retries(server):
     """A MULTI/EXEC bigger than the room left in the map (real LMDB, no maxdisk): EXEC grows
-    the map and runs the transaction again, as a single command does, applied once."""
-    s = server.spawn("--map-size", "1mb")
+    the map and runs the transaction again, as a single command does, applied once, and
+    counted, logged and monitored once."""
+    s = server.spawn("--map-size", "1mb", "--slowlog-log-slower-than", "0")
     c = s.raw()
+    m = s.raw()
+    assert m.call("MONITOR") == "OK"
     value = "x" * 400000
     cmds = [("MULTI",)] + [("XADD", "s", "%d-1" % i, "v", value) for i in (1, 2, 3)] + \
         [("EXEC",)]
@@ -451,6 +454,14 @@ def test_exec_mapfull_grows_and_retries(server):
     assert int(info_field(c, "persistence", "map_grows")) >= 1
     d = kv(c.call("XINFO", "STREAM", "s"))
     assert d["length"] == 3 and d["entries-added"] == 3, d
+    stats = c.call("INFO", "commandstats").decode()
+    assert "cmdstat_xadd:calls=3," in stats, stats
+    logged = [e[3][0] for e in c.call("SLOWLOG", "GET", "-1")]
+    assert logged.count(b"XADD") == 3, logged
+    seen = []
+    while not seen or seen[-1] != "EXEC":
+        seen.append(m.read().split('"')[1])
+    assert seen == ["MULTI", "XADD", "XADD", "XADD", "EXEC"], seen
 
 
 def test_exec_mapfull_retried_or_names_maxdisk(server):
