@@ -146,7 +146,8 @@ CONTENTS=$(dpkg-deb -c "$DEB" | awk '{print $NF}' | sed 's|^\./|/|')
 check ".deb holds the program, units, config, sysusers/tmpfiles entries, man pages" bash -c '
 	for f in /usr/sbin/echd /lib/systemd/system/echd.service /lib/systemd/system/echd.socket \
 		/etc/echd/echd.conf /usr/lib/sysusers.d/echd.conf /usr/lib/tmpfiles.d/echd.conf \
-		/usr/share/man/man8/echd.8.gz /usr/share/man/man5/echd.conf.5.gz; do
+		/usr/share/man/man8/echd.8.gz /usr/share/man/man5/echd.conf.5.gz \
+		/usr/bin/echo-admin /usr/bin/echd-import /usr/share/man/man1/echd-import.1.gz; do
 		grep -qx "$f" <<<"$1" || { echo "not in the .deb: $f"; exit 1; }
 	done' _ "$CONTENTS"
 # a directory the package owned would be removed by dpkg -r when empty
@@ -190,6 +191,8 @@ check "/var/lib/echd exists: echd:echd, mode 750" bash -c '
 check "echd.service is enabled" bash -c 'deb-systemd-helper is-enabled echd.service ||
 	test -L /etc/systemd/system/multi-user.target.wants/echd.service'
 check "echd.socket is not enabled" bash -c '! deb-systemd-helper is-enabled echd.socket'
+# python3-redis is only suggested; the test machine has it (tools/echd-dev deps)
+check "the installed echd-import runs" bash -c '/usr/bin/echd-import --help | grep -q -- --replace'
 # systemd-analyze verify runs `man` for Documentation=man:... when man-db is installed
 if command -v man >/dev/null 2>&1; then
 	check "man echd and man echd.conf find the pages" bash -c 'man -w 8 echd && man -w 5 echd.conf'
