@@ -276,8 +276,8 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_KEYSPACE) {
 		SECTION("Keyspace");
-		uint64_t *nexp = echd_calloc(2 * 256, sizeof(*nexp)), *ttls = nexp + 256;
-		int rc = nexp == NULL ? -ENOMEM : stream_expires_stat(x->txn, srv->cmd_ms, nexp, ttls);
+		uint64_t *nexp = echd_calloc(2 * 256, sizeof(*nexp)), *avgs = nexp + 256;
+		int rc = nexp == NULL ? -ENOMEM : stream_expires_stat(x->txn, srv->cmd_ms, nexp, avgs);
 
 		for (int db = 0; db < srv->cfg.databases && rc == 0; db++) {
 			uint64_t n = 0;
@@ -285,7 +285,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			if (rc == 0 && n > 0) {
 				resp_buf_printf(b, "db%d:keys=%llu,expires=%llu,avg_ttl=%llu\r\n", db,
 					(unsigned long long)n, (unsigned long long)nexp[db],
-					(unsigned long long)(nexp[db] ? ttls[db] / nexp[db] : 0));
+					(unsigned long long)avgs[db]);
 			}
 		}
 		echd_free(nexp);

@@ -869,14 +869,14 @@ stream_expire_due(struct storage_txn *t, uint64_t now_ms, unsigned budget,
 }
 
 int
-stream_expires_stat(struct storage_txn *t, uint64_t now_ms, uint64_t *count, uint64_t *ttl_sum)
+stream_expires_stat(struct storage_txn *t, uint64_t now_ms, uint64_t *count, uint64_t *avg_ttl)
 {
 	struct storage_cursor *c;
 	struct st_buf key, val;
+	long double sum[256] = {0}; /* a u64 sum wraps: TTLs go up to 2^63 ms */
 	int rc;
 
 	memset(count, 0, 256 * sizeof(*count));
-	memset(ttl_sum, 0, 256 * sizeof(*ttl_sum));
 	rc = expires_first(t, &c, &key, &val);
 	while (rc == 0) {
 		const unsigned char *kp = key.data;
@@ -889,12 +889,15 @@ stream_expires_stat(struct storage_txn *t, uint64_t now_ms, uint64_t *count, uin
 		when = st_get_u64(kp);
 		if (when > now_ms) {
 			count[kp[8]]++;
-			ttl_sum[kp[8]] += when - now_ms;
+			sum[kp[8]] += (long double)(when - now_ms);
 		}
 		rc = storage_cursor_next(c, &key, &val);
 	}
 	if (c != NULL) {
 		storage_cursor_close(c);
+	}
+	for (int db = 0; db < 256; db++) {
+		avg_ttl[db] = count[db] ? (uint64_t)(sum[db] / (long double)count[db]) : 0;
 	}
 	return rc == ECHD_ENOTFOUND ? 0 : rc;
 }

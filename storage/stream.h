@@ -99,10 +99,10 @@ typedef void (*stream_expired_fn)(unsigned db, const struct st_buf *name, void *
 int stream_expire_due(struct storage_txn *t, uint64_t now_ms, unsigned budget,
 	stream_expired_fn fn, void *ud, unsigned *n, uint64_t *next_ms);
 /* Per database (256 slots each): keys with an expiry time not yet passed
- * and the sum of their remaining ms, for INFO's keyspace lines.
+ * and the mean of their remaining ms, for INFO's keyspace lines.
  * O(keys with an expiry time). */
 int stream_expires_stat(struct storage_txn *t, uint64_t now_ms, uint64_t *count,
-	uint64_t *ttl_sum);
+	uint64_t *avg_ttl);
 
 /* Key iteration in creation order (SCAN cursors): calls fn for keys whose
  * internal id >= *cursor, up to count of them (expired ones at now_ms are

@@ -1307,7 +1307,7 @@ START_TEST(test_expire_follows_key)
 	struct stream_meta a, b, got;
 	struct st_buf na = B("a"), nb = B("b");
 	struct dropped d = {0};
-	uint64_t next, cnt[256], sum[256];
+	uint64_t next, cnt[256], avg[256];
 	unsigned n;
 
 	/* rename keeps the time: the row names the stream id, not the name */
@@ -1316,9 +1316,9 @@ START_TEST(test_expire_follows_key)
 	OK(stream_rename(tx, 0, &na, &nb));
 	OK(lookup(0, "b", &got));
 	U64_EQ(got.expire_ms, 1000);
-	OK(stream_expires_stat(tx, 400, cnt, sum));
+	OK(stream_expires_stat(tx, 400, cnt, avg));
 	U64_EQ(cnt[0], 1);
-	U64_EQ(sum[0], 600);
+	U64_EQ(avg[0], 600);
 	OK(stream_expire_due(tx, 1000, 10, dropped_cb, &d, &n, &next));
 	U64_EQ(n, 1);
 	ck_assert_str_eq(d.names[0], "b");
@@ -1337,12 +1337,21 @@ START_TEST(test_expire_follows_key)
 	set_expire(3, "x", &a, 70);
 	create(4, "y", &b);
 	set_expire(4, "y", &b, 80);
-	OK(stream_expires_stat(tx, 0, cnt, sum));
+	OK(stream_expires_stat(tx, 0, cnt, avg));
 	U64_EQ(cnt[3], 1);
 	U64_EQ(cnt[4], 1);
-	U64_EQ(sum[4], 80);
+	U64_EQ(avg[4], 80);
+	/* the mean of TTLs whose sum does not fit in 64 bits */
+	create(4, "z", &b);
+	set_expire(4, "z", &b, (uint64_t)INT64_MAX);
+	create(4, "w", &b);
+	set_expire(4, "w", &b, (uint64_t)INT64_MAX - 1000);
+	OK(stream_expires_stat(tx, 0, cnt, avg));
+	U64_EQ(cnt[4], 3);
+	ck_assert_uint_gt(avg[4], (uint64_t)INT64_MAX / 3 * 2 - 1000000);
+	ck_assert_uint_lt(avg[4], (uint64_t)INT64_MAX / 3 * 2 + 1000000);
 	OK(stream_flush(tx, 3, false));
-	U64_EQ(rows_all(STORAGE_T_EXPIRES), 1);
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 3); /* db 4's */
 	OK(stream_flush(tx, 0, true));
 	U64_EQ(rows_all(STORAGE_T_EXPIRES), 0);
 	OK(stream_expire_due(tx, UINT64_MAX, 10, dropped_cb, &d, &n, &next));
