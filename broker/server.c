@@ -314,7 +314,10 @@ gc_step(struct brk_server *srv)
 static void
 expired_cb(unsigned db, const struct st_buf *name, void *ud)
 {
-	brk_signal_key(ud, db, name->data, name->len);
+	struct brk_server *srv = ud;
+
+	srv->stats.expired_keys++;
+	brk_signal_key(srv, db, name->data, name->len);
 }
 
 void
@@ -365,7 +368,6 @@ expire_step(struct brk_server *srv)
 	if (n > 0) {
 		srv->batch_writes++;
 		srv->gc_pending = true;
-		srv->stats.expired_keys += n;
 	}
 	srv->expire_next_ms = next == 0 ? UINT64_MAX : next;
 	srv->expire_due = next != 0 && next <= now;

@@ -773,8 +773,9 @@ expire_one(struct storage_txn *t, const struct expiry *e, stream_expired_fn fn, 
 		}
 		rc = key_drop(t, e->db, &name, &m);
 	} else if (rc == 0 || rc == ECHD_ENOTFOUND) {
-		echd_log(ECHD_LOG_WARNING, "expiry row of stream %llu in db %u names no such key",
-			(unsigned long long)e->sid, e->db);
+		echd_log(ECHD_LOG_WARNING,
+			"expiry row of stream %llu in db %u at %llu ms matches no key; removed",
+			(unsigned long long)e->sid, e->db, (unsigned long long)e->when_ms);
 		rc = expires_row(t, e->when_ms, e->db, e->sid, false);
 	}
 	echd_free(copy);

@@ -93,9 +93,10 @@ int stream_set_expire(struct storage_txn *t, unsigned db, const struct st_buf *n
 /* Called with each key stream_expire_due() drops, before it goes; name is
  * borrowed for the call. */
 typedef void (*stream_expired_fn)(unsigned db, const struct st_buf *name, void *ud);
-/* Drops up to budget keys whose expiry time is at most now_ms, earliest
- * first; *n says how many, *next_ms when the next key is due (now_ms when
- * more are due already, 0 when no key has an expiry time). */
+/* Takes up to budget rows of keys whose expiry time is at most now_ms,
+ * earliest first, dropping their keys (a row that matches no key is only
+ * removed, without fn); *n says how many rows, *next_ms when the next is
+ * due (now_ms when more are due already, 0 when no key has an expiry time). */
 int stream_expire_due(struct storage_txn *t, uint64_t now_ms, unsigned budget,
 	stream_expired_fn fn, void *ud, unsigned *n, uint64_t *next_ms);
 /* Per database (256 slots each): keys with an expiry time not yet passed

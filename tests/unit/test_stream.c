@@ -1302,6 +1302,30 @@ START_TEST(test_expire_budget_past_one_walk)
 }
 END_TEST
 
+/* A key written by an echd before expiry keeps its row but loses its time
+ * (the field was reserved, written as zero): the row goes, the key stays. */
+START_TEST(test_expire_stale_row)
+{
+	struct stream_meta a, got;
+	uint64_t next;
+	unsigned n;
+
+	struct dropped d = {0};
+
+	create(0, "a", &a);
+	set_expire(0, "a", &a, 100);
+	a.expire_ms = 0;
+	save(0, "a", &a); /* as the older echd saves it */
+	OK(stream_expire_due(tx, 100, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 1);   /* a row taken, */
+	U64_EQ(d.n, 0); /* no key dropped */
+	U64_EQ(next, 0);
+	U64_EQ(rows_all(STORAGE_T_EXPIRES), 0);
+	OK(lookup(0, "a", &got));
+	U64_EQ(db_size(0), 1);
+}
+END_TEST
+
 START_TEST(test_expire_follows_key)
 {
 	struct stream_meta a, b, got;
@@ -1440,6 +1464,7 @@ keys_suite(void)
 	tcase_add_test(tc, test_expire_set_and_clear);
 	tcase_add_test(tc, test_expire_due_in_order);
 	tcase_add_test(tc, test_expire_budget_past_one_walk);
+	tcase_add_test(tc, test_expire_stale_row);
 	tcase_add_test(tc, test_expire_follows_key);
 	tcase_add_test(tc, test_expire_scan_skips);
 	suite_add_tcase(s, tc);
