@@ -297,6 +297,7 @@ struct brk_server {
 	struct event *flush_timer;   /* flushes a lone commit's meta page */
 	struct event *watchdog;      /* WATCHDOG=1 from the loop, when asked */
 	bool flush_armed;
+	uint64_t rnd;                /* RANDOMKEY's generator state (splitmix64) */
 	bool gc_pending;
 	bool expire_due;             /* the cron's tick: drop keys whose time passed */
 	uint64_t expire_next_ms;     /* no key expires before this (0: look) */
@@ -408,7 +409,8 @@ BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
-BRK_DECL(slowlog); BRK_DECL(monitor);
+BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
+BRK_DECL(object); BRK_DECL(memory);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -727,5 +728,163 @@ brk_cmd_persist(struct brk_ctx *x)
 	brk_signal_key(x->srv, x->c->db, k.data, k.len);
 	x->dirty++;
 	resp_add_int(x->w, 1);
+	return 0;
+}
+
+int
+brk_cmd_touch(struct brk_ctx *x)
+{
+	return brk_cmd_exists(x); /* echd keeps no access times to update */
+}
+
+/* splitmix64: RANDOMKEY needs spread, not secrecy. */
+static uint64_t
+next_random(struct brk_server *srv)
+{
+	uint64_t z;
+
+	if (srv->rnd == 0) {
+		srv->rnd = brk_now_us() ^ ((uint64_t)getpid() << 32);
+	}
+	z = (srv->rnd += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static int
+randomkey_cb(const struct st_buf *name, void *ud)
+{
+	resp_add_bulk(ud, name->data, name->len);
+	return 0;
+}
+
+int
+brk_cmd_randomkey(struct brk_ctx *x)
+{
+	int rc = stream_random_key(x->txn, x->c->db, x->srv->cmd_ms, next_random(x->srv),
+		randomkey_cb, x->w);
+
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_null(x->w);
+		return 0;
+	}
+	return rc;
+}
+
+static const char *const object_help[] = {
+	"OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"ENCODING <key>",
+	"    Return the kind of internal representation used in order to store the value",
+	"    associated with a <key>.",
+	"FREQ <key>",
+	"    Return the access logarithmic access frequency counter associated with a <key>.",
+	"    echd tracks no access frequency: an error for a key that exists.",
+	"REFCOUNT <key>",
+	"    Return the number of references of the value associated with the specified",
+	"    <key>.",
+	"HELP",
+	"    Print this help.",
+};
+
+int
+brk_cmd_object(struct brk_ctx *x)
+{
+	const struct resp_arg *sub = &x->argv[1];
+	struct st_buf k;
+	struct stream_meta m;
+	int rc;
+
+	/* brk_subcommand_ok() checked the name and the arity */
+	if (brk_arg_eq(sub, "HELP")) {
+		BRK_REPLY_HELP(x->w, object_help);
+		return 0;
+	}
+	k = arg_buf(&x->argv[2]);
+	rc = brk_lookup(x, &k, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_null(x->w);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (brk_arg_eq(sub, "ENCODING")) {
+		resp_add_bulk_cstr(x->w, "stream");
+	} else if (brk_arg_eq(sub, "REFCOUNT")) {
+		resp_add_int(x->w, 1);
+	} else if (brk_arg_eq(sub, "FREQ")) {
+		/* Redis' reply without an LFU maxmemory-policy; echd has none */
+		resp_add_error(x->w, "ERR An LFU maxmemory policy is not selected, access frequency "
+				     "not tracked. Please note that when switching between policies at "
+				     "runtime LRU and LFU data will take some time to adjust.");
+	} else {
+		brk_reply_subcommand_syntax(x, "OBJECT");
+	}
+	return 0;
+}
+
+static const char *const memory_help[] = {
+	"MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"USAGE <key> [SAMPLES <count>]",
+	"    Return the bytes that <key> and its value take in storage (echd keeps streams",
+	"    on disk). Nested values are sampled up to <count> times (default: 5, 0 means",
+	"    sample all).",
+	"HELP",
+	"    Print this help.",
+};
+
+/* Redis' default of MEMORY USAGE's SAMPLES (OBJ_COMPUTE_SIZE_DEF_SAMPLES). */
+#define MEMORY_USAGE_SAMPLES 5
+
+int
+brk_cmd_memory(struct brk_ctx *x)
+{
+	const struct resp_arg *sub = &x->argv[1];
+	long long samples = MEMORY_USAGE_SAMPLES;
+	uint64_t bytes, gbytes = 0;
+	struct st_buf k;
+	struct stream_meta m;
+	int rc;
+
+	if (brk_arg_eq(sub, "HELP")) {
+		BRK_REPLY_HELP(x->w, memory_help);
+		return 0;
+	}
+	if (!brk_arg_eq(sub, "USAGE")) {
+		brk_reply_subcommand_syntax(x, "MEMORY");
+		return 0;
+	}
+	for (int i = 3; i < x->argc; i++) {
+		if (brk_arg_eq(&x->argv[i], "SAMPLES") && i + 1 < x->argc) {
+			if (!brk_arg_ll(x, &x->argv[i + 1], &samples)) {
+				return 0;
+			}
+			if (samples < 0) {
+				resp_add_error(x->w, BRK_ERR_SYNTAX);
+				return 0;
+			}
+			i++;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	k = arg_buf(&x->argv[2]);
+	rc = brk_lookup(x, &k, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_null(x->w);
+		return 0;
+	}
+	if (rc == 0) {
+		rc = stream_usage(x->txn, x->c->db, &k, &m, (uint64_t)samples, &bytes);
+	}
+	if (rc == 0 && m.groups > 0) {
+		rc = group_usage(x->txn, &m, &gbytes);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	resp_add_int(x->w, (long long)(bytes + gbytes > LLONG_MAX ? LLONG_MAX : bytes + gbytes));
 	return 0;
 }

@@ -177,6 +177,12 @@ static const struct subcmd acl_subs[] = {
 static const struct subcmd slowlog_subs[] = {
 	{"get", -2}, {"len", 2}, {"reset", 2}, {"help", 2},
 };
+static const struct subcmd object_subs[] = {
+	{"encoding", 3}, {"refcount", 3}, {"freq", 3}, {"help", 2},
+};
+static const struct subcmd memory_subs[] = {
+	{"usage", -3}, {"help", 2},
+};
 static const struct subcmd command_subs[] = {
 	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
 };
@@ -206,6 +212,12 @@ subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
 	}
 	if (cmd->fn == brk_cmd_slowlog) {
 		return SUBS("slowlog", slowlog_subs);
+	}
+	if (cmd->fn == brk_cmd_object) {
+		return SUBS("object", object_subs);
+	}
+	if (cmd->fn == brk_cmd_memory) {
+		return SUBS("memory", memory_subs);
 	}
 #undef SUBS
 	return NULL;

@@ -1003,6 +1003,8 @@ static const struct {
 	{"unlink", "key [key ...]"},
 	{"exists", "key [key ...]"},
 	{"type", "key"},
+	{"touch", "key [key ...]"},
+	{"randomkey", ""},
 	{"keys", "pattern"},
 	{"scan", "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
 	{"rename", "key newkey"},

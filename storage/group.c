@@ -654,6 +654,42 @@ consumer_each(struct storage_txn *t, const struct group_meta *g, consumer_fn fn,
 	return prefix_each(t, STORAGE_T_CONSUMERS, g->gid, consumer_row, &w);
 }
 
+struct usage_walk {
+	struct storage_txn *t;
+	uint64_t bytes;
+};
+
+static int
+usage_consumer(const struct st_buf *name, const struct consumer_meta *c, void *ud)
+{
+	struct usage_walk *u = ud;
+
+	(void)c;
+	u->bytes += 8 + name->len + 8;                 /* consumers: gid + name -> cid */
+	u->bytes += 16 + CONSREC_FIXED + name->len;    /* consrec: gid + cid -> record */
+	return 0;
+}
+
+static int
+usage_group(const struct st_buf *name, const struct group_meta *g, void *ud)
+{
+	struct usage_walk *u = ud;
+
+	u->bytes += 8 + name->len + GROUP_VLEN;
+	u->bytes += g->pending * (24 + PEL_VLEN + 32); /* pel row and cpel row */
+	return consumer_each(u->t, g, usage_consumer, u);
+}
+
+int
+group_usage(struct storage_txn *t, const struct stream_meta *m, uint64_t *out)
+{
+	struct usage_walk u = {t, 0};
+	int rc = group_each(t, m, usage_group, &u);
+
+	*out = u.bytes;
+	return rc;
+}
+
 /* ---- pending entries ---------------------------------------------------- */
 
 static size_t

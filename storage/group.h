@@ -70,6 +70,11 @@ int group_destroy(struct storage_txn *t, struct stream_meta *m, const struct st_
 typedef int (*group_fn)(const struct st_buf *name, const struct group_meta *g, void *ud);
 int group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void *ud);
 
+/* Bytes of the rows of m's groups, consumers and PELs (keys and values),
+ * the PEL rows counted from the groups' pending counts: O(groups +
+ * consumers). For MEMORY USAGE. */
+int group_usage(struct storage_txn *t, const struct stream_meta *m, uint64_t *out);
+
 /* The logical position of id in the stream ("entries read" up to it), or
  * GROUP_ENTRIES_READ_UNKNOWN (Redis' streamEstimateDistanceFromFirstEverEntry). */
 int64_t group_estimate_distance(const struct stream_meta *m, const struct stream_id *id);

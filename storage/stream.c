@@ -976,6 +976,81 @@ stream_scan(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t *curso
 	return rc;
 }
 
+/* The least and greatest internal ids of db's keys; ECHD_ENOTFOUND if none. */
+static int
+byid_span(struct storage_txn *t, unsigned db, uint64_t *lo, uint64_t *hi)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val, seek;
+	unsigned char sk[9];
+	int rc;
+
+	rc = storage_cursor_open(t, STORAGE_T_BYID, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	sk[0] = (unsigned char)db;
+	st_put_u64(sk + 1, UINT64_MAX);
+	seek.data = sk;
+	seek.len = sizeof(sk);
+	rc = storage_cursor_seek_last(c, &seek, &key, &val);
+	if (rc == 0 && (key.len != 9 || ((const unsigned char *)key.data)[0] != db)) {
+		rc = ECHD_ENOTFOUND;
+	}
+	if (rc == 0) {
+		*hi = st_get_u64((const unsigned char *)key.data + 1);
+		st_put_u64(sk + 1, 0);
+		rc = storage_cursor_seek(c, &seek, &key, &val); /* finds *hi's row at worst */
+	}
+	if (rc == 0) {
+		*lo = st_get_u64((const unsigned char *)key.data + 1);
+	}
+	storage_cursor_close(c);
+	return rc;
+}
+
+struct pick {
+	stream_key_fn fn;
+	void *ud;
+	int rc;
+	bool found;
+};
+
+static int
+pick_cb(const struct st_buf *name, void *ud)
+{
+	struct pick *p = ud;
+
+	p->rc = p->fn(name, p->ud);
+	p->found = true;
+	return 1; /* stop the walk */
+}
+
+int
+stream_random_key(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t rnd,
+	stream_key_fn fn, void *ud)
+{
+	struct pick p = {fn, ud, 0, false};
+	uint64_t lo, hi, cursor;
+	int rc;
+
+	rc = byid_span(t, db, &lo, &hi);
+	if (rc != 0) {
+		return rc;
+	}
+	/* From a random id of the span to the end, then from the start. */
+	cursor = lo + (hi - lo == UINT64_MAX ? rnd : rnd % (hi - lo + 1));
+	rc = stream_scan(t, db, now_ms, &cursor, UINT32_MAX, pick_cb, &p);
+	if (rc == 0 && !p.found) {
+		cursor = 0;
+		rc = stream_scan(t, db, now_ms, &cursor, UINT32_MAX, pick_cb, &p);
+	}
+	if (p.found) {
+		return p.rc;
+	}
+	return rc == 0 ? ECHD_ENOTFOUND : rc; /* every key has expired */
+}
+
 /* Deletes rows of table tb whose key starts with prefix, up to *budget. */
 static int
 delete_prefix(struct storage_txn *t, enum storage_table tb, const unsigned char *prefix,
@@ -1932,4 +2007,109 @@ stream_fields_next(const struct st_buf *fields, size_t *pos, struct st_buf *f, s
 	v->len = l;
 	*pos = at + 4 + l;
 	return true;
+}
+
+/* ---- MEMORY USAGE ------------------------------------------------------- */
+
+/* Bytes of the entry rows of one node: live rows from first on. */
+static int
+node_entry_bytes(struct storage_cursor *ec, uint64_t sid, const struct stream_id *first,
+	uint64_t live, uint64_t *bytes)
+{
+	unsigned char kb[24];
+	struct st_buf seek = {kb, entry_key(kb, sid, first)}, key, val;
+	uint64_t n = 0;
+	int rc;
+
+	rc = storage_cursor_seek(ec, &seek, &key, &val);
+	while (rc == 0 && n < live) {
+		if (key.len != 24 || memcmp(key.data, kb, 8) != 0) {
+			return ECHD_ECORRUPT; /* the node counts more entries than there are */
+		}
+		*bytes += key.len + val.len;
+		if (++n < live) {
+			rc = storage_cursor_next(ec, &key, &val);
+		}
+	}
+	return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+}
+
+int
+stream_usage(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	const struct stream_meta *m, uint64_t samples, uint64_t *out)
+{
+	struct storage_cursor *nc = NULL, *ec = NULL;
+	struct st_buf k, key, val, seek;
+	unsigned char prefix[8];
+	uint64_t bytes, nodes = 0, node_bytes = 0, entries = 0, entry_bytes = 0;
+	struct keybuf kb;
+	int rc;
+
+	rc = keybuf_init(&kb, db, name);
+	if (rc != 0) {
+		return rc;
+	}
+	k.data = kb.p;
+	k.len = kb.len;
+	rc = storage_get(t, STORAGE_T_KEYS, &k, &val);
+	bytes = k.len + val.len;
+	keybuf_finish(&kb);
+	if (rc != 0) {
+		return rc;
+	}
+	bytes += 9 + name->len; /* byid */
+	if (m->expire_ms != 0) {
+		bytes += EXPIRES_KEY_LEN;
+	}
+
+	rc = storage_cursor_open(t, STORAGE_T_NODES, &nc);
+	if (rc == 0) {
+		rc = storage_cursor_open(t, STORAGE_T_ENTRIES, &ec);
+	}
+	if (rc != 0) {
+		goto out;
+	}
+	st_put_u64(prefix, m->sid);
+	seek.data = prefix;
+	seek.len = sizeof(prefix);
+	rc = storage_cursor_seek(nc, &seek, &key, &val);
+	while (rc == 0 && (samples == 0 || nodes < samples)) {
+		struct stream_id first;
+		if (key.len != 24 || memcmp(key.data, prefix, 8) != 0) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		if (val.len < NODE_FIXED) {
+			rc = ECHD_ECORRUPT;
+			break;
+		}
+		st_get_id((const unsigned char *)key.data + 8, &first);
+		nodes++;
+		node_bytes += key.len + val.len;
+		entries += st_get_u64(val.data);
+		/* the entry cursor moves; the node cursor's key and value stay */
+		rc = node_entry_bytes(ec, m->sid, &first, st_get_u64(val.data), &entry_bytes);
+		if (rc == 0) {
+			rc = storage_cursor_next(nc, &key, &val);
+		}
+	}
+	if (rc == ECHD_ENOTFOUND) {
+		rc = 0; /* every node counted */
+	}
+	if (rc != 0) {
+		goto out;
+	}
+	bytes += node_bytes + entry_bytes;
+	/* The nodes not sampled: the sampled ones' mean per node and per entry. */
+	if (nodes > 0 && m->nodes > nodes) {
+		bytes += node_bytes / nodes * (m->nodes - nodes);
+	}
+	if (entries > 0 && m->length > entries) {
+		bytes += (uint64_t)((long double)entry_bytes / entries * (m->length - entries));
+	}
+	*out = bytes;
+out:
+	storage_cursor_close(ec);
+	storage_cursor_close(nc);
+	return rc;
 }

@@ -114,6 +114,20 @@ typedef int (*stream_key_fn)(const struct st_buf *name, void *ud);
 int stream_scan(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t *cursor,
 	unsigned count, stream_key_fn fn, void *ud);
 
+/* Bytes of the key's rows (keys and values): its metadata, index and
+ * expiry rows, node rows and entry rows, for MEMORY USAGE. Like Redis, it
+ * counts the first samples nodes (every node when 0) and takes their mean
+ * per node and per entry for the others. Groups: group_usage(). */
+int stream_usage(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	const struct stream_meta *m, uint64_t samples, uint64_t *out);
+
+/* Calls fn with a random key of db that has not expired at now_ms, drawn
+ * with rnd: the first key from a random internal id on, so not every key
+ * is equally likely. Returns fn's return, or ECHD_ENOTFOUND when db has no
+ * such key. O(log N); O(N) when most keys have expired. */
+int stream_random_key(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t rnd,
+	stream_key_fn fn, void *ud);
+
 /* ---- entries ------------------------------------------------------------ */
 
 /* Encodes nfv field/value buffers as one entry under id, appended after

@@ -159,6 +159,9 @@ class Gen:
             return ([self.pick(("XRANGE", "XREVRANGE")), k, self.range_id(), self.range_id()]
                     + self.maybe(0.4, "COUNT", self.count()))
         if n == 7:
+            if self.r.random() < 0.2:
+                return self.pick((["TOUCH", k], ["OBJECT", "ENCODING", k],
+                                  ["OBJECT", "REFCOUNT", k], ["OBJECT", "FREQ", k]))
             return [self.pick(("XLEN", "EXISTS", "TYPE")), k]
         if n == 8:
             sub = self.pick(("CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER"))

@@ -1752,6 +1752,45 @@ START_TEST(test_pel_deliver_new)
 }
 END_TEST
 
+static uint64_t
+group_rows_bytes(void)
+{
+	return table_bytes(STORAGE_T_GROUPS) + table_bytes(STORAGE_T_CONSUMERS) +
+		table_bytes(STORAGE_T_CONSREC) + table_bytes(STORAGE_T_PEL) + table_bytes(STORAGE_T_CPEL);
+}
+
+START_TEST(test_group_usage)
+{
+	struct stream_meta m;
+	struct group_meta g, h;
+	struct consumer_meta a, b;
+	uint64_t bytes = 1;
+
+	mkstream(0, "s", &m);
+	OK(group_usage(tx, &m, &bytes));
+	U64_EQ(bytes, 0);
+	/* the only stream: its groups' rows are every row of those tables */
+	gcreate(&m, "g", ID_MIN, 0, &g);
+	gcreate(&m, "a-longer-group-name", ID_MIN, 0, &h);
+	ccreate(&g, "alice", 1, &a);
+	ccreate(&g, "b", 1, &b);
+	for (uint64_t i = 1; i <= 30; i++) {
+		deliver(&g, i % 3 ? &a : &b, i, 0, 10);
+	}
+	csave(&g, "alice", &a);
+	csave(&g, "b", &b);
+	gsave(&m, "g", &g);
+	gsave(&m, "a-longer-group-name", &h);
+	OK(group_usage(tx, &m, &bytes));
+	U64_EQ(bytes, group_rows_bytes());
+	/* acknowledged entries leave both PELs */
+	OK(pel_remove(tx, &g, &(struct stream_id){1, 0}));
+	gsave(&m, "g", &g);
+	OK(group_usage(tx, &m, &bytes));
+	U64_EQ(bytes, group_rows_bytes());
+}
+END_TEST
+
 START_TEST(test_pel_remove_run)
 {
 	struct stream_meta m;
@@ -2295,6 +2334,11 @@ pel_suite(void)
 	tc = tcase_create("last");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_pel_last);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("usage");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_group_usage);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("iter");

@@ -167,20 +167,7 @@ rows_of(enum storage_table tb, uint64_t sid)
 static uint64_t
 rows_all(enum storage_table tb)
 {
-	struct st_buf key, val;
-	struct storage_cursor *c;
-	uint64_t n = 0;
-	int rc;
-
-	OK(storage_cursor_open(tx, tb, &c));
-	rc = storage_cursor_seek(c, NULL, &key, &val);
-	while (rc == 0) {
-		n++;
-		rc = storage_cursor_next(c, &key, &val);
-	}
-	storage_cursor_close(c);
-	FAILS(rc, ECHD_ENOTFOUND);
-	return n;
+	return table_rows(tb, NULL);
 }
 
 static bool
@@ -1404,6 +1391,150 @@ START_TEST(test_expire_scan_skips)
 }
 END_TEST
 
+static uint64_t
+usage(const char *name, const struct stream_meta *m, uint64_t samples)
+{
+	struct st_buf n = B(name);
+	uint64_t bytes = 0;
+
+	OK(stream_usage(tx, 0, &n, m, samples, &bytes));
+	return bytes;
+}
+
+START_TEST(test_usage_rows)
+{
+	struct stream_meta m;
+	uint64_t exact, est;
+	struct stream_id id = ID(500, 0);
+
+	create(0, "s", &m);
+	add_sized(&m, 1000, 100); /* nodes of 4096 bytes: 28 of them */
+	save(0, "s", &m);
+	ck_assert_uint_gt(m.nodes, 10);
+	/* the only key: its rows are every row of these tables */
+	exact = table_bytes(STORAGE_T_KEYS) + table_bytes(STORAGE_T_BYID) +
+		table_bytes(STORAGE_T_NODES) + table_bytes(STORAGE_T_ENTRIES);
+	U64_EQ(usage("s", &m, 0), exact);
+	U64_EQ(usage("s", &m, m.nodes), exact);
+	U64_EQ(usage("s", &m, 1000), exact);
+	/* a few nodes of uniform entries stand for the others within 1% */
+	est = usage("s", &m, 5);
+	ck_assert_uint_le(est > exact ? est - exact : exact - est, exact / 100);
+	est = usage("s", &m, 1);
+	ck_assert_uint_le(est > exact ? est - exact : exact - est, exact / 100);
+
+	/* a deleted entry and an expiry time change it by their rows */
+	OK(stream_delete_entry(tx, &m, &id));
+	save(0, "s", &m);
+	exact = table_bytes(STORAGE_T_KEYS) + table_bytes(STORAGE_T_BYID) +
+		table_bytes(STORAGE_T_NODES) + table_bytes(STORAGE_T_ENTRIES);
+	U64_EQ(usage("s", &m, 0), exact);
+	set_expire(0, "s", &m, 5000);
+	U64_EQ(usage("s", &m, 0), exact + table_bytes(STORAGE_T_EXPIRES));
+	ck_assert_uint_gt(table_bytes(STORAGE_T_EXPIRES), 0);
+}
+END_TEST
+
+START_TEST(test_usage_empty_and_corrupt)
+{
+	struct stream_meta m, bad;
+	uint64_t bytes;
+
+	create(0, "e", &m);
+	U64_EQ(usage("e", &m, 5),
+		table_bytes(STORAGE_T_KEYS) + table_bytes(STORAGE_T_BYID));
+	add_sized(&m, 3, 10);
+	save(0, "e", &m);
+	/* a node that counts more entries than the stream has */
+	bad = m;
+	{
+		unsigned char k[24];
+		struct st_buf kb = {k, 24};
+		sid_key(k, m.sid);
+		sid_key(k + 8, 3);
+		memset(k + 16, 0, 8);
+		OK(storage_del(tx, STORAGE_T_ENTRIES, &kb));
+	}
+	{
+		struct st_buf n = B("e");
+		FAILS(stream_usage(tx, 0, &n, &bad, 0, &bytes), ECHD_ECORRUPT);
+	}
+}
+END_TEST
+
+static int
+copy_name_cb(const struct st_buf *name, void *ud)
+{
+	char *out = ud;
+
+	ck_assert_uint_lt(name->len, 16);
+	memcpy(out, name->data, name->len);
+	out[name->len] = '\0';
+	return 0;
+}
+
+static int
+refuse_cb(const struct st_buf *name, void *ud)
+{
+	(void)name;
+	(void)ud;
+	return -ENOMEM;
+}
+
+static int
+rk(unsigned db, uint64_t now, uint64_t rnd, char *out)
+{
+	return stream_random_key(tx, db, now, rnd, copy_name_cb, out);
+}
+
+START_TEST(test_random_key)
+{
+	static const char *names[] = {"a", "b", "c", "d", "e"};
+	struct stream_meta m[5], other;
+	char got[16];
+
+	FAILS(rk(0, 0, 7, got), ECHD_ENOTFOUND);
+	for (int i = 0; i < 5; i++) {
+		create(0, names[i], &m[i]);
+	}
+	create(1, "x", &other);
+	/* internal ids in a row: draw i is the i-th key, and the draws wrap */
+	for (uint64_t r = 0; r < 10; r++) {
+		OK(rk(0, 0, r, got));
+		ck_assert_str_eq(got, names[r % 5]);
+	}
+	OK(rk(1, 0, 12345, got));
+	ck_assert_str_eq(got, "x");
+	FAILS(stream_random_key(tx, 0, 0, 3, refuse_cb, NULL), -ENOMEM); /* fn's error */
+	FAILS(rk(2, 0, 1, got), ECHD_ENOTFOUND);
+
+	/* expired keys are passed over, the last one wrapping to the first */
+	set_expire(0, "c", &m[2], 100);
+	set_expire(0, "e", &m[4], 100);
+	OK(rk(0, 99, 2, got));
+	ck_assert_str_eq(got, "c");
+	OK(rk(0, 100, 2, got));
+	ck_assert_str_eq(got, "d");
+	OK(rk(0, 100, 4, got));
+	ck_assert_str_eq(got, "a");
+	set_expire(0, "a", &m[0], 100);
+	set_expire(0, "b", &m[1], 100);
+	set_expire(0, "d", &m[3], 100);
+	for (uint64_t r = 0; r < 5; r++) {
+		FAILS(rk(0, 100, r, got), ECHD_ENOTFOUND);
+	}
+	OK(rk(1, 100, 3, got)); /* another db's keys are their own */
+	ck_assert_str_eq(got, "x");
+	/* a deleted key leaves a gap the next key fills */
+	{
+		struct st_buf n = B("b");
+		OK(stream_delete(tx, 0, &n));
+	}
+	OK(rk(0, 0, 1, got));
+	ck_assert_str_eq(got, "c");
+}
+END_TEST
+
 static Suite *
 keys_suite(void)
 {
@@ -1467,6 +1598,13 @@ keys_suite(void)
 	tcase_add_test(tc, test_expire_stale_row);
 	tcase_add_test(tc, test_expire_follows_key);
 	tcase_add_test(tc, test_expire_scan_skips);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("usage_random");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_usage_rows);
+	tcase_add_test(tc, test_usage_empty_and_corrupt);
+	tcase_add_test(tc, test_random_key);
 	suite_add_tcase(s, tc);
 	return s;
 }

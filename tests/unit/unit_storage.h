@@ -235,4 +235,38 @@ buf_eq(const struct st_buf *b, const void *p, size_t len)
 	return b->len == len && (len == 0 || memcmp(b->data, p, len) == 0);
 }
 
+/* Rows of table tb, as the current transaction sees them; *bytes (when
+ * not NULL) gets the sum of their keys' and values' lengths. */
+static inline uint64_t
+table_rows(enum storage_table tb, uint64_t *bytes)
+{
+	struct st_buf key, val;
+	struct storage_cursor *c;
+	uint64_t n = 0, b = 0;
+	int rc;
+
+	OK(storage_cursor_open(tx, tb, &c));
+	rc = storage_cursor_seek(c, NULL, &key, &val);
+	while (rc == 0) {
+		n++;
+		b += key.len + val.len;
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	FAILS(rc, ECHD_ENOTFOUND);
+	if (bytes != NULL) {
+		*bytes = b;
+	}
+	return n;
+}
+
+static inline uint64_t
+table_bytes(enum storage_table tb)
+{
+	uint64_t b;
+
+	table_rows(tb, &b);
+	return b;
+}
+
 #endif /* ECHD_TESTS_UNIT_STORAGE_H */

@@ -1,0 +1,180 @@
+"""Key introspection: TOUCH, RANDOMKEY, OBJECT (ENCODING REFCOUNT FREQ HELP) and MEMORY
+(USAGE HELP), with their errors, in the databases and with expired keys.
+
+Replies are those of Redis 7.4 unless a test is marked echd-only. MEMORY USAGE is a byte
+count in both, but not the same count: Redis measures RAM, echd the bytes of the key's rows
+in storage. The shared tests check only what both promise (null for a missing key, a number
+that grows with the data); the echd-only ones check echd's own accounting.
+"""
+
+import time
+
+from echdtest import echd_only
+
+ARITY = "ERR wrong number of arguments for '%s' command"
+NOT_INT = "ERR value is not an integer or out of range"
+SYNTAX = "ERR syntax error"
+NO_LFU = ("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please "
+          "note that when switching between policies at runtime LRU and LFU data will take "
+          "some time to adjust.")
+
+
+def add(c, key, n=1, value="v"):
+    for _ in range(n):
+        c.call("XADD", key, "*", "f", value)
+
+
+def test_touch(server):
+    c = server.raw()
+    assert c.call("TOUCH", "nokey") == 0
+    add(c, "a")
+    add(c, "b")
+    assert c.call("TOUCH", "a", "b", "nokey", "a") == 3   # a key named twice counts twice
+    assert c.call("PEXPIRE", "b", "100000") == 1
+    assert c.call("TOUCH", "b") == 1
+    assert 0 < c.call("PTTL", "b") <= 100000              # TOUCH keeps the TTL
+    assert c.err("TOUCH") == ARITY % "touch"
+    assert c.call("XLEN", "a") == 1
+
+
+def test_randomkey(server):
+    c = server.raw()
+    assert c.call("RANDOMKEY") is None
+    add(c, "only")
+    assert c.call("RANDOMKEY") == b"only"
+    names = {b"k%d" % i for i in range(10)}
+    for n in sorted(names):
+        add(c, n.decode())
+    drawn = [c.call("RANDOMKEY") for _ in range(300)]
+    assert set(drawn) <= names | {b"only"}
+    # 11 keys made one after the other: each is drawn (a miss of one in 300 draws has a
+    # chance of about 1e-12 when they are equally likely)
+    assert set(drawn) == names | {b"only"}
+    assert c.err("RANDOMKEY", "x") == ARITY % "randomkey"
+
+
+def test_randomkey_databases_and_long_names(server):
+    c = server.raw()
+    add(c, "in0")
+    assert c.call("SELECT", "1") == "OK"
+    assert c.call("RANDOMKEY") is None
+    long_name = "L" * 600   # past what a storage key holds whole
+    add(c, long_name)
+    assert c.call("RANDOMKEY") == long_name.encode()
+    assert c.call("SELECT", "0") == "OK"
+    assert c.call("RANDOMKEY") == b"in0"
+
+
+def test_randomkey_skips_expired(server):
+    c = server.raw()
+    for i in range(5):
+        add(c, "e%d" % i)
+        assert c.call("PEXPIRE", "e%d" % i, "1") == 1
+    add(c, "live")
+    time.sleep(0.05)
+    assert {c.call("RANDOMKEY") for _ in range(40)} == {b"live"}
+    assert c.call("DEL", "live") == 1
+    assert c.call("RANDOMKEY") is None
+
+
+def test_object(server):
+    c = server.raw()
+    add(c, "s")
+    assert c.call("OBJECT", "ENCODING", "s") == b"stream"
+    assert c.call("object", "encoding", "s") == b"stream"
+    assert c.call("OBJECT", "REFCOUNT", "s") == 1
+    assert c.err("OBJECT", "FREQ", "s") == NO_LFU
+    for sub in ("ENCODING", "REFCOUNT", "FREQ"):
+        assert c.call("OBJECT", sub, "nokey") is None
+    assert c.err("OBJECT", "ENCODING") == ARITY % "object|encoding"
+    assert c.err("OBJECT", "ENCODING", "s", "x") == ARITY % "object|encoding"
+    assert c.err("OBJECT") == ARITY % "object"
+    assert c.err("OBJECT", "nosuch", "s") == \
+        "ERR unknown subcommand 'nosuch'. Try OBJECT HELP."
+    helptext = c.call("OBJECT", "HELP")
+    assert helptext[0].startswith("OBJECT <subcommand>")
+    assert any(line.startswith("ENCODING") for line in helptext)
+    assert c.err("OBJECT", "HELP", "x") == ARITY % "object|help"
+
+
+@echd_only("echd keeps no access times: OBJECT IDLETIME is not offered")
+def test_object_idletime_unknown(server):
+    c = server.raw()
+    add(c, "s")
+    assert c.err("OBJECT", "IDLETIME", "s") == \
+        "ERR unknown subcommand 'IDLETIME'. Try OBJECT HELP."
+
+
+def test_memory_usage(server):
+    c = server.raw()
+    assert c.call("MEMORY", "USAGE", "nokey") is None
+    add(c, "small", 10)
+    add(c, "big", 1000, "x" * 100)
+    small = c.call("MEMORY", "USAGE", "small")
+    big = c.call("MEMORY", "USAGE", "big")
+    assert isinstance(small, int) and small > 0
+    assert big > small + 1000 * 100          # at least the values' bytes more
+    assert c.call("MEMORY", "USAGE", "big", "SAMPLES", "0") > 1000 * 100
+    assert c.call("MEMORY", "USAGE", "big", "samples", "1000") > 1000 * 100
+    # a consumer group's pending entries take room as well
+    assert c.call("XGROUP", "CREATE", "big", "g", "0") == "OK"
+    before = c.call("MEMORY", "USAGE", "big", "SAMPLES", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "500", "STREAMS", "big", ">")
+    assert c.call("MEMORY", "USAGE", "big", "SAMPLES", "0") > before
+    # errors
+    assert c.err("MEMORY", "USAGE", "small", "SAMPLES", "-1") == SYNTAX
+    assert c.err("MEMORY", "USAGE", "small", "SAMPLES", "x") == NOT_INT
+    assert c.err("MEMORY", "USAGE", "small", "SAMPLES") == SYNTAX
+    assert c.err("MEMORY", "USAGE", "small", "FOO") == SYNTAX
+    assert c.err("MEMORY", "USAGE") == ARITY % "memory|usage"
+    assert c.err("MEMORY") == ARITY % "memory"
+    helptext = c.call("MEMORY", "HELP")
+    assert helptext[0].startswith("MEMORY <subcommand>")
+    assert any(line.startswith("USAGE <key>") for line in helptext)
+
+
+@echd_only("echd counts the bytes of the key's rows in storage, not RAM")
+def test_memory_usage_accounting(server):
+    c = server.raw()
+    add(c, "s", 10, "y" * 1000)
+    exact = c.call("MEMORY", "USAGE", "s", "SAMPLES", "0")
+    # ten values of 1000 bytes, plus ids, field names and the key's own rows
+    assert 10 * 1000 < exact < 10 * 1000 + 1500
+    # uniform entries over many nodes: five sampled nodes estimate the whole within 5%
+    add(c, "many", 3000, "z" * 50)
+    whole = c.call("MEMORY", "USAGE", "many", "SAMPLES", "0")
+    assert 3000 * 50 < whole
+    assert abs(c.call("MEMORY", "USAGE", "many") - whole) <= whole // 20
+    assert c.call("MEMORY", "USAGE", "many", "SAMPLES", "1000000") == whole
+    # each pending entry is a row in the group's PEL and one in the consumer's
+    assert c.call("XGROUP", "CREATE", "many", "g", "0") == "OK"
+    base = c.call("MEMORY", "USAGE", "many", "SAMPLES", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "100", "STREAMS", "many", ">")
+    grown = c.call("MEMORY", "USAGE", "many", "SAMPLES", "0")
+    assert grown - base >= 100 * (24 + 24 + 32)
+    c.call("XACK", "many", "g", *[e[0] for e in
+                                  c.call("XRANGE", "many", "-", "+", "COUNT", "100")])
+    assert c.call("MEMORY", "USAGE", "many", "SAMPLES", "0") < grown
+    # XDEL and XTRIM shrink it; an expired key has none
+    c.call("XTRIM", "many", "MAXLEN", "1000")
+    assert c.call("MEMORY", "USAGE", "many", "SAMPLES", "0") < base * 2 // 3
+    assert c.call("PEXPIRE", "s", "1") == 1
+    time.sleep(0.02)
+    assert c.call("MEMORY", "USAGE", "s") is None
+
+
+def test_command_table(server):
+    c = server.raw()
+    listed = set(c.call("COMMAND", "LIST"))
+    for name in (b"touch", b"randomkey", b"object", b"object|encoding", b"object|refcount",
+                 b"object|freq", b"memory", b"memory|usage"):
+        assert name in listed
+    info = c.call("COMMAND", "INFO", "touch", "randomkey")
+    assert [(i[0], i[1], i[3], i[4], i[5]) for i in info] == \
+        [(b"touch", -2, 1, -1, 1), (b"randomkey", 1, 0, 0, 0)]
+    # in MULTI like other reads
+    add(c, "s")
+    assert c.call("MULTI") == "OK"
+    for cmd in (("TOUCH", "s"), ("OBJECT", "ENCODING", "s"), ("RANDOMKEY",)):
+        assert c.call(*cmd) == "QUEUED"
+    assert c.call("EXEC") == [1, b"stream", b"s"]
