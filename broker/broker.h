@@ -157,6 +157,13 @@ enum {
 	BRK_CONN_MONITOR = 1 << 10,          /* MONITOR: on the monitors list */
 };
 
+/* A key c WATCHes. expired: the key had expired (not yet dropped) when
+ * WATCHed; its drop is then no change, as in Redis. */
+struct brk_watch {
+	struct brk_waitkey *wk;
+	bool expired;
+};
+
 struct brk_conn {
 	struct brk_server *srv;
 	struct bufferevent *bev;
@@ -195,7 +202,7 @@ struct brk_conn {
 	bool watch_dirty;        /* a watched key changed: EXEC answers null */
 	struct brk_argv *queue;  /* owned copies of the queued commands */
 	int nqueue, qcap;
-	struct brk_waitkey **watched;
+	struct brk_watch *watched;
 	int nwatched, watched_cap;
 	struct brk_conn *prev, *next;   /* all connections */
 	struct brk_conn *held_next;     /* held list */
@@ -480,6 +487,8 @@ int brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *
 void brk_expire_note(struct brk_server *srv, uint64_t when_ms);
 /* Says key (db, name) changed in this batch: its waiters run after commit. */
 void brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len);
+/* The same for a key dropped because it expired. */
+void brk_signal_expired(struct brk_server *srv, unsigned db, const void *name, size_t len);
 /* Says every key of db (or all dbs) changed (FLUSHDB/FLUSHALL). */
 void brk_signal_db(struct brk_server *srv, unsigned db, bool all);
 
@@ -504,8 +513,9 @@ void brk_block_end(struct brk_conn *c, bool error);
  * until they are (and has the flush done now, not at the next second). */
 int brk_waitaof_local(struct brk_conn *c, bool want);
 
-/* WATCH: registers c on (db, key); brk_signal_key() marks it dirty. */
-int brk_watch_key(struct brk_conn *c, const void *name, size_t len);
+/* WATCH: registers c on (db, key); brk_signal_key() marks it dirty. expired:
+ * the key exists but has expired (see struct brk_watch). */
+int brk_watch_key(struct brk_conn *c, const void *name, size_t len, bool expired);
 void brk_unwatch_all(struct brk_conn *c);
 /* Drops c's MULTI state (queue and watches). */
 void brk_multi_reset(struct brk_conn *c);

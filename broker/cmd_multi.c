@@ -105,12 +105,25 @@ brk_cmd_discard(struct brk_ctx *x)
 int
 brk_cmd_watch(struct brk_ctx *x)
 {
+	struct storage_txn *t;
+	int rc;
+
 	if (x->c->multi) {
 		resp_add_error(x->w, "ERR WATCH inside MULTI is not allowed");
 		return 0;
 	}
+	t = brk_batch_txn(x->srv, &rc);
+	if (t == NULL) {
+		return rc;
+	}
 	for (int i = 1; i < x->argc; i++) {
-		int rc = brk_watch_key(x->c, x->argv[i].p, x->argv[i].len);
+		struct st_buf k = {x->argv[i].p, x->argv[i].len};
+		struct stream_meta m;
+		rc = stream_lookup(t, x->c->db, &k, &m);
+		if (rc != 0 && rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+		rc = brk_watch_key(x->c, k.data, k.len, rc == 0 && stream_expired(&m, x->srv->cmd_ms));
 		if (rc != 0) {
 			return rc;
 		}
@@ -128,7 +141,7 @@ brk_cmd_unwatch(struct brk_ctx *x)
 }
 
 /* A watched key whose expiry time passed counts as changed, as in Redis,
- * even before the cron drops it. */
+ * even before the cron drops it -- unless it had expired when WATCHed. */
 static int
 watched_expired(struct brk_ctx *x)
 {
@@ -141,10 +154,13 @@ watched_expired(struct brk_ctx *x)
 		return rc;
 	}
 	for (int i = 0; i < c->nwatched && !c->watch_dirty; i++) {
-		struct brk_waitkey *wk = c->watched[i];
+		struct brk_waitkey *wk = c->watched[i].wk;
 		struct st_buf k = {wk->name, wk->len};
 		struct stream_meta m;
 
+		if (c->watched[i].expired) {
+			continue;
+		}
 		rc = stream_lookup(t, wk->db, &k, &m);
 		if (rc == 0 && stream_expired(&m, x->srv->cmd_ms)) {
 			c->watch_dirty = true;

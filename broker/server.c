@@ -317,7 +317,7 @@ expired_cb(unsigned db, const struct st_buf *name, void *ud)
 	struct brk_server *srv = ud;
 
 	srv->stats.expired_keys++;
-	brk_signal_key(srv, db, name->data, name->len);
+	brk_signal_expired(srv, db, name->data, name->len);
 }
 
 void
@@ -821,15 +821,15 @@ conn_array_add(struct brk_conn ***a, int *n, int *cap, struct brk_conn *c)
 }
 
 int
-brk_watch_key(struct brk_conn *c, const void *name, size_t len)
+brk_watch_key(struct brk_conn *c, const void *name, size_t len, bool expired)
 {
 	struct brk_server *srv = c->srv;
 	struct brk_waitkey *wk;
 
 	for (int i = 0; i < c->nwatched; i++) {
-		wk = c->watched[i];
+		wk = c->watched[i].wk;
 		if (wk->db == c->db && wk->len == len && memcmp(wk->name, name, len) == 0) {
-			return 0; /* already watched */
+			return 0; /* already watched: Redis keeps the first WATCH's flag */
 		}
 	}
 	wk = wk_get(srv, c->db, name, len);
@@ -838,7 +838,7 @@ brk_watch_key(struct brk_conn *c, const void *name, size_t len)
 	}
 	if (c->nwatched == c->watched_cap) {
 		int ncap = c->watched_cap ? c->watched_cap * 2 : 4;
-		struct brk_waitkey **nw = echd_realloc(c->watched, (size_t)ncap * sizeof(*nw));
+		struct brk_watch *nw = echd_realloc(c->watched, (size_t)ncap * sizeof(*nw));
 		if (nw == NULL) {
 			wk_maybe_free(srv, wk);
 			return -ENOMEM;
@@ -850,7 +850,8 @@ brk_watch_key(struct brk_conn *c, const void *name, size_t len)
 		wk_maybe_free(srv, wk);
 		return -ENOMEM;
 	}
-	c->watched[c->nwatched++] = wk;
+	c->watched[c->nwatched].wk = wk;
+	c->watched[c->nwatched++].expired = expired;
 	return 0;
 }
 
@@ -858,7 +859,7 @@ void
 brk_unwatch_all(struct brk_conn *c)
 {
 	for (int i = 0; i < c->nwatched; i++) {
-		struct brk_waitkey *wk = c->watched[i];
+		struct brk_waitkey *wk = c->watched[i].wk;
 		conn_array_remove(wk->watchers, &wk->nwatchers, c);
 		wk_maybe_free(c->srv, wk);
 	}
@@ -885,12 +886,27 @@ brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m)
 	srv->stats.expired_keys++;
 	srv->gc_pending = true;
 	x->modified = true;
-	brk_signal_key(srv, x->c->db, key->data, key->len);
+	brk_signal_expired(srv, x->c->db, key->data, key->len);
 	return ECHD_ENOTFOUND;
 }
 
-void
-brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len)
+/* c's WATCH of wk. */
+static struct brk_watch *
+watch_of(struct brk_conn *c, const struct brk_waitkey *wk)
+{
+	for (int i = 0; i < c->nwatched; i++) {
+		if (c->watched[i].wk == wk) {
+			return &c->watched[i];
+		}
+	}
+	return NULL;
+}
+
+/* dropped: the key went because it expired. A watcher that WATCHed it
+ * already expired sees no change in that (Redis' touchWatchedKey); any
+ * other change, or the drop of a key live when WATCHed, is one. */
+static void
+signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len, bool dropped)
 {
 	struct brk_waitkey *wk = wk_find(srv, db, name, len);
 
@@ -898,7 +914,15 @@ brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len
 		return;
 	}
 	for (int i = 0; i < wk->nwatchers; i++) {
-		wk->watchers[i]->watch_dirty = true;
+		struct brk_conn *w = wk->watchers[i];
+		struct brk_watch *e = watch_of(w, wk);
+		if (e != NULL && e->expired) {
+			e->expired = false; /* gone now, or made anew: no longer expired */
+			if (dropped) {
+				continue;
+			}
+		}
+		w->watch_dirty = true;
 	}
 	if (wk->touched || wk->nwaiters == 0) {
 		return;
@@ -906,6 +930,18 @@ brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len
 	wk->touched = true;
 	wk->touched_next = srv->touched;
 	srv->touched = wk;
+}
+
+void
+brk_signal_key(struct brk_server *srv, unsigned db, const void *name, size_t len)
+{
+	signal_key(srv, db, name, len, false);
+}
+
+void
+brk_signal_expired(struct brk_server *srv, unsigned db, const void *name, size_t len)
+{
+	signal_key(srv, db, name, len, true);
 }
 
 void
@@ -944,6 +980,11 @@ brk_watch_flush(struct brk_server *srv, struct storage_txn *t, unsigned db, bool
 				return rc;
 			}
 			for (int j = 0; j < wk->nwatchers; j++) {
+				struct brk_watch *e = watch_of(wk->watchers[j], wk);
+				if (e != NULL && e->expired) {
+					e->expired = false; /* an expired key deleted: no change */
+					continue;
+				}
 				wk->watchers[j]->watch_dirty = true;
 			}
 		}

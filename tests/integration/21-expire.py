@@ -453,6 +453,61 @@ def test_watch(server):
     assert c.call("EXISTS", "s") == 0
 
 
+def test_watch_of_an_expired_key(server):
+    """A key that had already expired when WATCHed: its going (by the cycle or FLUSHALL) is
+    no change and EXEC runs; made anew, it is a change (Redis 7.0+, touchWatchedKey)."""
+    c = server.raw()
+    other = server.raw()
+
+    def run(between, sleep=0.0):
+        c.call("FLUSHALL")
+        fresh(c)
+        c.call("PEXPIRE", "s", "1")
+        time.sleep(0.02)                   # expired; dropped or not yet
+        c.call("WATCH", "s")
+        if between:
+            other.call(*between)
+        time.sleep(sleep)
+        c.call("MULTI")
+        c.call("XADD", "t", "9-1", "f", "v")
+        return c.call("EXEC")
+
+    assert run(None) == [b"9-1"]
+    assert run(None, sleep=0.25) == [b"9-1"]             # the cycle drops it meanwhile
+    assert run(("FLUSHALL",)) == [b"9-1"]
+    assert run(("DEL", "s")) == [b"9-1"]                 # nothing to delete
+    assert run(("XADD", "s", "1-1", "f", "v")) is None   # a new stream under the name
+    assert c.call("EXISTS", "t") == 0
+    assert run(("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")) is None
+
+
+@echd_only("active-expire-keys is echd's; Redis needs DEBUG SET-ACTIVE-EXPIRE, off by default")
+def test_watch_of_an_expired_key_lazily(server):
+    """The same with the cycle off, so that the key is still there at WATCH and at EXEC."""
+    s = server.spawn("--active-expire-keys", "0")
+    c = s.raw()
+    other = s.raw()
+    for k in ("a", "b"):
+        fresh(c, k)
+        c.call("PEXPIRE", k, "1")
+    time.sleep(0.02)
+    assert c.call("DBSIZE") == 2            # not dropped
+    c.call("WATCH", "a")
+    c.call("MULTI")
+    c.call("XLEN", "a")
+    assert c.call("EXEC") == [0]
+    c.call("WATCH", "a", "b")
+    assert other.call("XADD", "b", "1-1", "f", "v") == b"1-1"  # drops b, then makes b
+    c.call("MULTI")
+    c.call("XLEN", "b")
+    assert c.call("EXEC") is None
+    c.call("WATCH", "a")
+    assert other.call("EXPIRE", "a", "100") == 0    # a write: it drops a, which is no change
+    c.call("MULTI")
+    c.call("XLEN", "a")
+    assert c.call("EXEC") == [0]
+
+
 def test_blocked_xread_outlives_expiry(server):
     """XREAD BLOCK on $ stays blocked when the key expires; it still waits for an id above the
     old stream's top, so an XADD of a lower id to the fresh stream does not wake it."""
