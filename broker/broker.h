@@ -417,7 +417,7 @@ BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
 BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
-BRK_DECL(object); BRK_DECL(memory);
+BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -483,6 +483,8 @@ void brk_conn_mark_pending(struct brk_conn *c);
  * found, and a write command drops it first (so it can make a new one).
  * Borrows key. */
 int brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m);
+/* The same in database db (MOVE's destination). */
+int brk_lookup_in(struct brk_ctx *x, unsigned db, const struct st_buf *key, struct stream_meta *m);
 /* Tells the cron that a key of the batch expires at when_ms. */
 void brk_expire_note(struct brk_server *srv, uint64_t when_ms);
 /* Says key (db, name) changed in this batch: its waiters run after commit. */

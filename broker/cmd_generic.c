@@ -133,27 +133,40 @@ brk_cmd_reset(struct brk_ctx *x)
 	return 0;
 }
 
-int
-brk_cmd_select(struct brk_ctx *x)
+/* Reads a database index as SELECT and MOVE do; replies the error and
+ * returns false when it is not one. */
+static bool
+db_index_arg(struct brk_ctx *x, const struct resp_arg *a, unsigned *out)
 {
 	long long db;
 
-	if (!brk_str2ll(x->argv[1].p, x->argv[1].len, &db)) {
+	if (!brk_str2ll(a->p, a->len, &db)) {
 		resp_add_error(x->w, BRK_ERR_NOTINT);
-		return 0;
+		return false;
 	}
 	if (db < INT_MIN || db > INT_MAX) {
 		/* Redis reads the index as an int first */
 		resp_add_errorf(x->w, "ERR value is out of range, value must between %d and %d",
 			INT_MIN, INT_MAX);
-		return 0;
+		return false;
 	}
 	if (db < 0 || db >= x->srv->cfg.databases) {
 		resp_add_error(x->w, "ERR DB index is out of range");
-		return 0;
+		return false;
 	}
-	x->c->db = (unsigned)db;
-	resp_add_simple(x->w, "OK");
+	*out = (unsigned)db;
+	return true;
+}
+
+int
+brk_cmd_select(struct brk_ctx *x)
+{
+	unsigned db;
+
+	if (db_index_arg(x, &x->argv[1], &db)) {
+		x->c->db = db;
+		resp_add_simple(x->w, "OK");
+	}
 	return 0;
 }
 
@@ -407,6 +420,47 @@ int
 brk_cmd_renamenx(struct brk_ctx *x)
 {
 	return do_rename(x, true);
+}
+
+int
+brk_cmd_move(struct brk_ctx *x)
+{
+	struct st_buf k = arg_buf(&x->argv[1]);
+	struct stream_meta m, there;
+	unsigned db;
+	int rc;
+
+	/* Redis' order: the index, the same database, then the keys */
+	if (!db_index_arg(x, &x->argv[2], &db)) {
+		return 0;
+	}
+	if (db == x->c->db) {
+		resp_add_error(x->w, "ERR source and destination objects are the same");
+		return 0;
+	}
+	rc = brk_lookup(x, &k, &m);
+	if (rc == 0) {
+		rc = brk_lookup_in(x, db, &k, &there);
+		if (rc == 0) {
+			resp_add_int(x->w, 0); /* the name is taken there */
+			return 0;
+		}
+		if (rc == ECHD_ENOTFOUND) {
+			rc = stream_move(x->txn, x->c->db, &k, db);
+		}
+	}
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	x->dirty++;
+	brk_signal_key(x->srv, x->c->db, k.data, k.len);
+	brk_signal_key(x->srv, db, k.data, k.len);
+	resp_add_int(x->w, 1);
+	return 0;
 }
 
 static int

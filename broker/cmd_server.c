@@ -1018,6 +1018,7 @@ static const struct {
 	{"pexpiretime", "key"},
 	{"persist", "key"},
 	{"renamenx", "key newkey"},
+	{"move", "key db"},
 	{"flushdb", "[<ASYNC | SYNC>]"},
 	{"flushall", "[<ASYNC | SYNC>]"},
 	{"info", "[section [section ...]]"},

@@ -85,6 +85,8 @@ static const struct brk_cmd cmds[] = {
 		"Renames a key and overwrites the destination.", "O(1)"},
 	{"renamenx", brk_cmd_renamenx, 3, W | F, 1, 2, 1, "@keyspace @write @fast", "generic",
 		"1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)"},
+	{"move", brk_cmd_move, 3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic", "1.0.0",
+		"Moves a key to another database.", "O(1)"},
 	{"flushdb", brk_cmd_flushdb, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous", "server",
 		"1.0.0", "Removes all keys from the current database.", "O(N)"},
 	{"flushall", brk_cmd_flushall, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous",

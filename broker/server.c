@@ -870,8 +870,14 @@ brk_unwatch_all(struct brk_conn *c)
 int
 brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m)
 {
+	return brk_lookup_in(x, x->c->db, key, m);
+}
+
+int
+brk_lookup_in(struct brk_ctx *x, unsigned db, const struct st_buf *key, struct stream_meta *m)
+{
 	struct brk_server *srv = x->srv;
-	int rc = stream_lookup(x->txn, x->c->db, key, m);
+	int rc = stream_lookup(x->txn, db, key, m);
 
 	if (rc != 0 || !stream_expired(m, srv->cmd_ms)) {
 		return rc;
@@ -879,14 +885,14 @@ brk_lookup(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m)
 	if (!x->may_write) {
 		return ECHD_ENOTFOUND; /* the cron drops it; a read writes nothing */
 	}
-	rc = stream_delete(x->txn, x->c->db, key);
+	rc = stream_delete(x->txn, db, key);
 	if (rc != 0) {
 		return rc;
 	}
 	srv->stats.expired_keys++;
 	srv->gc_pending = true;
 	x->modified = true;
-	brk_signal_expired(srv, x->c->db, key->data, key->len);
+	brk_signal_expired(srv, db, key->data, key->len);
 	return ECHD_ENOTFOUND;
 }
 

@@ -560,9 +560,11 @@ stream_create(struct storage_txn *t, unsigned db, const struct st_buf *name,
 	return rc;
 }
 
-/* Removes the key row and schedules its rows for deletion. */
+/* Removes the key's own rows: its row in KEYS and in BYID, its expiry
+ * row, and its count in db. The rows it names stay. */
 static int
-key_drop(struct storage_txn *t, unsigned db, const struct st_buf *name, const struct stream_meta *m)
+key_unlink(struct storage_txn *t, unsigned db, const struct st_buf *name,
+	const struct stream_meta *m)
 {
 	struct keybuf kb;
 	struct st_buf kk;
@@ -587,10 +589,44 @@ key_drop(struct storage_txn *t, unsigned db, const struct st_buf *name, const st
 	if (rc == 0 && m->expire_ms != 0) {
 		rc = expires_row(t, m->expire_ms, db, m->sid, false);
 	}
-	if (rc != 0) {
-		return rc;
+	return rc;
+}
+
+/* Removes the key row and schedules its rows for deletion. */
+static int
+key_drop(struct storage_txn *t, unsigned db, const struct st_buf *name, const struct stream_meta *m)
+{
+	int rc = key_unlink(t, db, name, m);
+
+	return rc != 0 ? rc : trash_stream(t, m->sid);
+}
+
+int
+stream_move(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst)
+{
+	struct stream_meta m, there;
+	int rc = stream_lookup(t, db, name, &m);
+
+	if (rc == 0) {
+		rc = stream_lookup(t, dst, name, &there);
+		rc = rc == 0 ? ECHD_EEXIST : rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
-	return trash_stream(t, m->sid);
+	if (rc == 0) {
+		rc = key_unlink(t, db, name, &m);
+	}
+	if (rc == 0) {
+		rc = stream_meta_save(t, dst, name, &m);
+	}
+	if (rc == 0) {
+		rc = byid_put(t, dst, m.sid, name);
+	}
+	if (rc == 0) {
+		rc = dbsize_add(t, dst, 1);
+	}
+	if (rc == 0 && m.expire_ms != 0) {
+		rc = expires_row(t, m.expire_ms, dst, m.sid, true);
+	}
+	return rc;
 }
 
 int

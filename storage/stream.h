@@ -69,6 +69,10 @@ int stream_delete(struct storage_txn *t, unsigned db, const struct st_buf *name)
  * Returns 0 or ECHD_ENOTFOUND (no source). */
 int stream_rename(struct storage_txn *t, unsigned db, const struct st_buf *from,
 	const struct st_buf *to);
+/* Moves the key to database dst, where its name must be free; its
+ * entries, groups and expiry time go with it. Returns 0, ECHD_ENOTFOUND,
+ * or ECHD_EEXIST (dst has the name; nothing changes). */
+int stream_move(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst);
 /* Deletes every key of db, or of every database when all_dbs. */
 int stream_flush(struct storage_txn *t, unsigned db, bool all_dbs);
 /* Number of keys in db. */

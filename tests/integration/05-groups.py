@@ -1557,7 +1557,7 @@ def test_block_client_disconnects(server):
            "blocked on no longer exists' (XGROUP DESTROY)")
 def test_block_nogroup_when_deleted(server):
     actions = [("DEL", "s"), ("XGROUP", "DESTROY", "s", "g"), ("FLUSHALL",), ("FLUSHDB",),
-               ("RENAME", "s", "t"), ("UNLINK", "s")]
+               ("RENAME", "s", "t"), ("UNLINK", "s"), ("MOVE", "s", "1")]
     w = server.raw()
     for action in actions:
         w.call("FLUSHALL")

@@ -161,7 +161,8 @@ class Gen:
         if n == 7:
             if self.r.random() < 0.2:
                 return self.pick((["TOUCH", k], ["OBJECT", "ENCODING", k],
-                                  ["OBJECT", "REFCOUNT", k], ["OBJECT", "FREQ", k]))
+                                  ["OBJECT", "REFCOUNT", k], ["OBJECT", "FREQ", k],
+                                  ["MOVE", k, self.pick(("1", "0", "x"))]))
             return [self.pick(("XLEN", "EXISTS", "TYPE")), k]
         if n == 8:
             sub = self.pick(("CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER"))

@@ -1,5 +1,5 @@
 """Key introspection: TOUCH, RANDOMKEY, OBJECT (ENCODING REFCOUNT FREQ HELP) and MEMORY
-(USAGE HELP), with their errors, in the databases and with expired keys.
+(USAGE HELP), and MOVE, with their errors, in the databases and with expired keys.
 
 Replies are those of Redis 7.4 unless a test is marked echd-only. MEMORY USAGE is a byte
 count in both, but not the same count: Redis measures RAM, echd the bytes of the key's rows
@@ -9,7 +9,7 @@ that grows with the data); the echd-only ones check echd's own accounting.
 
 import time
 
-from echdtest import echd_only
+from echdtest import echd_only, wait_until
 
 ARITY = "ERR wrong number of arguments for '%s' command"
 NOT_INT = "ERR value is not an integer or out of range"
@@ -178,3 +178,90 @@ def test_command_table(server):
     for cmd in (("TOUCH", "s"), ("OBJECT", "ENCODING", "s"), ("RANDOMKEY",)):
         assert c.call(*cmd) == "QUEUED"
     assert c.call("EXEC") == [1, b"stream", b"s"]
+
+
+def test_move(server):
+    c = server.raw()
+    assert c.call("MOVE", "nokey", "1") == 0
+    for i in range(1, 4):
+        c.call("XADD", "s", "%d-1" % i, "f", "v%d" % i)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">")
+    assert c.call("PEXPIRE", "s", "100000") == 1
+    entries = c.call("XRANGE", "s", "-", "+")
+    assert c.call("MOVE", "s", "1") == 1
+    assert [c.call("EXISTS", "s"), c.call("DBSIZE"), c.call("XLEN", "s")] == [0, 0, 0]
+    assert c.call("SELECT", "1") == "OK"
+    # entries, group, pending entries and TTL went along
+    assert c.call("DBSIZE") == 1
+    assert c.call("XRANGE", "s", "-", "+") == entries
+    assert c.call("XPENDING", "s", "g")[:3] == [2, b"1-1", b"2-1"]
+    assert 0 < c.call("PTTL", "s") <= 100000
+    assert c.call("XREADGROUP", "GROUP", "g", "bob", "STREAMS", "s", ">") == \
+        [[b"s", [[b"3-1", [b"f", b"v3"]]]]]
+    assert c.call("KEYS", "*") == [b"s"]
+    # the name taken in the destination: nothing moves
+    c.call("SELECT", "0")
+    c.call("XADD", "s", "9-9", "f", "other")
+    assert c.call("MOVE", "s", "1") == 0
+    assert c.call("XRANGE", "s", "-", "+") == [[b"9-9", [b"f", b"other"]]]
+    c.call("SELECT", "1")
+    assert c.call("XLEN", "s") == 3
+    assert c.call("MOVE", "s", "0") == 0
+
+
+def test_move_errors(server):
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    assert c.err("MOVE", "s", "x") == NOT_INT
+    assert c.err("MOVE", "s", "99999999999") == \
+        "ERR value is out of range, value must between -2147483648 and 2147483647"
+    assert c.err("MOVE", "s", "16") == "ERR DB index is out of range"
+    assert c.err("MOVE", "s", "-1") == "ERR DB index is out of range"
+    assert c.err("MOVE", "s", "0") == "ERR source and destination objects are the same"
+    assert c.err("MOVE", "nokey", "0") == "ERR source and destination objects are the same"
+    assert c.err("MOVE", "s") == ARITY % "move"
+    assert c.call("XLEN", "s") == 1
+
+
+def test_move_expired_keys(server):
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    c.call("SELECT", "1")
+    c.call("XADD", "s", "5-5", "f", "old")
+    c.call("PEXPIRE", "s", "1")
+    c.call("XADD", "gone", "1-1", "f", "v")
+    c.call("PEXPIRE", "gone", "1")
+    time.sleep(0.02)
+    assert c.call("MOVE", "gone", "0") == 0          # expired in the source: no key
+    c.call("SELECT", "0")
+    assert c.call("MOVE", "s", "1") == 1             # expired in the destination: replaced
+    c.call("SELECT", "1")
+    assert c.call("XRANGE", "s", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    assert c.call("TTL", "s") == -1
+
+
+def test_move_watch_and_blocked_reader(server):
+    c = server.raw()
+    other = server.raw()
+    reader = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    # a WATCH of the name in the destination sees it
+    other.call("SELECT", "1")
+    other.call("WATCH", "s")
+    assert c.call("MOVE", "s", "1") == 1
+    other.call("MULTI")
+    other.call("XLEN", "s")
+    assert other.call("EXEC") is None
+    # a reader blocked on the name in the destination is woken by the move
+    c.call("SELECT", "1")
+    assert c.call("MOVE", "s", "0") == 1
+    reader.call("SELECT", "1")
+    reader.send("XREAD", "BLOCK", "5000", "STREAMS", "s", "0-0")
+    wait_until(lambda: int(dict(line.split(":", 1) for line in
+                                c.call("INFO", "clients").decode().split("\r\n")
+                                if ":" in line)["blocked_clients"]) == 1,
+               what="1 blocked client")
+    c.call("SELECT", "0")
+    assert c.call("MOVE", "s", "1") == 1
+    assert reader.read() == [[b"s", [[b"1-1", [b"f", b"v"]]]]]

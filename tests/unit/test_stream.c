@@ -1371,6 +1371,54 @@ START_TEST(test_expire_follows_key)
 }
 END_TEST
 
+START_TEST(test_key_move)
+{
+	struct stream_meta a, b, got;
+	struct st_buf na = B("a"), nb = B("b"), nz = B("z");
+	struct dropped d = {0};
+	uint64_t next, cnt[256], avg[256];
+	unsigned n;
+
+	create(0, "a", &a);
+	add_range(&a, 1, 5);
+	save(0, "a", &a);
+	set_expire(0, "a", &a, 1000);
+	FAILS(stream_move(tx, 0, &nz, 2), ECHD_ENOTFOUND);
+	OK(stream_move(tx, 0, &na, 2));
+	FAILS(lookup(0, "a", &got), ECHD_ENOTFOUND);
+	OK(lookup(2, "a", &got));
+	meta_eq(&got, &a); /* same internal id, so the same entries */
+	U64_EQ(db_size(0), 0);
+	U64_EQ(db_size(2), 1);
+	scan_all(0, 10, &seen);
+	U64_EQ(seen.n, 0);
+	scan_all(2, 10, &seen);
+	U64_EQ(visited(&seen, "a"), 1);
+	/* the expiry row follows the key to its new database */
+	OK(stream_expires_stat(tx, 0, cnt, avg));
+	U64_EQ(cnt[0], 0);
+	U64_EQ(cnt[2], 1);
+
+	/* a name taken in the destination: nothing changes */
+	create(0, "b", &b);
+	create(2, "b", &got);
+	FAILS(stream_move(tx, 0, &nb, 2), ECHD_EEXIST);
+	OK(lookup(0, "b", &got));
+	U64_EQ(got.sid, b.sid);
+	U64_EQ(db_size(0), 1);
+	U64_EQ(db_size(2), 2);
+
+	reopen();
+	OK(lookup(2, "a", &got));
+	U64_EQ(got.length, 5);
+	OK(stream_expire_due(tx, 1000, 10, dropped_cb, &d, &n, &next));
+	U64_EQ(n, 1);
+	ck_assert_str_eq(d.names[0], "a");
+	U64_EQ(d.dbs[0], 2);
+	FAILS(lookup(2, "a", &got), ECHD_ENOTFOUND);
+}
+END_TEST
+
 START_TEST(test_expire_scan_skips)
 {
 	struct stream_meta a, b;
@@ -1575,6 +1623,7 @@ keys_suite(void)
 	tcase_add_test(tc, test_key_rename_new);
 	tcase_add_test(tc, test_key_rename_over_existing);
 	tcase_add_test(tc, test_key_rename_same);
+	tcase_add_test(tc, test_key_move);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("flush");
