@@ -360,6 +360,7 @@ enum {
 	BRK_CMD_NOSCRIPT = 1 << 8,
 	BRK_CMD_DENYOOM = 1 << 9,
 	BRK_CMD_NOMULTI = 1 << 10, /* refused inside MULTI */
+	BRK_CMD_BULK = 1 << 11,    /* may write rows without bound: always in a nested txn */
 };
 
 /* What a command handler sees. */
@@ -417,7 +418,7 @@ BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
 BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
-BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move);
+BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------

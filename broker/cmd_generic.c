@@ -463,6 +463,74 @@ brk_cmd_move(struct brk_ctx *x)
 	return 0;
 }
 
+int
+brk_cmd_copy(struct brk_ctx *x)
+{
+	struct st_buf from = arg_buf(&x->argv[1]), to = arg_buf(&x->argv[2]);
+	struct stream_meta m, there, copy;
+	unsigned db = x->c->db;
+	bool replace = false;
+	int rc;
+
+	for (int i = 3; i < x->argc; i++) {
+		if (brk_arg_eq(&x->argv[i], "REPLACE")) {
+			replace = true;
+		} else if (brk_arg_eq(&x->argv[i], "DB") && i + 1 < x->argc) {
+			/* Redis reads a long here, not an int: any other number is out of range */
+			long long n;
+			if (!brk_str2ll(x->argv[i + 1].p, x->argv[i + 1].len, &n)) {
+				resp_add_error(x->w, BRK_ERR_NOTINT);
+				return 0;
+			}
+			if (n < 0 || n >= x->srv->cfg.databases) {
+				resp_add_error(x->w, "ERR DB index is out of range");
+				return 0;
+			}
+			db = (unsigned)n;
+			i++;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	if (db == x->c->db && from.len == to.len && memcmp(from.data, to.data, from.len) == 0) {
+		resp_add_error(x->w, "ERR source and destination objects are the same");
+		return 0;
+	}
+	rc = brk_lookup(x, &from, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_int(x->w, 0);
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = brk_lookup_in(x, db, &to, &there);
+	if (rc == 0) {
+		if (!replace) {
+			resp_add_int(x->w, 0);
+			return 0;
+		}
+		rc = stream_delete(x->txn, db, &to);
+		x->srv->gc_pending = true;
+	} else if (rc == ECHD_ENOTFOUND) {
+		rc = 0;
+	}
+	if (rc == 0) {
+		rc = stream_copy(x->txn, x->c->db, &from, db, &to, &copy);
+	}
+	if (rc == 0 && m.groups > 0) {
+		rc = group_copy(x->txn, &m, &copy);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	x->dirty++;
+	brk_signal_key(x->srv, db, to.data, to.len);
+	resp_add_int(x->w, 1);
+	return 0;
+}
+
 static int
 do_flush(struct brk_ctx *x, bool all)
 {

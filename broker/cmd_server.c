@@ -1019,6 +1019,7 @@ static const struct {
 	{"persist", "key"},
 	{"renamenx", "key newkey"},
 	{"move", "key db"},
+	{"copy", "source destination [DB destination-db] [REPLACE]"},
 	{"flushdb", "[<ASYNC | SYNC>]"},
 	{"flushall", "[<ASYNC | SYNC>]"},
 	{"info", "[section [section ...]]"},

@@ -18,6 +18,7 @@
 #define NC BRK_CMD_NOSCRIPT
 #define OM BRK_CMD_DENYOOM
 #define NM BRK_CMD_NOMULTI
+#define BULK BRK_CMD_BULK
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
@@ -85,6 +86,9 @@ static const struct brk_cmd cmds[] = {
 		"Renames a key and overwrites the destination.", "O(1)"},
 	{"renamenx", brk_cmd_renamenx, 3, W | F, 1, 2, 1, "@keyspace @write @fast", "generic",
 		"1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)"},
+	{"copy", brk_cmd_copy, -3, W | OM | BULK, 1, 2, 1, "@keyspace @write @slow", "generic", "6.2.0",
+		"Copies the value of a key to a new key.",
+		"O(N) in the entries, consumers and pending entries copied"},
 	{"move", brk_cmd_move, 3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic", "1.0.0",
 		"Moves a key to another database.", "O(1)"},
 	{"flushdb", brk_cmd_flushdb, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous", "server",

@@ -729,8 +729,9 @@ acl_keys_ok(const struct brk_conn *c, const struct brk_cmd *cmd, int argc,
  * stop one half-way, and then the whole batch is aborted (every reply it
  * holds becomes an error), which keeps each command all-or-nothing. Nested
  * transactions cost a copy of every page a command touches, so they are
- * kept for when a failure is likely: a near-full map at maxdisk, or a
- * large command. *nested says which way it ran. */
+ * kept for when a failure is likely: a near-full map at maxdisk, a large
+ * command, or one that writes rows without bound (BRK_CMD_BULK: COPY).
+ * *nested says which way it ran. */
 static int
 run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 {
@@ -753,7 +754,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	for (int i = 0; i < x->argc && bytes <= NEST_ARG_BYTES; i++) {
 		bytes += x->argv[i].len;
 	}
-	if (!srv->savepoints && bytes <= NEST_ARG_BYTES) {
+	if (!srv->savepoints && bytes <= NEST_ARG_BYTES && !(cmd->flags & BRK_CMD_BULK)) {
 		rc = cmd->fn(x);
 		if (rc == 0 && (x->dirty > 0 || x->modified)) {
 			brk_batch_wrote(srv, x->c);

@@ -2,6 +2,7 @@
 #include "group.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "echd.h"
@@ -687,6 +688,115 @@ group_usage(struct storage_txn *t, const struct stream_meta *m, uint64_t *out)
 	int rc = group_each(t, m, usage_group, &u);
 
 	*out = u.bytes;
+	return rc;
+}
+
+/* ---- copies (COPY) ------------------------------------------------------ */
+
+/* Old and new ids of the groups, or of one group's consumers, as copied. */
+struct id_map {
+	uint64_t (*pairs)[2];
+	size_t n, cap;
+	struct storage_txn *t;
+};
+
+/* Copying a row keyed by an id + name: gives the copy a fresh id. */
+static int
+copy_fresh_id(unsigned char *key, size_t klen, unsigned char *val, size_t vlen, void *ud)
+{
+	struct id_map *map = ud;
+	uint64_t id;
+	int rc;
+
+	(void)key;
+	(void)klen;
+	if (vlen < 8) {
+		return ECHD_ECORRUPT;
+	}
+	if (map->n == map->cap) {
+		size_t ncap = map->cap ? map->cap * 2 : 16;
+		uint64_t(*np)[2] = echd_realloc(map->pairs, ncap * sizeof(*np));
+		if (np == NULL) {
+			return -ENOMEM;
+		}
+		map->pairs = np;
+		map->cap = ncap;
+	}
+	rc = st_next_id(map->t, &id);
+	if (rc != 0) {
+		return rc;
+	}
+	map->pairs[map->n][0] = st_get_u64(val); /* groups: gid; consumers: cid */
+	map->pairs[map->n][1] = id;
+	map->n++;
+	st_put_u64(val, id);
+	return 0;
+}
+
+static int
+pair_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const uint64_t *)a)[0], y = ((const uint64_t *)b)[0];
+
+	return x < y ? -1 : x > y;
+}
+
+/* Rewrites the consumer id at p from the old id to the new one. */
+static int
+map_cid(const struct id_map *map, unsigned char *p)
+{
+	uint64_t key[2] = {st_get_u64(p), 0};
+	const uint64_t *hit = bsearch(key, map->pairs, map->n, sizeof(*map->pairs), pair_cmp);
+
+	if (hit == NULL) {
+		return ECHD_ECORRUPT; /* a row of a consumer the group does not have */
+	}
+	st_put_u64(p, hit[1]);
+	return 0;
+}
+
+static int
+copy_key_cid(unsigned char *key, size_t klen, unsigned char *val, size_t vlen, void *ud)
+{
+	(void)val;
+	(void)vlen;
+	return klen < 16 ? ECHD_ECORRUPT : map_cid(ud, key + 8);
+}
+
+static int
+copy_pel(unsigned char *key, size_t klen, unsigned char *val, size_t vlen, void *ud)
+{
+	(void)key;
+	(void)klen;
+	return vlen != PEL_VLEN ? ECHD_ECORRUPT : map_cid(ud, val);
+}
+
+int
+group_copy(struct storage_txn *t, const struct stream_meta *from, const struct stream_meta *to)
+{
+	struct id_map groups = {NULL, 0, 0, t}, cons = {NULL, 0, 0, t};
+	int rc;
+
+	rc = st_copy_rows(t, STORAGE_T_GROUPS, from->sid, to->sid, copy_fresh_id, &groups);
+	for (size_t i = 0; rc == 0 && i < groups.n; i++) {
+		uint64_t og = groups.pairs[i][0], ng = groups.pairs[i][1];
+
+		cons.n = 0;
+		rc = st_copy_rows(t, STORAGE_T_CONSUMERS, og, ng, copy_fresh_id, &cons);
+		if (rc != 0) {
+			break;
+		}
+		qsort(cons.pairs, cons.n, sizeof(*cons.pairs), pair_cmp);
+		rc = st_copy_rows(t, STORAGE_T_CONSREC, og, ng, copy_key_cid, &cons);
+		if (rc == 0) {
+			rc = st_copy_rows(t, STORAGE_T_PEL, og, ng, copy_pel, &cons);
+		}
+		if (rc == 0) {
+			rc = st_copy_rows(t, STORAGE_T_CPEL, og, ng, copy_key_cid, &cons);
+		}
+	}
+	echd_free(groups.pairs);
+	echd_free(cons.pairs);
 	return rc;
 }
 

@@ -74,6 +74,9 @@ int group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, 
  * the PEL rows counted from the groups' pending counts: O(groups +
  * consumers). For MEMORY USAGE. */
 int group_usage(struct storage_txn *t, const struct stream_meta *m, uint64_t *out);
+/* Copies m's groups, consumers and PELs to the stream to (a stream_copy()
+ * of from), each under a new id. O(groups + consumers + pending). */
+int group_copy(struct storage_txn *t, const struct stream_meta *from, const struct stream_meta *to);
 
 /* The logical position of id in the stream ("entries read" up to it), or
  * GROUP_ENTRIES_READ_UNKNOWN (Redis' streamEstimateDistanceFromFirstEverEntry). */

@@ -601,6 +601,143 @@ key_drop(struct storage_txn *t, unsigned db, const struct st_buf *name, const st
 	return rc != 0 ? rc : trash_stream(t, m->sid);
 }
 
+/* Bytes read before a chunk of st_copy_rows() is written. */
+#define COPY_CHUNK_BYTES (256u * 1024)
+
+int
+st_copy_rows(struct storage_txn *t, enum storage_table tb, uint64_t from, uint64_t to,
+	st_copy_fn fn, void *ud)
+{
+	unsigned char prefix[8], *buf = NULL, *last = NULL;
+	size_t cap = 0, used, pos, lastlen = 0;
+	bool more = true;
+	int rc = 0;
+
+	st_put_u64(prefix, from);
+	while (more && rc == 0) {
+		struct storage_cursor *c;
+		struct st_buf key, val, seek = {prefix, 8};
+
+		if (last != NULL) {
+			seek.data = last;
+			seek.len = lastlen;
+		}
+		rc = storage_cursor_open(t, tb, &c);
+		if (rc != 0) {
+			break;
+		}
+		rc = storage_cursor_seek(c, &seek, &key, &val);
+		if (rc == 0 && last != NULL && key.len == lastlen &&
+			memcmp(key.data, last, lastlen) == 0) {
+			rc = storage_cursor_next(c, &key, &val); /* copied already */
+		}
+		used = 0;
+		while (rc == 0) {
+			size_t need = 8 + key.len + val.len;
+			if (key.len < 8 || memcmp(key.data, prefix, 8) != 0) {
+				rc = ECHD_ENOTFOUND;
+				break;
+			}
+			if (used > 0 && used + need > COPY_CHUNK_BYTES) {
+				break; /* written first; the walk goes on after it */
+			}
+			if (used + need > cap) {
+				size_t ncap = cap ? cap : 4096;
+				unsigned char *nb;
+				while (ncap < used + need) {
+					ncap *= 2;
+				}
+				nb = echd_realloc(buf, ncap);
+				if (nb == NULL) {
+					rc = -ENOMEM;
+					break;
+				}
+				buf = nb;
+				cap = ncap;
+			}
+			put_u32(buf + used, (uint32_t)key.len);
+			put_u32(buf + used + 4, (uint32_t)val.len);
+			memcpy(buf + used + 8, key.data, key.len);
+			memcpy(buf + used + 8 + key.len, val.data, val.len);
+			used += need;
+			rc = storage_cursor_next(c, &key, &val);
+		}
+		storage_cursor_close(c);
+		more = rc == 0;
+		if (rc == ECHD_ENOTFOUND || rc == 0) {
+			rc = 0;
+		}
+		for (pos = 0; rc == 0 && pos < used;) {
+			size_t klen = get_u32(buf + pos), vlen = get_u32(buf + pos + 4);
+			unsigned char *kp = buf + pos + 8, *vp = kp + klen;
+			struct st_buf k = {kp, klen}, v = {vp, vlen};
+
+			if (pos + 8 + klen + vlen == used) {
+				/* the walk resumes after this source key */
+				unsigned char *nl = echd_realloc(last, klen);
+				if (nl == NULL) {
+					rc = -ENOMEM;
+					break;
+				}
+				memcpy(nl, kp, klen);
+				last = nl;
+				lastlen = klen;
+			}
+			st_put_u64(kp, to);
+			if (fn != NULL) {
+				rc = fn(kp, klen, vp, vlen, ud);
+			}
+			if (rc == 0) {
+				rc = storage_put(t, tb, &k, &v, 0);
+			}
+			pos += 8 + klen + vlen;
+		}
+	}
+	echd_free(buf);
+	echd_free(last);
+	return rc;
+}
+
+int
+stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst,
+	const struct st_buf *dst_name, struct stream_meta *out)
+{
+	struct stream_meta m, there;
+	int rc = stream_lookup(t, db, name, &m);
+
+	if (rc == 0) {
+		rc = stream_lookup(t, dst, dst_name, &there);
+		rc = rc == 0 ? ECHD_EEXIST : rc == ECHD_ENOTFOUND ? 0 : rc;
+	}
+	if (rc == 0) {
+		rc = stream_create(t, dst, dst_name, &there);
+	}
+	if (rc == 0) {
+		rc = st_copy_rows(t, STORAGE_T_ENTRIES, m.sid, there.sid, NULL, NULL);
+	}
+	if (rc == 0) {
+		rc = st_copy_rows(t, STORAGE_T_NODES, m.sid, there.sid, NULL, NULL);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	out->sid = there.sid;
+	out->length = m.length;
+	out->first = m.first;
+	out->last = m.last;
+	out->max_deleted = m.max_deleted;
+	out->entries_added = m.entries_added;
+	out->nodes = m.nodes;
+	out->tail_node = m.tail_node;
+	out->groups = m.groups; /* group_copy() makes their rows */
+	out->expire_ms = 0;
+	rc = stream_meta_save(t, dst, dst_name, out);
+	if (rc == 0 && m.expire_ms != 0) {
+		rc = stream_set_expire(t, dst, dst_name, out, m.expire_ms);
+	}
+	return rc;
+}
+
 int
 stream_move(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst)
 {

@@ -73,6 +73,13 @@ int stream_rename(struct storage_txn *t, unsigned db, const struct st_buf *from,
  * entries, groups and expiry time go with it. Returns 0, ECHD_ENOTFOUND,
  * or ECHD_EEXIST (dst has the name; nothing changes). */
 int stream_move(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst);
+/* Copies the key (db, name) to (dst, dst_name), which must be free: its
+ * entries and nodes, its metadata and expiry time, under a new internal
+ * id (*out). Its groups are copied by group_copy(). Returns 0,
+ * ECHD_ENOTFOUND, or ECHD_EEXIST (the destination exists; nothing
+ * changes). O(N) in the rows copied. */
+int stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst,
+	const struct st_buf *dst_name, struct stream_meta *out);
 /* Deletes every key of db, or of every database when all_dbs. */
 int stream_flush(struct storage_txn *t, unsigned db, bool all_dbs);
 /* Number of keys in db. */

@@ -20,4 +20,14 @@ int st_next_id(struct storage_txn *t, uint64_t *out);
 enum st_trash_kind { ST_TRASH_STREAM = 'S', ST_TRASH_GROUP = 'G' };
 int st_trash_add(struct storage_txn *t, enum st_trash_kind kind, uint64_t id);
 
+/* Copies the rows of table tb whose keys start with from (8 bytes, big
+ * endian) to keys that start with to instead. fn, when not NULL, may
+ * rewrite each copy's key and value in place before it is written, and
+ * returns 0 or an error that stops the copy. Rows are read in chunks and
+ * written with no cursor open, so fn may write (st_next_id()). */
+typedef int (*st_copy_fn)(unsigned char *key, size_t klen, unsigned char *val, size_t vlen,
+	void *ud);
+int st_copy_rows(struct storage_txn *t, enum storage_table tb, uint64_t from, uint64_t to,
+	st_copy_fn fn, void *ud);
+
 #endif

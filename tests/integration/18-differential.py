@@ -162,7 +162,8 @@ class Gen:
             if self.r.random() < 0.2:
                 return self.pick((["TOUCH", k], ["OBJECT", "ENCODING", k],
                                   ["OBJECT", "REFCOUNT", k], ["OBJECT", "FREQ", k],
-                                  ["MOVE", k, self.pick(("1", "0", "x"))]))
+                                  ["MOVE", k, self.pick(("1", "0", "x"))],
+                                  ["COPY", k, self.pick(KEYS)] + self.maybe(0.5, "REPLACE")))
             return [self.pick(("XLEN", "EXISTS", "TYPE")), k]
         if n == 8:
             sub = self.pick(("CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER"))

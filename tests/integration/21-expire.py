@@ -572,6 +572,9 @@ def test_info_expired_keys(server):
     wait_until(lambda: expired_keys(c) == base + 3, timeout=1.5, what="expired_keys +3")
     fresh(c, "d")
     c.call("DEL", "d")
+    # a time already past deletes the key at once, as DEL does: not counted either
+    fresh(c, "e")
+    assert c.call("PEXPIREAT", "e", "1") == 1 and c.call("EXISTS", "e") == 0
     time.sleep(0.2)
     assert expired_keys(c) == base + 3       # each counted once; deleted is not expired
 

@@ -1,5 +1,5 @@
 """Key introspection: TOUCH, RANDOMKEY, OBJECT (ENCODING REFCOUNT FREQ HELP) and MEMORY
-(USAGE HELP), and MOVE, with their errors, in the databases and with expired keys.
+(USAGE HELP), MOVE and COPY, with their errors, in the databases and with expired keys.
 
 Replies are those of Redis 7.4 unless a test is marked echd-only. MEMORY USAGE is a byte
 count in both, but not the same count: Redis measures RAM, echd the bytes of the key's rows
@@ -9,7 +9,7 @@ that grows with the data); the echd-only ones check echd's own accounting.
 
 import time
 
-from echdtest import echd_only, wait_until
+from echdtest import RespError, echd_only, wait_until
 
 ARITY = "ERR wrong number of arguments for '%s' command"
 NOT_INT = "ERR value is not an integer or out of range"
@@ -17,6 +17,11 @@ SYNTAX = "ERR syntax error"
 NO_LFU = ("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please "
           "note that when switching between policies at runtime LRU and LFU data will take "
           "some time to adjust.")
+
+
+def blocked_clients(c):
+    lines = c.call("INFO", "clients").decode().split("\r\n")
+    return int(dict(line.split(":", 1) for line in lines if ":" in line)["blocked_clients"])
 
 
 def add(c, key, n=1, value="v"):
@@ -258,10 +263,105 @@ def test_move_watch_and_blocked_reader(server):
     assert c.call("MOVE", "s", "0") == 1
     reader.call("SELECT", "1")
     reader.send("XREAD", "BLOCK", "5000", "STREAMS", "s", "0-0")
-    wait_until(lambda: int(dict(line.split(":", 1) for line in
-                                c.call("INFO", "clients").decode().split("\r\n")
-                                if ":" in line)["blocked_clients"]) == 1,
-               what="1 blocked client")
+    wait_until(lambda: blocked_clients(c) == 1, what="1 blocked client")
     c.call("SELECT", "0")
     assert c.call("MOVE", "s", "1") == 1
     assert reader.read() == [[b"s", [[b"1-1", [b"f", b"v"]]]]]
+
+
+def group_state(c, key):
+    """A stream's entries, groups and pending entries, without clocks."""
+    groups = c.call("XINFO", "GROUPS", key)
+    pending = {g[1]: [p[:2] + p[3:] for p in c.call("XPENDING", key, g[1], "-", "+", "100")]
+               for g in groups}
+    return c.call("XRANGE", key, "-", "+"), groups, pending
+
+
+def test_copy(server):
+    c = server.raw()
+    assert c.call("COPY", "nokey", "t") == 0
+    for i in range(1, 6):
+        c.call("XADD", "s", "%d-1" % i, "f", "v%d" % i)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XGROUP", "CREATE", "s", "h", "$")
+    c.call("XREADGROUP", "GROUP", "g", "alice", "COUNT", "2", "STREAMS", "s", ">")
+    c.call("XREADGROUP", "GROUP", "g", "bob", "COUNT", "1", "STREAMS", "s", ">")
+    c.call("PEXPIRE", "s", "100000")
+    source = group_state(c, "s")
+    assert c.call("COPY", "s", "t") == 1
+    assert group_state(c, "t") == source
+    assert 0 < c.call("PTTL", "t") <= 100000
+    assert c.call("XINFO", "STREAM", "t")[:14] == c.call("XINFO", "STREAM", "s")[:14]
+    # the copy goes its own way
+    assert c.call("XACK", "t", "g", "1-1") == 1
+    c.call("XADD", "t", "9-1", "f", "new")
+    c.call("XREADGROUP", "GROUP", "g", "carol", "STREAMS", "t", ">")
+    assert group_state(c, "s") == source
+    assert c.call("XPENDING", "t", "g")[0] == 5         # 3 - 1 acknowledged + 3 delivered
+    # a taken name: 0, unless REPLACE
+    assert c.call("COPY", "s", "t") == 0
+    assert c.call("XLEN", "t") == 6
+    assert c.call("COPY", "s", "t", "REPLACE") == 1
+    assert group_state(c, "t") == source
+    # to another database, also under the same name
+    assert c.call("COPY", "s", "s", "DB", "1") == 1
+    assert c.call("COPY", "s", "u", "db", "2", "replace") == 1
+    c.call("SELECT", "1")
+    assert group_state(c, "s") == source
+    c.call("SELECT", "2")
+    assert group_state(c, "u") == source
+    assert c.call("DBSIZE") == 1
+
+
+def test_copy_errors(server):
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    assert c.err("COPY", "s", "s") == "ERR source and destination objects are the same"
+    assert c.err("COPY", "s", "s", "DB", "0") == \
+        "ERR source and destination objects are the same"
+    assert c.err("COPY", "s", "t", "DB", "abc") == NOT_INT
+    assert c.err("COPY", "s", "t", "DB", "16") == "ERR DB index is out of range"
+    assert c.err("COPY", "s", "t", "DB", "-1") == "ERR DB index is out of range"
+    assert c.err("COPY", "s", "t", "DB") == SYNTAX
+    assert c.err("COPY", "s", "t", "FOO") == SYNTAX
+    assert c.err("COPY", "s") == ARITY % "copy"
+    assert c.call("KEYS", "*") == [b"s"]
+
+
+def test_copy_expired_and_blocked(server):
+    c = server.raw()
+    reader = server.raw()
+    c.call("XADD", "gone", "1-1", "f", "v")
+    c.call("PEXPIRE", "gone", "1")
+    c.call("XADD", "old", "1-1", "f", "old")
+    c.call("PEXPIRE", "old", "1")
+    c.call("XADD", "s", "2-2", "f", "v")
+    time.sleep(0.02)
+    assert c.call("COPY", "gone", "x") == 0           # expired: no source
+    assert c.call("COPY", "s", "old") == 1            # expired: no destination to keep
+    assert c.call("XRANGE", "old", "-", "+") == [[b"2-2", [b"f", b"v"]]]
+    assert c.call("TTL", "old") == -1
+    # a reader blocked on the destination's name is served by the copy
+    reader.send("XREAD", "BLOCK", "5000", "STREAMS", "t", "0-0")
+    wait_until(lambda: blocked_clients(c) == 1, what="1 blocked client")
+    assert c.call("COPY", "s", "t") == 1
+    assert reader.read() == [[b"t", [[b"2-2", [b"f", b"v"]]]]]
+
+
+@echd_only("maxdisk is echd's")
+def test_copy_that_does_not_fit_fails_alone(server):
+    """A COPY runs in a transaction of its own inside the batch: when it cannot fit, it fails
+    with the maxdisk error and the commands around it still commit."""
+    s = server.spawn("--map-size", "24mb", "--maxdisk", "24mb")
+    c = s.raw()
+    value = "x" * 1000
+    for _ in range(7):       # about 15 MB: below 3/4 of the map, yet a copy cannot fit
+        c.pipeline([("XADD", "big", "*", "v", value) for _ in range(1000)])
+    assert c.call("XLEN", "big") == 7000
+    replies = c.pipeline([("XADD", "a", "1-1", "f", "v"), ("COPY", "big", "big2"),
+                          ("XADD", "b", "1-1", "f", "v")])
+    assert replies[0] == b"1-1" and replies[2] == b"1-1", replies
+    assert isinstance(replies[1], RespError) and "maxdisk" in replies[1].msg, replies[1]
+    assert [c.call("EXISTS", k) for k in ("a", "big2", "b")] == [1, 0, 1]
+    assert c.call("XLEN", "big") == 7000
+    assert c.call("COPY", "a", "a2") == 1          # a small one still fits

@@ -1791,6 +1791,123 @@ START_TEST(test_group_usage)
 }
 END_TEST
 
+/* The PEL of g as (id, owner's name, time, count) lines, for comparing copies. */
+static char *
+pel_text(const struct group_meta *g)
+{
+	struct pel_iter *it;
+	struct pel_row r;
+	size_t cap = 1 << 16, len = 0;
+	char *out = malloc(cap);
+	int rc;
+
+	ck_assert_ptr_nonnull(out);
+	out[0] = '\0';
+	OK(pel_iter_create(tx, g, 0, &ID_MIN, &ID_MAX, &it));
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		struct consumer_meta cm;
+		struct st_buf name;
+		char line[256];
+		int n;
+
+		OK(consumer_by_id(tx, g, r.cid, &cm, &name));
+		n = snprintf(line, sizeof(line), "%" PRIu64 "-%" PRIu64 " %.*s %" PRIu64 " %" PRIu64 "\n",
+			r.id.ms, r.id.seq, (int)name.len, (const char *)name.data, r.delivery_time,
+			r.delivery_count);
+		while (len + (size_t)n + 1 > cap) {
+			cap *= 2;
+			out = realloc(out, cap);
+			ck_assert_ptr_nonnull(out);
+		}
+		memcpy(out + len, line, (size_t)n + 1);
+		len += (size_t)n;
+	}
+	FAILS(rc, ECHD_ENOTFOUND);
+	pel_iter_destroy(it);
+	return out;
+}
+
+START_TEST(test_group_copy)
+{
+	struct stream_meta m, c, got;
+	struct group_meta g, h, cg;
+	struct consumer_meta a, b, ca, cb;
+	struct st_buf from = B("s"), to = B("t");
+	struct stream_iter *i1, *i2;
+	struct stream_id id1, id2;
+	struct st_buf f1, f2;
+	char *p1, *p2;
+	int rc;
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 20000); /* past one chunk of rows */
+	gcreate(&m, "g", ID_MIN, 0, &g);
+	gcreate(&m, "h", ID(5, 1), 5, &h);
+	ccreate(&g, "alice", 1, &a);
+	ccreate(&g, "bob", 1, &b);
+	for (uint64_t i = 1; i <= 12000; i++) {
+		deliver(&g, i % 3 ? &a : &b, i, 1, 100 + i);
+	}
+	csave(&g, "alice", &a);
+	csave(&g, "bob", &b);
+	gsave(&m, "g", &g);
+	gsave(&m, "h", &h);
+	savestream(0, "s", &m);
+	OK(stream_set_expire(tx, 0, &from, &m, 777));
+
+	OK(stream_copy(tx, 0, &from, 3, &to, &c));
+	OK(group_copy(tx, &m, &c));
+	ck_assert_uint_ne(c.sid, m.sid);
+	OK(stream_lookup(tx, 3, &to, &got));
+	U64_EQ(got.sid, c.sid);
+	U64_EQ(got.length, 20000);
+	U64_EQ(got.nodes, m.nodes);
+	U64_EQ(got.groups, 2);
+	U64_EQ(got.expire_ms, 777);
+	ID_EQ(got.last, 20000, 1);
+	/* the same entries */
+	OK(stream_iter_create(tx, &m, &ID_MIN, &ID_MAX, false, &i1));
+	OK(stream_iter_create(tx, &got, &ID_MIN, &ID_MAX, false, &i2));
+	while ((rc = stream_iter_next(i1, &id1, &f1)) == 0) {
+		OK(stream_iter_next(i2, &id2, &f2));
+		ck_assert(stream_id_cmp(&id1, &id2) == 0);
+		ck_assert(f1.len == f2.len && memcmp(f1.data, f2.data, f1.len) == 0);
+	}
+	FAILS(rc, ECHD_ENOTFOUND);
+	FAILS(stream_iter_next(i2, &id2, &f2), ECHD_ENOTFOUND);
+	stream_iter_destroy(i1);
+	stream_iter_destroy(i2);
+	/* the same groups, consumers and PEL, under new ids */
+	gload(&got, "g", &cg);
+	ck_assert_uint_ne(cg.gid, g.gid);
+	U64_EQ(cg.pending, 12000);
+	U64_EQ(cg.consumers, 2);
+	verify_group(&cg);
+	cload(&cg, "alice", &ca);
+	cload(&cg, "bob", &cb);
+	ck_assert_uint_ne(ca.cid, a.cid);
+	U64_EQ(ca.pending, a.pending);
+	U64_EQ(cb.pending, b.pending);
+	p1 = pel_text(&g);
+	p2 = pel_text(&cg);
+	ck_assert_str_eq(p1, p2);
+	free(p1);
+	free(p2);
+	gload(&got, "h", &cg);
+	ID_EQ(cg.last_delivered, 5, 1);
+	U64_EQ(cg.pending, 0);
+	/* and independent: the copy's PEL changes alone */
+	gload(&got, "g", &cg);
+	OK(pel_remove(tx, &cg, &(struct stream_id){1, 1}));
+	verify_group(&g);
+	U64_EQ(rows_of(STORAGE_T_PEL, g.gid), 12000);
+	U64_EQ(rows_of(STORAGE_T_PEL, cg.gid), 11999);
+	/* a taken destination */
+	FAILS(stream_copy(tx, 0, &from, 3, &to, &c), ECHD_EEXIST);
+	FAILS(stream_copy(tx, 0, &to, 3, &from, &c), ECHD_ENOTFOUND);
+}
+END_TEST
+
 START_TEST(test_pel_remove_run)
 {
 	struct stream_meta m;
@@ -2339,6 +2456,7 @@ pel_suite(void)
 	tc = tcase_create("usage");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_group_usage);
+	tcase_add_test(tc, test_group_copy);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("iter");
