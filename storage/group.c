@@ -746,7 +746,8 @@ static int
 map_cid(const struct id_map *map, unsigned char *p)
 {
 	uint64_t key[2] = {st_get_u64(p), 0};
-	const uint64_t *hit = bsearch(key, map->pairs, map->n, sizeof(*map->pairs), pair_cmp);
+	const uint64_t *hit = map->n == 0 ? NULL :
+		bsearch(key, map->pairs, map->n, sizeof(*map->pairs), pair_cmp);
 
 	if (hit == NULL) {
 		return ECHD_ECORRUPT; /* a row of a consumer the group does not have */
@@ -786,7 +787,9 @@ group_copy(struct storage_txn *t, const struct stream_meta *from, const struct s
 		if (rc != 0) {
 			break;
 		}
-		qsort(cons.pairs, cons.n, sizeof(*cons.pairs), pair_cmp);
+		if (cons.n > 1) { /* a group may have no consumers: pairs NULL */
+			qsort(cons.pairs, cons.n, sizeof(*cons.pairs), pair_cmp);
+		}
 		rc = st_copy_rows(t, STORAGE_T_CONSREC, og, ng, copy_key_cid, &cons);
 		if (rc == 0) {
 			rc = st_copy_rows(t, STORAGE_T_PEL, og, ng, copy_pel, &cons);

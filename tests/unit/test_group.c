@@ -1905,6 +1905,23 @@ START_TEST(test_group_copy)
 	/* a taken destination */
 	FAILS(stream_copy(tx, 0, &from, 3, &to, &c), ECHD_EEXIST);
 	FAILS(stream_copy(tx, 0, &to, 3, &from, &c), ECHD_ENOTFOUND);
+
+	/* a stream whose only group has no consumers (no id map at all) */
+	{
+		struct st_buf un = B("u"), vn = B("v");
+		struct stream_meta u, v;
+
+		mkstream(0, "u", &u);
+		add_range(&u, 1, 3);
+		gcreate(&u, "lonely", ID(2, 1), 2, &g);
+		savestream(0, "u", &u);
+		OK(stream_copy(tx, 0, &un, 0, &vn, &v));
+		OK(group_copy(tx, &u, &v));
+		gload(&v, "lonely", &cg);
+		ID_EQ(cg.last_delivered, 2, 1);
+		U64_EQ(cg.consumers, 0);
+		verify_group(&cg);
+	}
 }
 END_TEST
 
