@@ -698,17 +698,29 @@ st_copy_rows(struct storage_txn *t, enum storage_table tb, uint64_t from, uint64
 	return rc;
 }
 
-int
-stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst,
-	const struct st_buf *dst_name, struct stream_meta *out)
+/* Looks (db, name) up into *m for a copy or move to (dst, dst_name):
+ * ECHD_EEXIST when the destination is taken. */
+static int
+lookup_to_free(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst,
+	const struct st_buf *dst_name, struct stream_meta *m)
 {
-	struct stream_meta m, there;
-	int rc = stream_lookup(t, db, name, &m);
+	struct stream_meta there;
+	int rc = stream_lookup(t, db, name, m);
 
 	if (rc == 0) {
 		rc = stream_lookup(t, dst, dst_name, &there);
 		rc = rc == 0 ? ECHD_EEXIST : rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
+	return rc;
+}
+
+int
+stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst,
+	const struct st_buf *dst_name, struct stream_meta *out)
+{
+	struct stream_meta m, there;
+	int rc = lookup_to_free(t, db, name, dst, dst_name, &m);
+
 	if (rc == 0) {
 		rc = stream_create(t, dst, dst_name, &there);
 	}
@@ -721,16 +733,9 @@ stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsig
 	if (rc != 0) {
 		return rc;
 	}
+	*out = m; /* groups too: group_copy() makes their rows */
 	out->sid = there.sid;
-	out->length = m.length;
-	out->first = m.first;
-	out->last = m.last;
-	out->max_deleted = m.max_deleted;
-	out->entries_added = m.entries_added;
-	out->nodes = m.nodes;
-	out->tail_node = m.tail_node;
-	out->groups = m.groups; /* group_copy() makes their rows */
-	out->expire_ms = 0;
+	out->expire_ms = 0; /* set below, with its expiry row */
 	rc = stream_meta_save(t, dst, dst_name, out);
 	if (rc == 0 && m.expire_ms != 0) {
 		rc = stream_set_expire(t, dst, dst_name, out, m.expire_ms);
@@ -741,13 +746,9 @@ stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsig
 int
 stream_move(struct storage_txn *t, unsigned db, const struct st_buf *name, unsigned dst)
 {
-	struct stream_meta m, there;
-	int rc = stream_lookup(t, db, name, &m);
+	struct stream_meta m;
+	int rc = lookup_to_free(t, db, name, dst, name, &m);
 
-	if (rc == 0) {
-		rc = stream_lookup(t, dst, name, &there);
-		rc = rc == 0 ? ECHD_EEXIST : rc == ECHD_ENOTFOUND ? 0 : rc;
-	}
 	if (rc == 0) {
 		rc = key_unlink(t, db, name, &m);
 	}
