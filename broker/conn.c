@@ -605,9 +605,7 @@ brk_error_text(struct brk_server *srv, int rc, char *buf, size_t len)
 static bool
 is_container(const struct brk_cmd *cmd)
 {
-	return cmd->fn == brk_cmd_client || cmd->fn == brk_cmd_config ||
-		cmd->fn == brk_cmd_command || cmd->fn == brk_cmd_xinfo ||
-		cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_acl || cmd->fn == brk_cmd_slowlog;
+	return brk_subcommand_at(cmd, 0) != NULL; /* it has a subcommand table */
 }
 
 struct brk_cmdstat *

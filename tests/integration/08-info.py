@@ -664,12 +664,16 @@ def test_commandstats_subcommands(server):
     c.err("XGROUP", "CREATE", "s")                            # arity of the subcommand
     c.call("XINFO", "STREAM", "s")
     c.call("XINFO", "GROUPS", "s")
+    c.call("OBJECT", "ENCODING", "s")
+    c.call("MEMORY", "USAGE", "s")
     st = cmdstats(c)
     assert "xgroup|create" in st, "no cmdstat_xgroup|create line: %r" % sorted(st)
     assert (st["xgroup|create"]["calls"], st["xgroup|create"]["rejected"],
             st["xgroup|create"]["failed"]) == (2, 1, 1), st
     assert st["xinfo|stream"]["calls"] == 1 and st["xinfo|groups"]["calls"] == 1
     assert "xgroup" not in st and "xinfo" not in st, sorted(st)
+    assert st["object|encoding"]["calls"] == 1 and st["memory|usage"]["calls"] == 1
+    assert "object" not in st and "memory" not in st, sorted(st)
     c.call("CONFIG", "RESETSTAT")
     assert list(cmdstats(c)) == ["config|resetstat"]
     # an unknown subcommand is an error reply, not a command: no line at all
