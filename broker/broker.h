@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "echd.h"
+#include "hist.h"
 #include "resp.h"
 #include "group.h"
 #include "storage.h"
@@ -30,6 +31,9 @@ struct ssl_ctx_st;
  * ---------------------------------------------------------------------- */
 
 #define BRK_MAX_BIND 16
+
+/* How many percentiles latency-tracking-info-percentiles may list. */
+#define BRK_MAX_LATENCY_PCTS 16
 
 struct brk_config {
 	char *bind[BRK_MAX_BIND];
@@ -62,6 +66,10 @@ struct brk_config {
 	long long batch_max_commands; /* commands in one group commit */
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */
 	long long slowlog_max_len;
+	bool latency_tracking;              /* per-command histograms */
+	long long latency_monitor_threshold; /* ms; 0 = the latency monitor is off */
+	double latency_pcts[BRK_MAX_LATENCY_PCTS]; /* INFO latencystats' percentiles */
+	int nlatency_pcts;
 	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
 	long long active_expire_keys; /* expired keys dropped per turn; 0 = lazily only */
 	long long flush_wait_us;      /* wait for a next commit before flushing alone */
@@ -223,6 +231,7 @@ struct brk_conn {
 
 struct brk_cmdstat {
 	uint64_t calls, usec, rejected, failed;
+	struct brk_hist *hist; /* owned; LATENCY HISTOGRAM, NULL before the first call */
 };
 
 struct brk_stats {
@@ -245,6 +254,18 @@ struct brk_stats {
 	uint64_t gc_rows;
 	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key;
 };
+
+/* The latency monitor's events (LATENCY LATEST): commands as Redis splits
+ * them, and echd's own storage work. */
+enum brk_lat_event {
+	BRK_LAT_COMMAND,      /* "command": a command not flagged fast */
+	BRK_LAT_FAST_COMMAND, /* "fast-command" */
+	BRK_LAT_COMMIT,       /* "commit": a batch's commit, its data flush included */
+	BRK_LAT_FLUSH,        /* "flush": the flush that makes a commit durable */
+	BRK_LAT_EXPIRE,       /* "expire-cycle": one turn's active expiry */
+	BRK_LAT_NEVENTS
+};
+struct brk_latseries;
 
 /* commandstats of a container's subcommand ("xgroup|create"). */
 struct brk_substat {
@@ -318,6 +339,8 @@ struct brk_server {
 	/* SLOWLOG (slowlog.c), newest first */
 	struct brk_slowentry *slowlog_newest, *slowlog_oldest;
 	uint64_t slowlog_len, slowlog_next_id;
+	/* the latency monitor (latency.c): NULL until an event's first spike */
+	struct brk_latseries *latency[BRK_LAT_NEVENTS];
 	/* blocking */
 	struct brk_seen *seen;    /* seen.c: in-memory seen-times by consumer id */
 	size_t seen_size, seen_count;
@@ -418,7 +441,7 @@ BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_
 BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
 BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
-BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy);
+BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(latency);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -446,6 +469,23 @@ int brk_batch_commit(struct brk_server *srv);
 void brk_slowlog_push(struct brk_server *srv, struct brk_conn *c, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv, uint64_t duration_us);
 void brk_slowlog_reset(struct brk_server *srv);
+/* Records a command's run in its histogram and, when it took at least
+ * latency-monitor-threshold ms, as a spike of the monitor. */
+void brk_latency_command(struct brk_server *srv, struct brk_cmdstat *stat,
+	const struct brk_cmd *cmd, uint64_t duration_us);
+/* Records a spike of event if it took at least latency-monitor-threshold ms. */
+void brk_latency_sample(struct brk_server *srv, int event, uint64_t ms);
+/* INFO latencystats: the lines of every command with a histogram. */
+void brk_latency_info(struct brk_server *srv, struct resp_buf *b);
+/* Frees every command's histogram (CONFIG RESETSTAT, shutdown). */
+void brk_latency_reset_hists(struct brk_server *srv);
+/* Frees the monitor's series (shutdown). */
+void brk_latency_free(struct brk_server *srv);
+/* Sets latency-tracking-info-percentiles; NULL, or Redis' reason for
+ * refusing them (a word not a number, one out of 0-100, too many). */
+const char *brk_latency_parse_pcts(struct brk_config *cfg, int argc, char **argv);
+/* Formats them as CONFIG GET shows them ("50 99 99.9"). */
+void brk_latency_format_pcts(const struct brk_config *cfg, char *buf, size_t len);
 /* Whether argument i of a command holds a secret: SLOWLOG and MONITOR show
  * "(redacted)" instead, as Redis does. */
 bool brk_arg_secret(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, int i);

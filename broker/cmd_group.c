@@ -177,6 +177,10 @@ static const struct subcmd acl_subs[] = {
 static const struct subcmd slowlog_subs[] = {
 	{"get", -2}, {"len", 2}, {"reset", 2}, {"help", 2},
 };
+static const struct subcmd latency_subs[] = {
+	{"latest", 2}, {"history", 3}, {"reset", -2}, {"graph", 3}, {"doctor", 2},
+	{"histogram", -2}, {"help", 2},
+};
 static const struct subcmd object_subs[] = {
 	{"encoding", 3}, {"refcount", 3}, {"freq", 3}, {"help", 2},
 };
@@ -212,6 +216,9 @@ subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
 	}
 	if (cmd->fn == brk_cmd_slowlog) {
 		return SUBS("slowlog", slowlog_subs);
+	}
+	if (cmd->fn == brk_cmd_latency) {
+		return SUBS("latency", latency_subs);
 	}
 	if (cmd->fn == brk_cmd_object) {
 		return SUBS("object", object_subs);

@@ -241,6 +241,7 @@ again:
 			counted = i + 1;
 			stat->calls++;
 			stat->usec += t0;
+			brk_latency_command(srv, stat, cmd, t0);
 			srv->stats.total_commands++;
 			if (rc == 0) {
 				brk_slowlog_push(srv, c, cmd, q->argc, q->argv, t0);

@@ -60,6 +60,7 @@ enum {
 	SEC_ERRORSTATS = 1 << 8,
 	SEC_KEYSPACE = 1 << 9,
 	SEC_STORAGE = 1 << 10,
+	SEC_LATENCYSTATS = 1 << 11,
 };
 
 static const struct {
@@ -77,12 +78,13 @@ static const struct {
 	{"errorstats", SEC_ERRORSTATS},
 	{"keyspace", SEC_KEYSPACE},
 	{"storage", SEC_STORAGE},
+	{"latencystats", SEC_LATENCYSTATS},
 };
 
 #define SEC_DEFAULT                                                                                \
 	(SEC_SERVER | SEC_CLIENTS | SEC_MEMORY | SEC_PERSISTENCE | SEC_STATS | SEC_REPLICATION |    \
 		SEC_CPU | SEC_ERRORSTATS | SEC_KEYSPACE | SEC_STORAGE)
-#define SEC_ALL (SEC_DEFAULT | SEC_COMMANDSTATS)
+#define SEC_ALL (SEC_DEFAULT | SEC_COMMANDSTATS | SEC_LATENCYSTATS)
 
 static size_t
 watching_clients(const struct brk_server *srv)
@@ -274,6 +276,10 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 				(unsigned long long)srv->errstats[i].count);
 		}
 	}
+	if (secs & SEC_LATENCYSTATS) {
+		SECTION("Latencystats");
+		brk_latency_info(srv, b);
+	}
 	if (secs & SEC_KEYSPACE) {
 		SECTION("Keyspace");
 		uint64_t *nexp = echd_calloc(2 * 256, sizeof(*nexp)), *avgs = nexp + 256;
@@ -413,6 +419,7 @@ stats_reset(struct brk_server *srv)
 	srv->stats.last_commit_ms = last;
 	/* Redis' dirty counter is reset by a save, not by RESETSTAT */
 	srv->stats.dirty = dirty;
+	brk_latency_reset_hists(srv); /* before the memset below loses them */
 	/* keep the names: a pointer to one may be in use by this very call */
 	for (int i = 0; i < srv->nsubstats; i++) {
 		memset(&srv->substats[i].st, 0, sizeof(srv->substats[i].st));

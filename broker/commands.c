@@ -133,6 +133,9 @@ static const struct brk_cmd cmds[] = {
 		"O(1)"},
 	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, 0, 0, 0, "@admin @slow @dangerous", "server",
 		"2.2.12", "A container for slow log commands.", "Depends on subcommand."},
+	{"latency", brk_cmd_latency, -2, NS | A | L | S, 0, 0, 0, "@admin @slow @dangerous",
+		"server", "2.8.13", "A container for latency diagnostics commands.",
+		"Depends on subcommand."},
 	{"wait", brk_cmd_wait, 3, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
 		"3.0.0", "Blocks until the asynchronous replication of all preceding write commands "
 			 "sent by the connection is completed. echd has no replicas.", "O(1)"},
@@ -284,7 +287,8 @@ brk_cmd_admin(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
 	if (sub != NULL && cmd->fn == brk_cmd_acl) {
 		return !brk_acl_sub_light(sub); /* WHOAMI, CAT, HELP */
 	}
-	if (sub != NULL && (cmd->fn == brk_cmd_config || cmd->fn == brk_cmd_slowlog)) {
+	if (sub != NULL && (cmd->fn == brk_cmd_config || cmd->fn == brk_cmd_slowlog ||
+				cmd->fn == brk_cmd_latency)) {
 		return !brk_arg_eq(sub, "HELP");
 	}
 	return (cmd->flags & BRK_CMD_ADMIN) != 0;

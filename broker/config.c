@@ -90,6 +90,12 @@ static const struct opt opts[] = {
 		LLMAX, NULL, "microseconds a command must run to be logged in SLOWLOG; -1 = none"},
 	{"slowlog-max-len", OPT_INT, true, "128", OFF(slowlog_max_len), 0, LLMAX, NULL,
 		"entries SLOWLOG keeps"},
+	{"latency-tracking", OPT_BOOL, true, "yes", OFF(latency_tracking), 0, 0, NULL,
+		"keep a histogram of each command's run times (LATENCY HISTOGRAM, INFO latencystats)"},
+	{"latency-tracking-info-percentiles", OPT_SPECIAL, true, "50 99 99.9", 0, 0, 0, NULL,
+		"the percentiles INFO latencystats shows, up to 16 numbers from 0 to 100"},
+	{"latency-monitor-threshold", OPT_INT, true, "0", OFF(latency_monitor_threshold), 0,
+		LLMAX, NULL, "milliseconds from which the latency monitor records a spike; 0 = off"},
 	{"multi-max-commands", OPT_INT, true, "100000", OFF(multi_max_commands), 1, 100000000,
 		NULL, "commands one MULTI may queue before it is refused"},
 	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,
@@ -280,6 +286,16 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 		}
 		if (strcmp(o->name, "client-output-buffer-limit") == 0) {
 			return apply_obuf(cfg, argc, argv, err, errlen);
+		}
+		if (strcmp(o->name, "latency-tracking-info-percentiles") == 0) {
+			/* "": no percentiles */
+			bool none = argc == 1 && argv[0][0] == '\0';
+			const char *why = brk_latency_parse_pcts(cfg, none ? 0 : argc, argv);
+			if (why != NULL) {
+				snprintf(err, errlen, "%s", why);
+				return -1;
+			}
+			return 0;
 		}
 		if (strcmp(o->name, "unixsocketperm") == 0) {
 			char *end;
@@ -653,6 +669,8 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 		}
 	} else if (strcmp(o->name, "unixsocketperm") == 0) {
 		snprintf(buf, len, "%o", cfg->unixsocketperm);
+	} else if (strcmp(o->name, "latency-tracking-info-percentiles") == 0) {
+		brk_latency_format_pcts(cfg, buf, len);
 	} else {
 		/* Redis 7 still names the replica class "slave" here */
 		snprintf(buf, len, "normal %lld %lld %lld slave 268435456 67108864 60 pubsub "

@@ -946,13 +946,14 @@ again:
 	stat->usec += t0;
 	if (x.blocked && c->blk != NULL) {
 		c->blk->run_us += t0;
-	} else if (!x.blocked && cmd->fn != brk_cmd_exec) {
-		/* EXEC logs the commands it ran instead, as Redis does */
-		if (from_block && c->blk != NULL) {
-			const struct brk_argv *a = brk_block_argv(c->blk);
-			brk_slowlog_push(srv, c, cmd, a->argc, a->argv, t0 + c->blk->run_us);
-		} else {
-			brk_slowlog_push(srv, c, cmd, argc, argv, t0);
+	} else if (!x.blocked) {
+		uint64_t run = from_block && c->blk != NULL ? t0 + c->blk->run_us : t0;
+		brk_latency_command(srv, stat, cmd, run);
+		if (cmd->fn != brk_cmd_exec) {
+			/* EXEC logs the commands it ran instead, as Redis does */
+			const struct brk_argv *a =
+				from_block && c->blk != NULL ? brk_block_argv(c->blk) : NULL;
+			brk_slowlog_push(srv, c, cmd, a ? a->argc : argc, a ? a->argv : argv, run);
 		}
 	}
 	if (x.blocked) {

@@ -164,12 +164,15 @@ fail_held_replies(struct brk_conn *c, int rc)
 static int
 meta_flush(struct brk_server *srv)
 {
+	uint64_t t0;
 	int rc;
 
 	if (!srv->meta_pending) {
 		return 0;
 	}
+	t0 = brk_now_us();
 	rc = storage_sync(srv->st);
+	brk_latency_sample(srv, BRK_LAT_FLUSH, (brk_now_us() - t0) / 1000);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
 		return rc;
@@ -193,7 +196,9 @@ brk_batch_commit(struct brk_server *srv)
 	if (srv->batch_writes == 0) {
 		storage_txn_abort(srv->batch);
 	} else {
+		uint64_t t0 = brk_now_us();
 		rc = storage_txn_commit(srv->batch);
+		brk_latency_sample(srv, BRK_LAT_COMMIT, (brk_now_us() - t0) / 1000);
 		if (rc == 0) {
 			srv->stats.commits++;
 			srv->stats.batch_commands_total += srv->batch_writes;
@@ -597,7 +602,9 @@ batch_end(struct brk_server *srv)
 	int answered = 0;
 
 	if (srv->expire_due) {
+		uint64_t t0 = brk_now_us();
 		expire_step(srv);
+		brk_latency_sample(srv, BRK_LAT_EXPIRE, (brk_now_us() - t0) / 1000);
 	}
 	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
 		gc_step(srv);
@@ -1204,6 +1211,7 @@ brk_block_end(struct brk_conn *c, bool error)
 	const struct brk_cmd *cmd;
 	struct brk_cmdstat *stat;
 	size_t mark = c->out.len;
+	uint64_t run_us;
 	bool numlocal;
 	int kind;
 
@@ -1213,8 +1221,9 @@ brk_block_end(struct brk_conn *c, bool error)
 	kind = c->blk->kind;
 	numlocal = c->blk->numlocal;
 	cmd = c->blk->cmd;
+	run_us = c->blk->run_us;
 	brk_slowlog_push(srv, c, cmd, brk_block_argv(c->blk)->argc, brk_block_argv(c->blk)->argv,
-		c->blk->run_us);
+		run_us);
 	brk_unblock(c);
 	if (error) {
 		resp_add_error(&c->w, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
@@ -1230,6 +1239,7 @@ brk_block_end(struct brk_conn *c, bool error)
 	/* The call counts now that it answered, as in Redis. */
 	stat = brk_stat_for(srv, cmd, 1, NULL);
 	stat->calls++;
+	brk_latency_command(srv, stat, cmd, run_us);
 	if (brk_count_reply_error(srv, &c->out, mark)) {
 		stat->failed++;
 	}
@@ -2033,6 +2043,10 @@ brk_server_finish(struct brk_server *srv)
 	if (srv->base) {
 		event_base_free(srv->base);
 	}
+	if (srv->cmdstats != NULL) {
+		brk_latency_reset_hists(srv);
+	}
+	brk_latency_free(srv);
 	ECHD_FREE(srv->cmdstats);
 	brk_acl_finish(srv);
 	brk_tls_finish(srv);

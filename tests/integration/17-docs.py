@@ -748,7 +748,7 @@ def test_session_checker_catches_drift(server):
 # ---------------------------------------------------------------------------
 
 OPTION_HEADER = ["option", "default", "unit", "config set", "meaning"]
-INT_UNITS = ("seconds", "microseconds", "count", "port")
+INT_UNITS = ("seconds", "milliseconds", "microseconds", "count", "port")
 
 
 def list_options(exe):
