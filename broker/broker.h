@@ -101,6 +101,11 @@ int brk_config_apply(struct brk_config *cfg, int argc, char **argv, bool from_se
 	size_t errlen);
 /* Loads a redis.conf style file. Returns 0 or -1 with err set. */
 int brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t errlen);
+/* CONFIG REWRITE: writes the options in force to path, keeping its
+ * comments and the place of each option it names, adding at the end those
+ * that differ from their defaults. Atomic (a new file renamed over it) and
+ * durable. Returns 0, or non-zero with the reason in err. */
+int brk_config_rewrite(const struct brk_config *cfg, const char *path, char *err, size_t errlen);
 /* Parses the command line: [CONFIG_FILE] [--name value ...].
  * Returns 0, 1 when --help/--version was handled, or -1 with err set. */
 int brk_config_from_args(struct brk_config *cfg, int argc, char **argv, char *err,

@@ -163,7 +163,7 @@ static const struct subcmd xinfo_subs[] = {
 	{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
 };
 static const struct subcmd config_subs[] = {
-	{"get", -3}, {"set", -4}, {"resetstat", 2}, {"help", 2},
+	{"get", -3}, {"set", -4}, {"resetstat", 2}, {"rewrite", 2}, {"help", 2},
 };
 static const struct subcmd client_subs[] = {
 	{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2},

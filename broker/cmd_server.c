@@ -438,6 +438,8 @@ static const char *const config_help[] = {
 	"    Set the configuration <directive> to <value>.",
 	"RESETSTAT",
 	"    Reset statistics reported by the INFO command.",
+	"REWRITE",
+	"    Rewrite the configuration file.",
 	"HELP",
 	"    Print this help.",
 };
@@ -626,6 +628,20 @@ brk_cmd_config(struct brk_ctx *x)
 			brk_acl_requirepass_changed(srv);
 		}
 		resp_add_simple(x->w, "OK");
+		return 0;
+	}
+	if (brk_arg_eq(sub, "REWRITE") && x->argc == 2) {
+		char err[512];
+		if (srv->config_file == NULL) {
+			resp_add_error(x->w, "ERR The server is running without a config file");
+		} else if (brk_config_rewrite(&srv->cfg, srv->config_file, err, sizeof(err)) != 0) {
+			echd_log(ECHD_LOG_WARNING, "CONFIG REWRITE of %s failed: %s", srv->config_file,
+				err);
+			resp_add_errorf(x->w, "ERR Rewriting config file: %s", err);
+		} else {
+			echd_log(ECHD_LOG_NOTICE, "CONFIG REWRITE executed with success.");
+			resp_add_simple(x->w, "OK");
+		}
 		return 0;
 	}
 	if (brk_arg_eq(sub, "RESETSTAT") && x->argc == 2) {

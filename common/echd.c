@@ -1,11 +1,29 @@
-/* echd.c - error strings, allocator hooks and the log sink. */
+/* echd.c - error strings, allocator hooks, the log sink and fsync by path. */
 #include "echd.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+int
+echd_fsync_path(const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC), rc = 0;
+
+	if (fd < 0) {
+		return -errno;
+	}
+	if (fsync(fd) != 0) {
+		rc = -errno;
+	}
+	close(fd);
+	return rc;
+}
 
 static unsigned long alloc_fail_at;
 

@@ -36,6 +36,10 @@ bool echd_str2ll(const char *s, size_t len, long long *out);
  * digits to the end. s ends at len or at its first NUL, as a C string. */
 bool echd_str2ull(const char *s, size_t len, uint64_t *out);
 
+/* fsync(2) of the file or directory at path, opened with flags (O_RDONLY,
+ * and O_DIRECTORY for a directory). Returns 0 or -errno. */
+int echd_fsync_path(const char *path, int flags);
+
 /* All heap memory goes through these so tests can inject failures. */
 void *echd_malloc(size_t n);
 void *echd_calloc(size_t nmemb, size_t n);

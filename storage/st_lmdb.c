@@ -532,22 +532,6 @@ lmdb_sync(struct storage *st)
 	return 0;
 }
 
-/* fsync(2) of a file or directory by path. */
-static int
-sync_path(const char *path, int flags)
-{
-	int fd = open(path, flags | O_CLOEXEC), rc = 0;
-
-	if (fd < 0) {
-		return -errno;
-	}
-	if (fsync(fd) != 0) {
-		rc = -errno;
-	}
-	close(fd);
-	return rc;
-}
-
 static int
 lmdb_copy(struct storage *st, const char *dir)
 {
@@ -567,9 +551,9 @@ lmdb_copy(struct storage *st, const char *dir)
 	if ((size_t)snprintf(path, sizeof(path), "%s/data.mdb", dir) >= sizeof(path)) {
 		return -ENAMETOOLONG;
 	}
-	rc = sync_path(path, O_RDONLY);
+	rc = echd_fsync_path(path, O_RDONLY);
 	if (rc == 0) {
-		rc = sync_path(dir, O_RDONLY | O_DIRECTORY);
+		rc = echd_fsync_path(dir, O_RDONLY | O_DIRECTORY);
 	}
 	return rc;
 }

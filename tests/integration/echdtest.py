@@ -432,6 +432,10 @@ class Server:
                 try:
                     if c.call("PING") == "PONG":
                         return self
+                except RespError as e:
+                    if e.msg.startswith("NOAUTH"):
+                        return self     # up, and asking for a password
+                    raise
                 finally:
                     c.close()
             except (OSError, Closed, RespError, AssertionError, ValueError):
