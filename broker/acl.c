@@ -37,7 +37,7 @@ struct brk_user {
 
 /* ACL subcommands that are not @admin (Redis: @slow only); each has a
  * permission slot after the command table's. */
-static const char *const acl_light_subs[] = {"whoami", "cat", "help", NULL};
+static const char *const acl_light_subs[] = {"whoami", "cat", "help", "genpass", NULL};
 #define ACL_LIGHT_CATS "@slow"
 
 static const char *const categories[] = {"keyspace", "read", "write", "stream", "admin",
@@ -616,6 +616,41 @@ brk_acl_describe(const struct brk_user *u, struct resp_buf *b)
 		resp_buf_append(b, " ", 1);
 		resp_buf_append(b, u->rules, strlen(u->rules));
 	}
+}
+
+void
+brk_acl_getuser_reply(struct resp_writer *w, const struct brk_user *u)
+{
+	struct resp_buf keys;
+
+	resp_add_map(w, 6);
+	resp_add_bulk_cstr(w, "flags");
+	resp_add_array(w, u->nopass ? 2 : 1);
+	resp_add_bulk_cstr(w, u->enabled ? "on" : "off");
+	if (u->nopass) {
+		resp_add_bulk_cstr(w, "nopass");
+	}
+	resp_add_bulk_cstr(w, "passwords");
+	resp_add_array(w, (size_t)u->nhashes);
+	for (int i = 0; i < u->nhashes; i++) {
+		resp_add_bulk(w, u->hashes[i], 64);
+	}
+	resp_add_bulk_cstr(w, "commands");
+	resp_add_bulk_cstr(w, u->rules != NULL ? u->rules : "-@all");
+	resp_buf_init(&keys);
+	if (u->allkeys) {
+		resp_buf_append(&keys, "~*", 2);
+	}
+	for (int i = 0; i < u->npatterns; i++) {
+		resp_buf_printf(&keys, "%s~%s", keys.len > 0 ? " " : "", u->patterns[i]);
+	}
+	resp_add_bulk_cstr(w, "keys");
+	resp_add_bulk(w, keys.oom ? "" : keys.data, keys.oom ? 0 : keys.len);
+	resp_buf_finish(&keys);
+	resp_add_bulk_cstr(w, "channels");
+	resp_add_bulk_cstr(w, ""); /* no Pub/Sub: every user has resetchannels */
+	resp_add_bulk_cstr(w, "selectors");
+	resp_add_array(w, 0);
 }
 
 /* Splits a line into words on blanks (ACL rules have no quoting). */

@@ -66,6 +66,7 @@ struct brk_config {
 	long long batch_max_commands; /* commands in one group commit */
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */
 	long long slowlog_max_len;
+	long long acllog_max_len;     /* ACL LOG entries kept */
 	bool latency_tracking;              /* per-command histograms */
 	long long latency_monitor_threshold; /* ms; 0 = the latency monitor is off */
 	double latency_pcts[BRK_MAX_LATENCY_PCTS]; /* INFO latencystats' percentiles */
@@ -344,6 +345,9 @@ struct brk_server {
 	/* SLOWLOG (slowlog.c), newest first */
 	struct brk_slowentry *slowlog_newest, *slowlog_oldest;
 	uint64_t slowlog_len, slowlog_next_id;
+	/* ACL LOG (acllog.c), newest first */
+	struct brk_acllog_entry *acllog_newest, *acllog_oldest;
+	uint64_t acllog_len, acllog_next_id;
 	/* the latency monitor (latency.c): NULL until an event's first spike */
 	struct brk_latseries *latency[BRK_LAT_NEVENTS];
 	/* blocking */
@@ -474,6 +478,17 @@ int brk_batch_commit(struct brk_server *srv);
 void brk_slowlog_push(struct brk_server *srv, struct brk_conn *c, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv, uint64_t duration_us);
 void brk_slowlog_reset(struct brk_server *srv);
+/* ACL LOG: why the rules refused something, and where. */
+enum { BRK_ACLLOG_AUTH, BRK_ACLLOG_COMMAND, BRK_ACLLOG_KEY };
+enum { BRK_ACLLOG_CTX_TOPLEVEL, BRK_ACLLOG_CTX_MULTI };
+/* Logs a refusal caused by c: object is the command's full name, the key,
+ * or for a failed login the command as typed (AUTH, HELLO); user the user's
+ * name, or the one a login tried. */
+void brk_acllog_add(struct brk_server *srv, struct brk_conn *c, int reason, int context,
+	const void *object, size_t olen, const void *user, size_t ulen);
+/* ACL LOG [count | RESET]. */
+void brk_acllog_reply(struct brk_ctx *x);
+void brk_acllog_reset(struct brk_server *srv);
 /* Records a command's run in its histogram and, when it took at least
  * latency-monitor-threshold ms, as a spike of the monitor. */
 void brk_latency_command(struct brk_server *srv, struct brk_cmdstat *stat,
@@ -602,6 +617,9 @@ bool brk_acl_nopass_default(struct brk_server *srv);
 bool brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);
 bool brk_acl_key_allowed(const struct brk_user *u, const void *key, size_t len);
+/* The argv index of the first key of a request u may not touch, or -1. */
+int brk_acl_denied_key(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv);
 const char *brk_user_name(const struct brk_user *u);
 struct brk_user *brk_user_next(const struct brk_user *u);
 /* Logs c in as user if pass matches; replies WRONGPASS and returns -1 if not. */
@@ -611,6 +629,8 @@ int brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int n
 	const struct resp_arg *rules, char *err, size_t errlen);
 int brk_acl_deluser(struct brk_server *srv, const char *name, size_t len);
 void brk_acl_describe(const struct brk_user *u, struct resp_buf *b);
+/* ACL GETUSER's map of u: flags, passwords, commands, keys, channels, selectors. */
+void brk_acl_getuser_reply(struct resp_writer *w, const struct brk_user *u);
 int brk_acl_load(struct brk_server *srv, char *err, size_t errlen);
 int brk_acl_save(struct brk_server *srv, char *err, size_t errlen);
 int brk_acl_categories(const char *const **out);
@@ -691,6 +711,9 @@ void brk_reply_subcommand_syntax(struct brk_ctx *x, const char *help);
 /* A HELP reply: the lines as simple strings. */
 void brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n);
 #define BRK_REPLY_HELP(w, lines) brk_reply_help((w), (lines), sizeof(lines) / sizeof((lines)[0]))
+/* The arity of container cmd's subcommand sub (counting the container's
+ * name), or 0 when cmd has no such subcommand. */
+int brk_subcommand_arity(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* Whether sub is one of cmd's subcommands (true for a command without any). */
 bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* The i-th subcommand name of container cmd (lower case, static), or NULL past the last. */

@@ -1,16 +1,24 @@
 /* cmd_auth.c - AUTH and ACL. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/rand.h>
+
 #include "broker.h"
+
+#define GENPASS_MAX_BITS 4096 /* Redis' bound on ACL GENPASS */
 
 /* Logs a failed login without the password, and counts it for INFO. */
 static void
 auth_failed(struct brk_ctx *x, const char *user, size_t len)
 {
 	x->srv->stats.acl_denied_auth++;
+	brk_acllog_add(x->srv, x->c, BRK_ACLLOG_AUTH,
+		x->in_exec ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, x->argv[0].p,
+		x->argv[0].len, user, len);
 	echd_log(ECHD_LOG_NOTICE, "AUTH failed for user '%.*s' from %s", (int)(len > 64 ? 64 : len),
 		user, x->c->addr);
 	resp_add_error(x->w, "WRONGPASS invalid username-password pair or user is disabled.");
@@ -54,8 +62,15 @@ static const char *const acl_help[] = {
 	"CAT [<category>]", "    List all commands that belong to <category>, or all command categories",
 	"    when no category is specified.",
 	"DELUSER <username> [<username> ...]", "    Delete a list of users.",
+	"DRYRUN <username> <command> [<arg> ...]",
+	"    Returns whether the user can execute the given command without executing the command.",
+	"GETUSER <username>", "    Get the user's details.",
+	"GENPASS [<bits>]",
+	"    Generate a secure 256-bit user password. The optional `bits` argument can",
+	"    be used to specify a different size.",
 	"LIST", "    Show users details in config file format.",
 	"LOAD", "    Reload users from the ACL file.",
+	"LOG [<count> | RESET]", "    Show the ACL log entries.",
 	"SAVE", "    Save the current config to the ACL file.",
 	"SETUSER <username> <attribute> [<attribute> ...]", "    Create or modify a user with the specified attributes.",
 	"USERS", "    List all the registered usernames.",
@@ -81,6 +96,93 @@ sorted_users(struct brk_server *srv, struct brk_user **out, size_t max)
 		}
 	}
 	return n;
+}
+
+/* ACL GENPASS [bits]: bits (256 by default) of the system's randomness, in hex. */
+static void
+genpass(struct brk_ctx *x)
+{
+	unsigned char raw[GENPASS_MAX_BITS / 8];
+	char hex[GENPASS_MAX_BITS / 4 + 1];
+	long long bits = 256;
+	size_t chars;
+
+	if (x->argc == 3 && !brk_arg_ll(x, &x->argv[2], &bits)) {
+		return;
+	}
+	if (bits <= 0 || bits > GENPASS_MAX_BITS) {
+		resp_add_error(x->w, "ERR ACL GENPASS argument must be the number of bits for the "
+				     "output password, a positive number up to 4096");
+		return;
+	}
+	chars = ((size_t)bits + 3) / 4;
+	if (RAND_bytes(raw, (int)((chars + 1) / 2)) != 1) {
+		resp_add_error(x->w, "ERR no randomness available for ACL GENPASS");
+		return;
+	}
+	for (size_t i = 0; i < chars; i++) {
+		hex[i] = "0123456789abcdef"[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+	}
+	resp_add_bulk(x->w, hex, chars);
+}
+
+/* ACL DRYRUN user command [arg ...]: OK, or (as a string, not an error)
+ * why the user may not run it; nothing runs. */
+static void
+dryrun(struct brk_ctx *x)
+{
+	const struct resp_arg *name = &x->argv[2], *argv = x->argv + 3;
+	const struct brk_user *u = brk_acl_find(x->srv, name->p, name->len);
+	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
+	int argc = x->argc - 3, arity, key;
+	char full[80];
+
+	if (u == NULL) {
+		resp_add_errorf(x->w, "ERR User '%.*s' not found", (int)name->len, name->p);
+		return;
+	}
+	arity = cmd != NULL ? cmd->arity : 0;
+	if (cmd != NULL && argc >= 2 && brk_subcommand_at(cmd, 0) != NULL) {
+		/* a container: its subcommand is the command, as Redis looks it up */
+		arity = brk_subcommand_arity(cmd, &argv[1]);
+		if (arity == 0) {
+			cmd = NULL;
+		}
+	}
+	if (cmd == NULL) {
+		resp_add_errorf(x->w, "ERR Command '%.*s' not found", (int)argv[0].len, argv[0].p);
+		return;
+	}
+	if (argc >= 2 && brk_subcommand_at(cmd, 0) != NULL) {
+		snprintf(full, sizeof(full), "%s|%.*s", cmd->name, (int)argv[1].len, argv[1].p);
+		for (char *p = full; *p; p++) {
+			*p = (char)tolower((unsigned char)*p);
+		}
+	} else {
+		snprintf(full, sizeof(full), "%s", cmd->name);
+	}
+	if ((arity > 0 && argc != arity) || (arity < 0 && argc < -arity)) {
+		resp_add_errorf(x->w, "ERR wrong number of arguments for '%s' command", full);
+		return;
+	}
+	if (!brk_acl_cmd_allowed(u, cmd, argc, argv)) {
+		char msg[256];
+		int n = snprintf(msg, sizeof(msg), "User %s has no permissions to run the '%s' command",
+			brk_user_name(u), full);
+		resp_add_bulk(x->w, msg, n < (int)sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+		return;
+	}
+	key = brk_acl_denied_key(u, cmd, argc, argv);
+	if (key >= 0) {
+		struct resp_buf b;
+		resp_buf_init(&b);
+		resp_buf_printf(&b, "No permissions to access the '%.*s' key", (int)argv[key].len,
+			argv[key].p);
+		resp_add_bulk(x->w, b.oom ? "" : b.data, b.oom ? 0 : b.len);
+		resp_buf_finish(&b);
+		return;
+	}
+	resp_add_simple(x->w, "OK");
 }
 
 int
@@ -181,6 +283,19 @@ brk_cmd_acl(struct brk_ctx *x)
 			return 0;
 		}
 		resp_add_simple(x->w, "OK");
+	} else if (brk_arg_eq(sub, "LOG") && x->argc <= 3) {
+		brk_acllog_reply(x);
+	} else if (brk_arg_eq(sub, "GETUSER")) {
+		struct brk_user *u = brk_acl_find(srv, x->argv[2].p, x->argv[2].len);
+		if (u == NULL) {
+			resp_add_null(x->w);
+		} else {
+			brk_acl_getuser_reply(x->w, u);
+		}
+	} else if (brk_arg_eq(sub, "GENPASS") && x->argc <= 3) {
+		genpass(x);
+	} else if (brk_arg_eq(sub, "DRYRUN")) {
+		dryrun(x);
 	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {
 		BRK_REPLY_HELP(x->w, acl_help);
 	} else {

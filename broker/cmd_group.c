@@ -172,7 +172,8 @@ static const struct subcmd client_subs[] = {
 };
 static const struct subcmd acl_subs[] = {
 	{"whoami", 2}, {"users", 2}, {"list", 2}, {"setuser", -3}, {"deluser", -3},
-	{"cat", -2}, {"save", 2}, {"load", 2}, {"help", 2},
+	{"cat", -2}, {"save", 2}, {"load", 2}, {"log", -2}, {"getuser", 3}, {"genpass", -2},
+	{"dryrun", -4}, {"help", 2},
 };
 static const struct subcmd slowlog_subs[] = {
 	{"get", -2}, {"len", 2}, {"reset", 2}, {"help", 2},
@@ -279,19 +280,38 @@ brk_subcommand_at(const struct brk_cmd *cmd, size_t i)
 	return subs != NULL && i < n ? subs[i].name : NULL;
 }
 
-bool
-brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub)
+/* Container cmd's entry for sub; NULL if there is none (or cmd has no table). */
+static const struct subcmd *
+sub_find(const struct brk_cmd *cmd, const struct resp_arg *sub, bool *container)
 {
 	const char *cname;
 	size_t n;
 	const struct subcmd *subs = subs_of(cmd, &cname, &n);
 
+	*container = subs != NULL;
 	for (size_t i = 0; subs != NULL && i < n; i++) {
 		if (brk_arg_eq(sub, subs[i].name)) {
-			return true;
+			return &subs[i];
 		}
 	}
-	return subs == NULL;
+	return NULL;
+}
+
+bool
+brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub)
+{
+	bool container;
+
+	return sub_find(cmd, sub, &container) != NULL || !container;
+}
+
+int
+brk_subcommand_arity(const struct brk_cmd *cmd, const struct resp_arg *sub)
+{
+	bool container;
+	const struct subcmd *s = sub_find(cmd, sub, &container);
+
+	return s != NULL ? s->arity : 0;
 }
 
 int

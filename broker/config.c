@@ -93,6 +93,8 @@ static const struct opt opts[] = {
 		LLMAX, NULL, "microseconds a command must run to be logged in SLOWLOG; -1 = none"},
 	{"slowlog-max-len", OPT_INT, true, "128", OFF(slowlog_max_len), 0, LLMAX, NULL,
 		"entries SLOWLOG keeps"},
+	{"acllog-max-len", OPT_INT, true, "128", OFF(acllog_max_len), 0, LLMAX, NULL,
+		"entries ACL LOG keeps"},
 	{"latency-tracking", OPT_BOOL, true, "yes", OFF(latency_tracking), 0, 0, NULL,
 		"keep a histogram of each command's run times (LATENCY HISTOGRAM, INFO latencystats)"},
 	{"latency-tracking-info-percentiles", OPT_SPECIAL, true, "50 99 99.9", 0, 0, 0, NULL,

@@ -686,9 +686,10 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
  * map fails only them. */
 #define NEST_ARG_BYTES (1024 * 1024)
 
-/* Whether every key the request names is one c's user may touch. */
-static bool
-acl_keys_ok(const struct brk_conn *c, const struct brk_cmd *cmd, int argc,
+/* The first key of the request that u may not touch (its argv index), or
+ * -1 when it may touch them all. */
+int
+brk_acl_denied_key(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv)
 {
 	int first = cmd->first_key, last = cmd->last_key, step = cmd->step;
@@ -707,17 +708,17 @@ acl_keys_ok(const struct brk_conn *c, const struct brk_cmd *cmd, int argc,
 		step = 1;
 	}
 	if (first <= 0 || step <= 0) {
-		return true;
+		return -1;
 	}
 	if (last < 0) {
 		last = argc + last;
 	}
 	for (int i = first; i <= last && i < argc; i += step) {
-		if (!brk_acl_key_allowed(c->user, argv[i].p, argv[i].len)) {
-			return false;
+		if (!brk_acl_key_allowed(u, argv[i].p, argv[i].len)) {
+			return i;
 		}
 	}
-	return true;
+	return -1;
 }
 
 /* Runs the handler inside the right transaction; returns its result.
@@ -810,7 +811,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	struct brk_cmdstat *stat;
 	uint64_t t0;
 	bool nested;
-	int rc, tries = 0;
+	int rc, tries = 0, denied;
 
 	memset(&x, 0, sizeof(x));
 	x.srv = srv;
@@ -861,16 +862,24 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		goto replied;
 	}
 	if (c->user != NULL && !brk_acl_cmd_allowed(c->user, cmd, argc, argv)) {
+		const char *uname = brk_user_name(c->user);
 		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
-			brk_user_name(c->user), c->last_cmd);
+			uname, c->last_cmd);
 		srv->stats.acl_denied_cmd++;
+		brk_acllog_add(srv, c, BRK_ACLLOG_COMMAND,
+			c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, c->last_cmd,
+			strlen(c->last_cmd), uname, strlen(uname));
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
-	if (c->user != NULL && !acl_keys_ok(c, cmd, argc, argv)) {
+	if (c->user != NULL && (denied = brk_acl_denied_key(c->user, cmd, argc, argv)) >= 0) {
+		const char *uname = brk_user_name(c->user);
 		resp_add_error(&c->w, "NOPERM No permissions to access a key");
 		srv->stats.acl_denied_key++;
+		brk_acllog_add(srv, c, BRK_ACLLOG_KEY,
+			c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, argv[denied].p,
+			argv[denied].len, uname, strlen(uname));
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;

@@ -1992,6 +1992,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_conn_destroy(c);
 	}
 	brk_slowlog_reset(srv);
+	brk_acllog_reset(srv);
 	if (srv->st != NULL) {
 		storage_close(srv->st);
 		srv->st = NULL;

@@ -69,7 +69,7 @@ class Words:
 # ---------------------------------------------------------------------------
 
 class AuthServer(echdtest.Server):
-    """A server like the harness' whose start-up check accepts any reply to PING (NOAUTH with
+    """A server like the harness' (whose start-up check takes NOAUTH for an answer, as with
     requirepass); bind, if given, replaces 127.0.0.1."""
 
     def __init__(self, kind, exe, extra=(), bind=None):
@@ -81,37 +81,6 @@ class AuthServer(echdtest.Server):
         if self.bind:
             a[a.index("--bind") + 1] = self.bind
         return a
-
-    def start(self, timeout=None):
-        timeout = echdtest.STARTUP_TIMEOUT if timeout is None else timeout
-        log = open(self.log_path, "ab")
-        log.write(("\n=== start: %s\n" % " ".join(self.args())).encode())
-        log.flush()
-        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, cwd=self.root,
-                                     start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise echdtest.ServerError("%s exited with status %s during start-up\n%s"
-                                           % (self.kind, self.proc.returncode, self.log_tail()))
-            try:
-                c = RespConn(self.port, timeout=1.0)
-                try:
-                    c.send("PING")
-                    r = c.read()
-                    if r == "PONG" or (isinstance(r, RespError) and r.msg == NOAUTH):
-                        return self
-                finally:
-                    c.close()
-            except (OSError, Closed, AssertionError, ValueError):
-                pass
-            if time.monotonic() > deadline:
-                self.kill()
-                raise echdtest.ServerError("%s did not answer PING within %.1f s\n%s"
-                                           % (self.kind, timeout, self.log_tail()))
-            time.sleep(0.02)
 
     def log_text(self):
         with open(self.log_path, "rb") as f:
@@ -861,3 +830,141 @@ def test_protected_mode(server):
     assert out["remote_again"].startswith("-DENIED "), out
     # protected-mode no: served without a password
     assert out["remote_unprotected"] == "+PONG\r\n", out
+
+
+# ---------------------------------------------------------------------------
+# ACL LOG, GETUSER, GENPASS, DRYRUN
+# ---------------------------------------------------------------------------
+
+def log_entries(c, *args):
+    """ACL LOG as a list of dicts (RESP2 maps are flat lists)."""
+    out = []
+    for e in c.call("ACL", "LOG", *args):
+        d = dict(zip(e[0::2], e[1::2]))
+        out.append({k.decode(): (v.decode() if isinstance(v, bytes) else v)
+                    for k, v in d.items()})
+    return out
+
+
+def test_acl_log(server):
+    """Refused logins, commands and keys, newest first, grouped within a minute; each entry
+    names the client (its CLIENT INFO line) and the user."""
+    s = spawn(server)
+    w = Words(server)
+    admin = s.raw()
+    admin.call("ACL", "SETUSER", "app", "on", ">pw-app", "~jobs:*", "+@stream", "+@connection",
+               "+@transaction")
+    assert admin.call("ACL", "LOG") == []
+    bad = s.raw()
+    assert bad.err("AUTH", "app", "nope") == WRONGPASS
+    assert bad.err("auth", "app", "nope") == WRONGPASS          # the command as typed
+    app = login(s, "app", "pw-app")
+    assert app.call("CLIENT", "SETNAME", "worker-7") == "OK"
+    for _ in range(3):
+        assert app.err("XADD", "other", "*", "f", "v") == w.key()
+    assert app.err("CONFIG", "GET", "maxclients") == w.cmd("app", "config|get")
+    assert app.pipeline([("MULTI",), ("XLEN", "secret"), ("DISCARD",)])[1] == RespError(
+        w.key())
+    log = log_entries(admin)
+    want = [("key", "multi", "secret", 1), ("command", "toplevel", "config|get", 1),
+            ("key", "toplevel", "other", 3), ("auth", "toplevel", "auth", 1),
+            ("auth", "toplevel", "AUTH", 1)]
+    assert [(e["reason"], e["context"], e["object"], e["count"]) for e in log] == want, log
+    assert all(e["username"] == "app" for e in log)
+    assert "name=worker-7" in log[2]["client-info"] and "user=app" in log[2]["client-info"]
+    assert 0 <= float(log[0]["age-seconds"]) < 60
+    assert len(log_entries(admin, "2")) == 2
+    assert log_entries(admin, "-1") == []
+    assert admin.err("ACL", "LOG", "x") == "ERR value is not an integer or out of range"
+    assert admin.call("ACL", "LOG", "RESET") == "OK"
+    assert admin.call("ACL", "LOG") == []
+    # acllog-max-len keeps the newest
+    assert admin.call("CONFIG", "SET", "acllog-max-len", "2") == "OK"
+    for k in ("a", "b", "c"):
+        assert app.err("XLEN", k) == w.key()
+    assert [e["object"] for e in log_entries(admin)] == ["c", "b"]
+
+
+@echd_only("entry-id and the timestamps are Redis 7.2's fields; Debian's 7.0 has no them")
+def test_acl_log_ids_and_times(server):
+    s = spawn(server)
+    admin = s.raw()
+    t0 = int(time.time() * 1000)
+    bad = s.raw()
+    for _ in range(2):
+        assert bad.err("AUTH", "ghost", "x") == WRONGPASS
+    assert bad.err("AUTH", "other", "x") == WRONGPASS
+    log = log_entries(admin)
+    assert [(e["object"], e["username"], e["count"], e["entry-id"]) for e in log] == [
+        ("AUTH", "other", 1, 1), ("AUTH", "ghost", 2, 0)]
+    ghost = log[1]
+    assert t0 <= ghost["timestamp-created"] <= ghost["timestamp-last-updated"] <= \
+        time.time() * 1000 + 1
+    # ids go on counting after a RESET
+    assert admin.call("ACL", "LOG", "RESET") == "OK"
+    assert bad.err("AUTH", "ghost", "x") == WRONGPASS
+    assert log_entries(admin)[0]["entry-id"] == 2
+    # RESP3: a map per entry, age a double
+    admin.call("HELLO", "3")
+    e = admin.call("ACL", "LOG")[0]
+    assert isinstance(e, dict) and isinstance(e[b"age-seconds"], float)
+
+
+def test_acl_getuser(server):
+    s = spawn(server)
+    c = s.raw()
+    assert c.call("ACL", "GETUSER", "nosuch") is None
+    c.call("ACL", "SETUSER", "app", "on", ">pw-app", "~jobs:*", "~audit", "+@read")
+    u = dict(zip(*[iter(c.call("ACL", "GETUSER", "app"))] * 2))
+    assert u[b"flags"] == [b"on"]
+    assert u[b"passwords"] == [sha256("pw-app").encode()]
+    assert u[b"keys"] == b"~jobs:* ~audit"
+    assert u[b"commands"].split() == [b"-@all", b"+@read"]
+    assert u[b"selectors"] == []
+    d = dict(zip(*[iter(c.call("ACL", "GETUSER", "default"))] * 2))
+    assert d[b"flags"] == [b"on", b"nopass"] and d[b"passwords"] == []
+    assert d[b"commands"] == b"+@all" and d[b"keys"] == b"~*"
+    assert c.err("ACL", "GETUSER") == "ERR wrong number of arguments for 'acl|getuser' command"
+
+
+def test_acl_genpass(server):
+    c = server.raw()
+    a, b = c.call("ACL", "GENPASS"), c.call("ACL", "GENPASS")
+    assert len(a) == 64 and int(a, 16) >= 0 and a != b
+    for bits, chars in (("1", 1), ("5", 2), ("128", 32), ("4096", 1024)):
+        p = c.call("ACL", "GENPASS", bits)
+        assert len(p) == chars and all(ch in b"0123456789abcdef" for ch in p), (bits, p)
+    why = ("ERR ACL GENPASS argument must be the number of bits for the output password, a "
+           "positive number up to 4096")
+    for bits in ("0", "-8", "4097"):
+        assert c.err("ACL", "GENPASS", bits) == why
+    assert c.err("ACL", "GENPASS", "x") == "ERR value is not an integer or out of range"
+
+
+def test_acl_dryrun(server):
+    s = spawn(server)
+    c = s.raw()
+    c.call("ACL", "SETUSER", "app", "on", ">pw-app", "~jobs:*", "+@stream", "+@connection")
+    assert c.call("ACL", "DRYRUN", "app", "XADD", "jobs:1", "*", "f", "v") == "OK"
+    assert c.call("ACL", "DRYRUN", "app", "PING") == "OK"
+    assert c.err("ACL", "DRYRUN", "nosuch", "PING") == "ERR User 'nosuch' not found"
+    assert c.err("ACL", "DRYRUN", "app", "NOSUCHCMD") == "ERR Command 'NOSUCHCMD' not found"
+    assert c.err("ACL", "DRYRUN", "app", "CONFIG", "nosub") == "ERR Command 'CONFIG' not found"
+    assert c.err("ACL", "DRYRUN", "app", "XADD", "k") == (
+        "ERR wrong number of arguments for 'xadd' command")
+    assert c.err("ACL", "DRYRUN", "app") == (
+        "ERR wrong number of arguments for 'acl|dryrun' command")
+    # nothing ran, and nothing was logged
+    assert c.call("EXISTS", "jobs:1") == 0 and c.call("ACL", "LOG") == []
+
+
+@echd_only("Redis 7.2's words for a refusal; Debian's 7.0 words them differently")
+def test_acl_dryrun_refusals(server):
+    s = spawn(server)
+    c = s.raw()
+    c.call("ACL", "SETUSER", "app", "on", ">pw-app", "~jobs:*", "+@stream")
+    assert c.call("ACL", "DRYRUN", "app", "XADD", "other", "*", "f", "v") == (
+        b"No permissions to access the 'other' key")
+    assert c.call("ACL", "DRYRUN", "app", "CONFIG", "GET", "x") == (
+        b"User app has no permissions to run the 'config|get' command")
+    assert c.call("ACL", "LOG") == []
