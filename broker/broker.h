@@ -350,6 +350,8 @@ struct brk_server {
 	uint64_t acllog_len, acllog_next_id;
 	/* the latency monitor (latency.c): NULL until an event's first spike */
 	struct brk_latseries *latency[BRK_LAT_NEVENTS];
+	/* histograms of every commit and flush (INFO persistence), owned; NULL: none yet */
+	struct brk_hist *event_hist[BRK_LAT_NEVENTS];
 	/* blocking */
 	struct brk_seen *seen;    /* seen.c: in-memory seen-times by consumer id */
 	size_t seen_size, seen_count;
@@ -495,9 +497,13 @@ void brk_latency_command(struct brk_server *srv, struct brk_cmdstat *stat,
 	const struct brk_cmd *cmd, uint64_t duration_us);
 /* Records a spike of event if it took at least latency-monitor-threshold ms. */
 void brk_latency_sample(struct brk_server *srv, int event, uint64_t ms);
+/* Records a commit or a flush that took us: in its histogram, and as above. */
+void brk_latency_storage(struct brk_server *srv, int event, uint64_t us);
+/* INFO persistence: the percentiles of commits and flushes. */
+void brk_latency_storage_info(struct brk_server *srv, struct resp_buf *b);
 /* INFO latencystats: the lines of every command with a histogram. */
 void brk_latency_info(struct brk_server *srv, struct resp_buf *b);
-/* Frees every command's histogram (CONFIG RESETSTAT, shutdown). */
+/* Frees every command's, commit's and flush's histogram (CONFIG RESETSTAT, shutdown). */
 void brk_latency_reset_hists(struct brk_server *srv);
 /* Frees the monitor's series (shutdown). */
 void brk_latency_free(struct brk_server *srv);

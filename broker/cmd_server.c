@@ -191,6 +191,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)(st.syncs - srv->syncs_at_reset),
 			s->commits ? (double)s->batch_commands_total / (double)s->commits : 0.0,
 			(unsigned long long)s->map_grows);
+		brk_latency_storage_info(srv, b);
 	}
 	if (secs & SEC_STORAGE) {
 		/* echd's own section: the storage behind the keyspace */

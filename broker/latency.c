@@ -74,18 +74,33 @@ brk_latency_sample(struct brk_server *srv, int event, uint64_t ms)
 	ts->next = (ts->next + 1) % LAT_SAMPLES;
 }
 
+/* Records ns in *h, made on first use; nothing when tracking is off. */
+static void
+hist_record(struct brk_server *srv, struct brk_hist **h, uint64_t ns)
+{
+	if (!srv->cfg.latency_tracking) {
+		return;
+	}
+	if (*h == NULL) {
+		*h = brk_hist_new(); /* NULL: not tracked until memory comes back */
+	}
+	if (*h != NULL) {
+		brk_hist_record(*h, ns);
+	}
+}
+
+void
+brk_latency_storage(struct brk_server *srv, int event, uint64_t us)
+{
+	hist_record(srv, &srv->event_hist[event], us * 1000);
+	brk_latency_sample(srv, event, us / 1000);
+}
+
 void
 brk_latency_command(struct brk_server *srv, struct brk_cmdstat *stat, const struct brk_cmd *cmd,
 	uint64_t duration_us)
 {
-	if (srv->cfg.latency_tracking) {
-		if (stat->hist == NULL) {
-			stat->hist = brk_hist_new(); /* NULL: not tracked until memory comes back */
-		}
-		if (stat->hist != NULL) {
-			brk_hist_record(stat->hist, duration_us * 1000);
-		}
-	}
+	hist_record(srv, &stat->hist, duration_us * 1000);
 	brk_latency_sample(srv, (cmd->flags & BRK_CMD_FAST) ? BRK_LAT_FAST_COMMAND : BRK_LAT_COMMAND,
 		duration_us / 1000);
 }
@@ -125,9 +140,13 @@ brk_latency_reset_hists(struct brk_server *srv)
 	const char *name;
 	struct brk_cmdstat *st;
 
-	for (size_t i = 0; (st = stat_at(srv, i, &name)) != NULL; i++) {
+	for (size_t i = 0; srv->cmdstats != NULL && (st = stat_at(srv, i, &name)) != NULL; i++) {
 		brk_hist_free(st->hist);
 		st->hist = NULL;
+	}
+	for (int ev = 0; ev < BRK_LAT_NEVENTS; ev++) {
+		brk_hist_free(srv->event_hist[ev]);
+		srv->event_hist[ev] = NULL;
 	}
 }
 
@@ -185,6 +204,20 @@ brk_latency_parse_pcts(struct brk_config *cfg, int argc, char **argv)
 	return NULL;
 }
 
+/* "p50=1.003,p99=2.007,p99.9=2.007": h's percentiles in microseconds. */
+static void
+pcts_line(struct brk_server *srv, struct resp_buf *b, const struct brk_hist *h)
+{
+	for (int j = 0; j < srv->cfg.nlatency_pcts; j++) {
+		char p[64];
+		double pct = srv->cfg.latency_pcts[j];
+		format_pct(pct, p, sizeof(p));
+		resp_buf_printf(b, "%sp%s=%.3f", j ? "," : "", p,
+			(double)brk_hist_percentile(h, pct) / 1000.0);
+	}
+	resp_buf_printf(b, "\r\n");
+}
+
 void
 brk_latency_info(struct brk_server *srv, struct resp_buf *b)
 {
@@ -195,18 +228,27 @@ brk_latency_info(struct brk_server *srv, struct resp_buf *b)
 		return;
 	}
 	for (size_t i = 0; (st = stat_at(srv, i, &name)) != NULL; i++) {
-		if (st->hist == NULL) {
-			continue;
+		if (st->hist != NULL) {
+			resp_buf_printf(b, "latency_percentiles_usec_%s:", name);
+			pcts_line(srv, b, st->hist);
 		}
-		resp_buf_printf(b, "latency_percentiles_usec_%s:", name);
-		for (int j = 0; j < srv->cfg.nlatency_pcts; j++) {
-			char p[64];
-			double pct = srv->cfg.latency_pcts[j];
-			format_pct(pct, p, sizeof(p));
-			resp_buf_printf(b, "%sp%s=%.3f", j ? "," : "", p,
-				(double)brk_hist_percentile(st->hist, pct) / 1000.0);
+	}
+}
+
+void
+brk_latency_storage_info(struct brk_server *srv, struct resp_buf *b)
+{
+	static const int shown[] = {BRK_LAT_COMMIT, BRK_LAT_FLUSH};
+
+	if (!srv->cfg.latency_tracking) {
+		return;
+	}
+	for (size_t i = 0; i < sizeof(shown) / sizeof(shown[0]); i++) {
+		const struct brk_hist *h = srv->event_hist[shown[i]];
+		if (h != NULL) {
+			resp_buf_printf(b, "%s_latency_percentiles_usec:", event_names[shown[i]]);
+			pcts_line(srv, b, h);
 		}
-		resp_buf_printf(b, "\r\n");
 	}
 }
 

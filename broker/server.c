@@ -172,7 +172,7 @@ meta_flush(struct brk_server *srv)
 	}
 	t0 = brk_now_us();
 	rc = storage_sync(srv->st);
-	brk_latency_sample(srv, BRK_LAT_FLUSH, (brk_now_us() - t0) / 1000);
+	brk_latency_storage(srv, BRK_LAT_FLUSH, brk_now_us() - t0);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
 		return rc;
@@ -198,7 +198,7 @@ brk_batch_commit(struct brk_server *srv)
 	} else {
 		uint64_t t0 = brk_now_us();
 		rc = storage_txn_commit(srv->batch);
-		brk_latency_sample(srv, BRK_LAT_COMMIT, (brk_now_us() - t0) / 1000);
+		brk_latency_storage(srv, BRK_LAT_COMMIT, brk_now_us() - t0);
 		if (rc == 0) {
 			srv->stats.commits++;
 			srv->stats.batch_commands_total += srv->batch_writes;
@@ -2044,9 +2044,7 @@ brk_server_finish(struct brk_server *srv)
 	if (srv->base) {
 		event_base_free(srv->base);
 	}
-	if (srv->cmdstats != NULL) {
-		brk_latency_reset_hists(srv);
-	}
+	brk_latency_reset_hists(srv);
 	brk_latency_free(srv);
 	ECHD_FREE(srv->cmdstats);
 	brk_acl_finish(srv);

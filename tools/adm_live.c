@@ -2117,6 +2117,26 @@ info_get(const struct resp_reply *info, const char *key, char *buf, size_t cap)
 	return buf;
 }
 
+/* "p50=901.119,p99=5799.935" (microseconds) as "p50 0.90 ms, p99 5.80 ms". */
+static const char *
+fmt_pcts(const char *line, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	while (*line != '\0' && n < cap) {
+		const char *eq = strchr(line, '='), *comma = strchr(line, ',');
+		size_t len = comma != NULL ? (size_t)(comma - line) : strlen(line);
+		if (eq == NULL || (comma != NULL && eq > comma)) {
+			break;
+		}
+		n += (size_t)snprintf(buf + n, cap - n, "%s%.*s %.2f ms", n ? ", " : "",
+			(int)(eq - line), line, strtod(eq + 1, NULL) / 1000.0);
+		line += len + (comma != NULL);
+	}
+	return buf;
+}
+
 static uint64_t
 info_u64(const struct resp_reply *info, const char *key)
 {
@@ -2158,10 +2178,15 @@ adm_live_stats(struct adm_ctx *x)
 		"maxdisk",
 		"storage_backend",
 	};
+	/* how long commits and their flushes took: what every reply waits for */
+	static const char *const pcts[] = {
+		"commit_latency_percentiles_usec",
+		"flush_latency_percentiles_usec",
+	};
 	struct adm_conn *c = x->conn;
 	struct resp_reply *r = NULL;
 	struct adm_view *v;
-	char a[64], b[64], d[64], line[256];
+	char a[64], b[64], d[64], line[256], pl[1024];
 	int rc;
 
 	cmd_begin(c, 1);
@@ -2185,6 +2210,12 @@ adm_live_stats(struct adm_ctx *x)
 			info_get(r, raw[i], a, sizeof(a));
 			if (a[0] != '\0') {
 				adm_view_stat(v, raw[i], NULL, NULL, a, true);
+			}
+		}
+		for (size_t i = 0; i < sizeof(pcts) / sizeof(pcts[0]); i++) {
+			info_get(r, pcts[i], pl, sizeof(pl));
+			if (pl[0] != '\0') {
+				adm_view_stat(v, pcts[i], NULL, NULL, pl, false);
 			}
 		}
 	} else {
@@ -2218,6 +2249,13 @@ adm_live_stats(struct adm_ctx *x)
 		snprintf(line, sizeof(line), "appendfsync %s",
 			info_get(r, "appendfsync", a, sizeof(a)));
 		adm_view_stat(v, NULL, "durability", line, NULL, false);
+		for (size_t i = 0; i < sizeof(pcts) / sizeof(pcts[0]); i++) {
+			char h[512];
+			if (info_get(r, pcts[i], pl, sizeof(pl))[0] != '\0') {
+				adm_view_stat(v, NULL, i == 0 ? "commit time" : "flush time",
+					fmt_pcts(pl, h, sizeof(h)), NULL, false);
+			}
+		}
 		snprintf(line, sizeof(line), "%s used of a %s map (%.0f%%), page %s",
 			adm_fmt_bytes(a, used), adm_fmt_bytes(b, map),
 			map ? 100.0 * (double)used / (double)map : 0.0,

@@ -123,8 +123,9 @@ static const struct cmddef cmds[C__COUNT] = {
 		"equal the rows, ids are in order, no row is orphaned. Prints each problem;\n"
 		"exits 4 if there is any.\n"},
 	[C_STATS] = {"stats", 0, 0, 0, "stats", "server (or directory) figures",
-		"Live: highlights of INFO (clients, commands, commits and fsyncs, storage,\n"
-		"memory, keys). With --data-dir: the environment's size and key counts.\n"},
+		"Live: highlights of INFO (clients, commands, commits and fsyncs, how long\n"
+		"commits and flushes took, storage, memory, keys). With --data-dir: the\n"
+		"environment's size and key counts.\n"},
 	[C_HELP] = {"help", 0, 1, 0, "help [COMMAND]", "this text, or a command's", NULL},
 };
 

@@ -323,6 +323,12 @@ def test_stats(server):
     assert live["source"] == "live"
     assert live["redis_version"] and live["uptime_in_seconds"] >= 0
     assert live["keyspace"] == {"db0": 2}
+    # build_state committed: how long commits and flushes took, as INFO gives them
+    for field in ("commit_latency_percentiles_usec", "flush_latency_percentiles_usec"):
+        assert re.fullmatch(r"p50=[0-9.]+,p99=[0-9.]+,p99\.9=[0-9.]+", live[field]), live
+    human = ok(adm(server, "stats")).stdout
+    assert re.search(r"^commit time +p50 [0-9.]+ ms, p99 [0-9.]+ ms, p99\.9 [0-9.]+ ms$", human,
+                     re.M), human
     off = adm_json(server, "stats", live=False)
     assert off["source"] == "offline" and off["keyspace"] == {"db0": 2}
     assert off["lmdb_map_size"] >= off["lmdb_used_bytes"] > 0

@@ -273,3 +273,41 @@ def test_doctor_and_graph_are_verbatim_in_resp3(server):
         c.call("CONFIG", "SET", "latency-monitor-threshold", "0")
         c.call("LATENCY", "RESET")
 
+
+
+def persistence_pcts(c):
+    """{'commit': 'p50=..', 'flush': '..'} of INFO persistence."""
+    out = {}
+    for line in c.call("INFO", "persistence").decode().split("\r\n"):
+        for ev in ("commit", "flush"):
+            if line.startswith(ev + "_latency_percentiles_usec:"):
+                out[ev] = line.split(":", 1)[1]
+    return out
+
+
+@echd_only("how long commits and their flushes take is echd's own INFO field")
+def test_commit_and_flush_percentiles(server):
+    c = server.raw()
+    try:
+        assert c.call("CONFIG", "RESETSTAT") == "OK"
+        assert persistence_pcts(c) == {}                     # no commit since the reset
+        for i in range(20):
+            c.call("XADD", "s", "*", "f", str(i))
+        got = persistence_pcts(c)
+        assert set(got) == {"commit", "flush"}, got
+        for ev, line in got.items():
+            m = re.fullmatch(r"p50=(\d+\.\d{3}),p99=(\d+\.\d{3}),p99\.9=(\d+\.\d{3})", line)
+            assert m, (ev, line)
+            p50, p99, p999 = (float(x) for x in m.groups())
+            assert 0 < p50 <= p99 <= p999, (ev, line)
+        # the same percentiles as the commands'
+        assert c.call("CONFIG", "SET", PCTS, "0 100") == "OK"
+        m = re.fullmatch(r"p0=(\d+\.\d{3}),p100=(\d+\.\d{3})", persistence_pcts(c)["commit"])
+        assert m and float(m.group(1)) <= float(m.group(2))
+        # latency-tracking no: nothing recorded
+        assert c.call("CONFIG", "SET", "latency-tracking", "no") == "OK"
+        assert c.call("CONFIG", "RESETSTAT") == "OK"
+        c.call("XADD", "s", "*", "f", "v")
+        assert persistence_pcts(c) == {}
+    finally:
+        c.call("CONFIG", "SET", PCTS, "50 99 99.9", "latency-tracking", "yes")
