@@ -354,9 +354,17 @@ brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int nrule
 	tmp.npatterns = tmp.nhashes = 0;
 	rc = 0;
 	for (int i = 0; i < u->npatterns && rc == 0; i++) {
-		char w[1024];
-		int wl = snprintf(w, sizeof(w), "~%s", u->patterns[i]);
-		rc = apply_rule(&tmp, w, (size_t)wl);
+		/* a pattern may be as long as a request allows: no fixed buffer */
+		size_t pl = strlen(u->patterns[i]);
+		char *w = echd_malloc(pl + 2);
+		if (w == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		w[0] = '~';
+		memcpy(w + 1, u->patterns[i], pl + 1);
+		rc = apply_rule(&tmp, w, pl + 1);
+		echd_free(w);
 	}
 	for (int i = 0; i < u->nhashes && rc == 0; i++) {
 		char w[66];
@@ -435,22 +443,40 @@ brk_acl_finish(struct brk_server *srv)
 	}
 }
 
+/* The rule that sets requirepass as the default user's password, ">pass"
+ * in pw, or "nopass" without one. False if it does not fit, which the
+ * bound on an option's value (BRK_CONFIG_VALUE_MAX) rules out. */
+static bool
+requirepass_rule(const struct brk_server *srv, char *pw, size_t cap, struct resp_arg *out)
+{
+	int l;
+
+	if (srv->cfg.requirepass == NULL || srv->cfg.requirepass[0] == '\0') {
+		*out = (struct resp_arg){"nopass", 6};
+		return true;
+	}
+	l = snprintf(pw, cap, ">%s", srv->cfg.requirepass);
+	if (l < 0 || (size_t)l >= cap) {
+		return false;
+	}
+	*out = (struct resp_arg){pw, (size_t)l};
+	return true;
+}
+
 /* The default user from requirepass: on, ~*, +@all, and the password. */
 int
 brk_acl_init(struct brk_server *srv, char *err, size_t errlen)
 {
 	struct resp_arg r[4];
 	int n = 0, rc;
-	char pw[600];
+	char pw[BRK_CONFIG_LINE_MAX + 1];
 
 	r[n++] = (struct resp_arg){"on", 2};
 	r[n++] = (struct resp_arg){"~*", 2};
 	r[n++] = (struct resp_arg){"+@all", 5};
-	if (srv->cfg.requirepass && srv->cfg.requirepass[0]) {
-		int l = snprintf(pw, sizeof(pw), ">%s", srv->cfg.requirepass);
-		r[n++] = (struct resp_arg){pw, (size_t)l};
-	} else {
-		r[n++] = (struct resp_arg){"nopass", 6};
+	if (!requirepass_rule(srv, pw, sizeof(pw), &r[n++])) {
+		snprintf(err, errlen, "requirepass is longer than %d bytes", BRK_CONFIG_LINE_MAX);
+		return ECHD_EINVAL;
 	}
 	rc = brk_acl_setuser(srv, "default", 7, n, r, err, errlen);
 	OPENSSL_cleanse(pw, sizeof(pw));
@@ -464,14 +490,12 @@ void
 brk_acl_requirepass_changed(struct brk_server *srv)
 {
 	struct resp_arg r[2];
-	char pw[600], err[128];
+	char pw[BRK_CONFIG_LINE_MAX + 1], err[128];
 
 	r[0] = (struct resp_arg){"resetpass", 9};
-	if (srv->cfg.requirepass && srv->cfg.requirepass[0]) {
-		int l = snprintf(pw, sizeof(pw), ">%s", srv->cfg.requirepass);
-		r[1] = (struct resp_arg){pw, (size_t)l};
-	} else {
-		r[1] = (struct resp_arg){"nopass", 6};
+	if (!requirepass_rule(srv, pw, sizeof(pw), &r[1])) {
+		echd_log(ECHD_LOG_WARNING, "requirepass is too long: the password is unchanged");
+		return;
 	}
 	brk_acl_setuser(srv, "default", 7, 2, r, err, sizeof(err));
 	OPENSSL_cleanse(pw, sizeof(pw));

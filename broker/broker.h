@@ -32,6 +32,13 @@ struct ssl_ctx_st;
 
 #define BRK_MAX_BIND 16
 
+/* The longest line of a config file, and so of an option's value: the
+ * loader refuses a longer line, and CONFIG SET a value that would not fit
+ * in one with its name (BRK_CONFIG_VALUE_MAX), so what CONFIG GET shows and
+ * CONFIG REWRITE writes is never cut. */
+#define BRK_CONFIG_LINE_MAX  4096
+#define BRK_CONFIG_VALUE_MAX (BRK_CONFIG_LINE_MAX - 128)
+
 /* How many percentiles latency-tracking-info-percentiles may list. */
 #define BRK_MAX_LATENCY_PCTS 16
 

@@ -353,7 +353,7 @@ struct config_reply {
 	int nseen;
 	/* CONFIG SET: the values before, to undo a refused TLS change */
 	char oldname[16][64];
-	char oldval[16][512];
+	char oldval[16][BRK_CONFIG_LINE_MAX];
 	int nold;
 	const char *want;
 	bool found;
@@ -466,7 +466,7 @@ brk_cmd_config(struct brk_ctx *x)
 		cr->w.proto = x->w->proto;
 		for (int i = 2; i < x->argc; i++) {
 			const char *name = x->argv[i].p, *canon;
-			char value[512];
+			char value[BRK_CONFIG_LINE_MAX];
 			bool runtime, dup = false;
 			if (strpbrk(name, "[*?") != NULL) {
 				brk_config_get(&srv->cfg, name, config_get_cb, cr);
@@ -520,6 +520,7 @@ brk_cmd_config(struct brk_ctx *x)
 			bool runtime = false;
 			const char *canon = brk_config_lookup(x->argv[i].p, &runtime);
 			const char *why = NULL;
+			char toolong[64];
 			if (canon == NULL) {
 				resp_add_errorf(x->w, "ERR Unknown option or number of arguments for "
 						      "CONFIG SET - '%s'",
@@ -528,6 +529,10 @@ brk_cmd_config(struct brk_ctx *x)
 			}
 			if (!runtime) {
 				why = "can't set immutable config";
+			} else if (x->argv[i + 1].len > BRK_CONFIG_VALUE_MAX) {
+				snprintf(toolong, sizeof(toolong), "value longer than %d bytes",
+					BRK_CONFIG_VALUE_MAX);
+				why = toolong;
 			}
 			for (int j = 2; j < i && why == NULL; j += 2) {
 				if (strcasecmp(x->argv[j].p, canon) == 0) {
@@ -562,7 +567,7 @@ brk_cmd_config(struct brk_ctx *x)
 		for (int pass = 0; pass < 2 && !failed; pass++) {
 			for (int i = 2; i < x->argc; i += 2) {
 				char *words[BRK_MAX_BIND + 2];
-				char name[128], vbuf[1024];
+				char name[128], vbuf[BRK_CONFIG_VALUE_MAX + 1];
 				char err[256];
 				int n = 0;
 

@@ -275,9 +275,12 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 	long long v;
 
 	if (o->type == OPT_SPECIAL && argc == 1 && strchr(argv[0], ' ') != NULL) {
-		char copy[1024], *words[BRK_MAX_BIND * 4 + 1];
+		char copy[BRK_CONFIG_LINE_MAX], *words[BRK_MAX_BIND * 4 + 1];
 		int n = 0;
-		snprintf(copy, sizeof(copy), "%s", argv[0]);
+		if ((size_t)snprintf(copy, sizeof(copy), "%s", argv[0]) >= sizeof(copy)) {
+			snprintf(err, errlen, "value too long");
+			return -1;
+		}
 		n = split_line(copy, words, (int)(sizeof(words) / sizeof(words[0])));
 		if (n <= 0) {
 			snprintf(err, errlen, "invalid value");
@@ -482,7 +485,7 @@ int
 brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
-	char line[4096];
+	char line[BRK_CONFIG_LINE_MAX];
 	int lineno = 0;
 
 	if (f == NULL) {
@@ -495,6 +498,12 @@ brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t
 		int n;
 
 		lineno++;
+		if (strchr(line, '\n') == NULL && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno,
+				BRK_CONFIG_LINE_MAX - 1);
+			fclose(f);
+			return -1;
+		}
 		line[strcspn(line, "\r\n")] = '\0';
 		n = split_line(line, words, 64);
 		if (n < 0) {
@@ -596,7 +605,7 @@ brk_config_from_args(struct brk_config *cfg, int argc, char **argv, char *err, s
 		i = 2;
 	}
 	while (i < argc) {
-		char line[4096], *words[BRK_MAX_BIND + 8];
+		char line[BRK_CONFIG_LINE_MAX], *words[BRK_MAX_BIND + 8];
 		size_t len;
 		int n, j;
 
@@ -712,7 +721,7 @@ void
 brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn, void *ud)
 {
 	for (size_t i = 0; i < NOPTS; i++) {
-		char buf[512];
+		char buf[BRK_CONFIG_LINE_MAX];
 		if (!brk_glob_match(pattern, strlen(pattern), opts[i].name, strlen(opts[i].name),
 			    true)) {
 			continue;
@@ -736,13 +745,13 @@ brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn 
 static bool
 write_opt(FILE *out, const struct brk_config *cfg, const struct opt *o)
 {
-	char v[1024];
+	char v[BRK_CONFIG_LINE_MAX];
 	const char *q = "";
 	bool plain = true;
 
 	format_opt(cfg, o, v, sizeof(v));
-	if (strpbrk(v, "\r\n") != NULL) {
-		return false;
+	if (strpbrk(v, "\r\n") != NULL || strlen(o->name) + strlen(v) + 4 >= sizeof(v)) {
+		return false; /* a line the loader could not read back */
 	}
 	if (o->type == OPT_STR || o->type == OPT_SPECIAL) {
 		for (const char *p = v; *p && plain; p++) {
@@ -767,7 +776,7 @@ write_opt(FILE *out, const struct brk_config *cfg, const struct opt *o)
 static bool
 at_default(const struct brk_config *cfg, const struct brk_config *def, const struct opt *o)
 {
-	char a[1024], b[1024];
+	char a[BRK_CONFIG_LINE_MAX], b[BRK_CONFIG_LINE_MAX];
 
 	format_opt(cfg, o, a, sizeof(a));
 	format_opt(def, o, b, sizeof(b));
@@ -795,7 +804,7 @@ brk_config_rewrite(const struct brk_config *cfg, const char *path, char *err, si
 	struct brk_config def;
 	bool done[NOPTS] = {false}, signed_off = false, created = false;
 	const struct opt *bad = NULL;
-	char tmp[4096], line[4096];
+	char tmp[4096], line[BRK_CONFIG_LINE_MAX];
 	FILE *in = NULL, *out = NULL;
 	struct stat st;
 	mode_t mode = 0644;

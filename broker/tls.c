@@ -59,7 +59,10 @@ protocols(const char *spec, int *min, int *max)
 	char buf[128], *save = NULL;
 
 	*min = *max = 0;
-	snprintf(buf, sizeof(buf), "%s", spec && spec[0] ? spec : "TLSv1.2 TLSv1.3");
+	if ((size_t)snprintf(buf, sizeof(buf), "%s", spec && spec[0] ? spec : "TLSv1.2 TLSv1.3") >=
+		sizeof(buf)) {
+		return -1; /* no list of versions is that long: refuse, do not cut it */
+	}
 	for (char *p = strtok_r(buf, " ,", &save); p; p = strtok_r(NULL, " ,", &save)) {
 		int v;
 		if (!strcasecmp(p, "TLSv1")) {

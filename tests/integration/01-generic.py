@@ -6,6 +6,7 @@ Replies are those of Redis 7.4; keys are created with XADD only (echd has stream
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -548,6 +549,39 @@ def test_config(server):
     # redis-py view
     assert server.client().config_get("stream-node-max-entries") == {
         "stream-node-max-entries": "100"}
+
+
+def test_config_long_values_are_whole(server):
+    """A long value comes back whole from CONFIG GET (echd once cut it at 511 bytes)."""
+    s = server.spawn()
+    c = s.raw()
+    pw = "".join(chr(ord("a") + i % 26) for i in range(3000))
+    assert c.call("CONFIG", "SET", "requirepass", pw) == "OK"
+    assert c.call("CONFIG", "GET", "requirepass") == [b"requirepass", pw.encode()]
+    other = s.raw()
+    assert other.err("AUTH", pw[:1023]) == (
+        "WRONGPASS invalid username-password pair or user is disabled.")
+    assert other.call("AUTH", pw) == "OK"
+
+
+@echd_only("echd's bound on an option's value (a config file line must hold it)")
+def test_config_value_too_long(server):
+    c = server.raw()
+    assert c.err("CONFIG", "SET", "requirepass", "x" * 3969) == (
+        "ERR CONFIG SET failed (possibly related to argument 'requirepass') - value longer "
+        "than 3968 bytes")
+    assert c.call("CONFIG", "GET", "requirepass") == [b"requirepass", b""]
+    tmp = tempfile.mkdtemp(prefix="echd-longline-")
+    try:
+        conf = os.path.join(tmp, "echd.conf")
+        with open(conf, "w") as f:
+            f.write("maxclients 100\nrequirepass %s\n" % ("y" * 5000))
+        p = subprocess.run([server.exe, conf, "--no-such-option", "x"], capture_output=True,
+                           text=True, timeout=10, stdin=subprocess.DEVNULL)
+        assert p.returncode == 2 and "echd.conf:2: line longer than 4095 bytes" in p.stderr, (
+            p.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_config_rewrite_without_a_file(server):

@@ -968,3 +968,18 @@ def test_acl_dryrun_refusals(server):
     assert c.call("ACL", "DRYRUN", "app", "CONFIG", "GET", "x") == (
         b"User app has no permissions to run the 'config|get' command")
     assert c.call("ACL", "LOG") == []
+
+
+def test_acl_long_key_pattern_survives_setuser(server):
+    """A key pattern longer than 1 KiB stays whole when the user is changed again (echd
+    once rebuilt each pattern in a 1 KiB buffer, read past it and crashed under ASan)."""
+    s = spawn(server)
+    c = s.raw()
+    key = "k" * 2000
+    assert c.call("ACL", "SETUSER", "u1", "~" + key, ">pw-u1", "+@stream") == "OK"
+    assert c.call("ACL", "SETUSER", "u1", "on") == "OK"
+    u = dict(zip(*[iter(c.call("ACL", "GETUSER", "u1"))] * 2))
+    assert u[b"keys"] == ("~" + key).encode()
+    u1 = login(s, "u1", "pw-u1")
+    assert u1.call("XADD", key, "*", "f", "v")
+    assert u1.err("XADD", key + "x", "*", "f", "v") == Words(server).key()
