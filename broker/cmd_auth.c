@@ -135,6 +135,7 @@ dryrun(struct brk_ctx *x)
 	const struct brk_user *u = brk_acl_find(x->srv, name->p, name->len);
 	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
 	int argc = x->argc - 3, arity, key;
+	struct resp_buf b;
 	char full[80];
 
 	if (u == NULL) {
@@ -165,24 +166,26 @@ dryrun(struct brk_ctx *x)
 		resp_add_errorf(x->w, "ERR wrong number of arguments for '%s' command", full);
 		return;
 	}
-	if (!brk_acl_cmd_allowed(u, cmd, argc, argv)) {
-		char msg[256];
-		int n = snprintf(msg, sizeof(msg), "User %s has no permissions to run the '%s' command",
-			brk_user_name(u), full);
-		resp_add_bulk(x->w, msg, n < (int)sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+	key = brk_acl_cmd_allowed(u, cmd, argc, argv) ? brk_acl_denied_key(u, cmd, argc, argv) : -2;
+	if (key == -1) {
+		resp_add_simple(x->w, "OK");
 		return;
 	}
-	key = brk_acl_denied_key(u, cmd, argc, argv);
-	if (key >= 0) {
-		struct resp_buf b;
-		resp_buf_init(&b);
+	/* names and keys may be long: built whole, not in a fixed buffer */
+	resp_buf_init(&b);
+	if (key == -2) {
+		resp_buf_printf(&b, "User %s has no permissions to run the '%s' command",
+			brk_user_name(u), full);
+	} else {
 		resp_buf_printf(&b, "No permissions to access the '%.*s' key", (int)argv[key].len,
 			argv[key].p);
-		resp_add_bulk(x->w, b.oom ? "" : b.data, b.oom ? 0 : b.len);
-		resp_buf_finish(&b);
-		return;
 	}
-	resp_add_simple(x->w, "OK");
+	if (b.oom) {
+		resp_add_error(x->w, "ERR out of memory");
+	} else {
+		resp_add_bulk(x->w, b.data, b.len);
+	}
+	resp_buf_finish(&b);
 }
 
 int

@@ -967,6 +967,13 @@ def test_acl_dryrun_refusals(server):
         b"No permissions to access the 'other' key")
     assert c.call("ACL", "DRYRUN", "app", "CONFIG", "GET", "x") == (
         b"User app has no permissions to run the 'config|get' command")
+    # long names and keys come back whole
+    name = "n" * 300
+    c.call("ACL", "SETUSER", name, "on", "nopass", "~a*", "+@stream")
+    assert c.call("ACL", "DRYRUN", name, "CONFIG", "GET", "x") == (
+        "User %s has no permissions to run the 'config|get' command" % name).encode()
+    assert c.call("ACL", "DRYRUN", name, "XLEN", "b" * 1000) == (
+        "No permissions to access the '%s' key" % ("b" * 1000)).encode()
     assert c.call("ACL", "LOG") == []
 
 
