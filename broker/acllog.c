@@ -17,7 +17,8 @@ struct brk_acllog_entry {
 	uint64_t count;
 	int reason;  /* BRK_ACLLOG_* */
 	int context; /* BRK_ACLLOG_CTX_* */
-	char *object, *username, *cinfo; /* owned */
+	char *object, *username, *cinfo; /* owned; a key may hold any byte */
+	size_t olen, ulen;
 	uint64_t id;
 	uint64_t created_ms, updated_ms;
 	struct brk_acllog_entry *newer, *older;
@@ -85,9 +86,9 @@ brk_acllog_reset(struct brk_server *srv)
 }
 
 static bool
-same(const char *s, const void *p, size_t len)
+same(const char *s, size_t slen, const void *p, size_t len)
 {
-	return strlen(s) == len && memcmp(s, p, len) == 0;
+	return slen == len && memcmp(s, p, len) == 0;
 }
 
 void
@@ -109,7 +110,8 @@ brk_acllog_add(struct brk_server *srv, struct brk_conn *c, int reason, int conte
 	}
 	for (; e != NULL && scanned < GROUP_SCAN; e = e->older, scanned++) {
 		if (e->reason == reason && e->context == context && now - e->updated_ms <= GROUP_MS &&
-			same(e->object, object, olen) && same(e->username, user, ulen)) {
+			same(e->object, e->olen, object, olen) &&
+			same(e->username, e->ulen, user, ulen)) {
 			break;
 		}
 	}
@@ -133,6 +135,8 @@ brk_acllog_add(struct brk_server *srv, struct brk_conn *c, int reason, int conte
 		}
 		return;
 	}
+	e->olen = olen;
+	e->ulen = ulen;
 	e->count = 1;
 	e->reason = reason;
 	e->context = context;
@@ -181,9 +185,9 @@ brk_acllog_reply(struct brk_ctx *x)
 		resp_add_bulk_cstr(x->w, "context");
 		resp_add_bulk_cstr(x->w, contexts[e->context]);
 		resp_add_bulk_cstr(x->w, "object");
-		resp_add_bulk_cstr(x->w, e->object);
+		resp_add_bulk(x->w, e->object, e->olen);
 		resp_add_bulk_cstr(x->w, "username");
-		resp_add_bulk_cstr(x->w, e->username);
+		resp_add_bulk(x->w, e->username, e->ulen);
 		resp_add_bulk_cstr(x->w, "age-seconds");
 		resp_add_double(x->w, (double)(now - e->updated_ms) / 1000.0);
 		resp_add_bulk_cstr(x->w, "client-info");

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "broker.h"
@@ -124,6 +125,8 @@ genpass(struct brk_ctx *x)
 		hex[i] = "0123456789abcdef"[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 15];
 	}
 	resp_add_bulk(x->w, hex, chars);
+	OPENSSL_cleanse(raw, sizeof(raw)); /* a password: no copy left behind */
+	OPENSSL_cleanse(hex, sizeof(hex));
 }
 
 /* ACL DRYRUN user command [arg ...]: OK, or (as a string, not an error)

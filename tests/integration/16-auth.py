@@ -878,6 +878,11 @@ def test_acl_log(server):
     assert admin.err("ACL", "LOG", "x") == "ERR value is not an integer or out of range"
     assert admin.call("ACL", "LOG", "RESET") == "OK"
     assert admin.call("ACL", "LOG") == []
+    # a key may hold any byte, NUL included: logged and grouped whole
+    for _ in range(2):
+        assert app.err("XLEN", b"bin\x00key") == w.key()
+    e = log_entries(admin, "1")[0]
+    assert (e["reason"], e["object"], e["count"]) == ("key", "bin\x00key", 2), e
     # acllog-max-len keeps the newest
     assert admin.call("CONFIG", "SET", "acllog-max-len", "2") == "OK"
     for k in ("a", "b", "c"):
