@@ -591,6 +591,41 @@ brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int arg
 	return u->allowed[cmd - brk_cmd_at(0)];
 }
 
+/* The first key of the request that u may not touch (its argv index), or
+ * -1 when it may touch them all. */
+int
+brk_acl_denied_key(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv)
+{
+	int first = cmd->first_key, last = cmd->last_key, step = cmd->step;
+
+	if (cmd->fn == brk_cmd_xread || cmd->fn == brk_cmd_xreadgroup) {
+		for (int i = 1; i < argc; i++) {
+			if (brk_arg_eq(&argv[i], "STREAMS")) {
+				first = i + 1;
+				last = i + (argc - i - 1) / 2;
+				step = 1;
+				break;
+			}
+		}
+	} else if ((cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_xinfo) && argc > 2) {
+		first = last = 2;
+		step = 1;
+	}
+	if (first <= 0 || step <= 0) {
+		return -1;
+	}
+	if (last < 0) {
+		last = argc + last;
+	}
+	for (int i = first; i <= last && i < argc; i += step) {
+		if (!brk_acl_key_allowed(u, argv[i].p, argv[i].len)) {
+			return i;
+		}
+	}
+	return -1;
+}
+
 bool
 brk_acl_sub_light(const struct resp_arg *sub)
 {
