@@ -61,6 +61,7 @@ enum {
 	SEC_KEYSPACE = 1 << 9,
 	SEC_STORAGE = 1 << 10,
 	SEC_LATENCYSTATS = 1 << 11,
+	SEC_CLUSTER = 1 << 12,
 };
 
 static const struct {
@@ -79,11 +80,12 @@ static const struct {
 	{"keyspace", SEC_KEYSPACE},
 	{"storage", SEC_STORAGE},
 	{"latencystats", SEC_LATENCYSTATS},
+	{"cluster", SEC_CLUSTER},
 };
 
 #define SEC_DEFAULT                                                                                \
 	(SEC_SERVER | SEC_CLIENTS | SEC_MEMORY | SEC_PERSISTENCE | SEC_STATS | SEC_REPLICATION |    \
-		SEC_CPU | SEC_ERRORSTATS | SEC_KEYSPACE | SEC_STORAGE)
+		SEC_CPU | SEC_ERRORSTATS | SEC_CLUSTER | SEC_KEYSPACE | SEC_STORAGE)
 #define SEC_ALL (SEC_DEFAULT | SEC_COMMANDSTATS | SEC_LATENCYSTATS)
 
 static size_t
@@ -280,6 +282,12 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	if (secs & SEC_LATENCYSTATS) {
 		SECTION("Latencystats");
 		brk_latency_info(srv, b);
+	}
+	if (secs & SEC_CLUSTER) {
+		/* client libraries' set-ups and monitoring agents read this field of
+		 * every Redis; echd is one node, never a cluster */
+		SECTION("Cluster");
+		resp_buf_printf(b, "cluster_enabled:0\r\n");
 	}
 	if (secs & SEC_KEYSPACE) {
 		SECTION("Keyspace");

@@ -786,8 +786,9 @@ def test_info_sections(server):
         return h
     plain = info_text(c)
     h = has(plain, default + ["Errorstats"], ["Commandstats"])
-    # in Redis' order
+    # in Redis' order; the Cluster section (every Redis has it) just before Keyspace
     assert [x for x in h if x in default] == default, h
+    assert h.index("Cluster") == h.index("Keyspace") - 1, h
     d = parse(plain)
     for f in ("redis_version", "process_id", "tcp_port", "uptime_in_seconds", "connected_clients",
               "blocked_clients", "maxclients", "used_memory", "used_memory_rss",
@@ -804,6 +805,9 @@ def test_info_sections(server):
     assert headers(info_text(c, "SERVER")) == ["Server"]
     assert headers(info_text(c, "server", "clients")) == ["Server", "Clients"]
     assert headers(info_text(c, "Keyspace", "persistence")) == ["Persistence", "Keyspace"]
+    assert info_text(c, "cluster") == "# Cluster\r\ncluster_enabled:0\r\n"
+    for sel in ("all", "everything"):
+        assert "Cluster" in headers(info_text(c, sel)), sel
     assert set(headers(info_text(c, "default", "commandstats"))) >= set(
         default + ["Commandstats"])
     # an unknown section: an empty reply
@@ -826,6 +830,7 @@ def test_info_redis_py_and_cli(server):
     cs = r.info("commandstats")
     assert cs["cmdstat_xadd"]["calls"] == 1
     assert r.info("persistence")["rdb_changes_since_last_save"] >= 2
+    assert r.info("cluster") == {"cluster_enabled": 0} and r.info()["cluster_enabled"] == 0
     out = server.cli("INFO", "keyspace")
     assert out.splitlines()[:2] == ["# Keyspace", "db0:keys=1,expires=0,avg_ttl=0"] or (
         out.splitlines()[1].startswith("db0:keys=1,expires=0,avg_ttl=0,")), out
