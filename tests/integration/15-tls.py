@@ -3,8 +3,8 @@
 Certificates are made at test time with the `openssl` command in a throw-away directory (no
 private key is committed): a CA, a second CA nobody trusts, two server certificates (CN
 server-a and server-b, for the reload tests), client certificates (CN client, worker, sleepy),
-one signed by the untrusted CA, and an expired one (`openssl ca -startdate/-enddate`: OpenSSL
-3.0's `x509` has no -not_before/-not_after).
+one signed by the untrusted CA, an expired one, and server certificates expired and not yet
+valid (`openssl ca -startdate/-enddate`: OpenSSL 3.0's `x509` has no -not_before/-not_after).
 
 Covered: redis-cli --tls and python3-redis ssl=True running stream and group commands; a
 blocking XREAD/XREADGROUP woken by an XADD over TLS; replies written at once, queued whole when
@@ -14,7 +14,8 @@ plaintext/garbage/truncated handshakes on the TLS port) while a parallel good TL
 working; handshakes that never finish, silent or a byte at a time, closed at
 tls-handshake-timeout, and maxclients of them not keeping clients out (the oldest makes room);
 reload on SIGHUP and CONFIG SET (old connections keep working, new ones see the new
-certificate, a bad certificate is refused and the old one stays, the log names the reason);
+certificate, a bad certificate is refused and the old one stays, the log names the reason; an
+expired or not yet valid one is taken with a warning, as at start);
 start-up failures naming the file; tls-auth-clients-user CN; `--port 0 --tls-port P`;
 tls-protocols. echo-admin --tls (<build>/tools/echo-admin beside echd): its listings compared
 with XINFO/XPENDING over a TLS-only server, a PEL of several pages, an action, --json; and what
@@ -120,6 +121,13 @@ class Certs:
         self._run("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.crt", "-keyfile", "ca.key",
                   "-in", "expired.csr", "-out", "expired.crt", "-notext",
                   "-startdate", "20200101000000Z", "-enddate", "20200102000000Z")
+        # server certificates out of their validity period: one expired, one not valid yet
+        for name, start, end in (("server-old", "20200101000000Z", "20200102000000Z"),
+                                 ("server-future", "20990101000000Z", "20990102000000Z")):
+            self._csr(name, name)
+            self._run("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.crt", "-keyfile",
+                      "ca.key", "-in", name + ".csr", "-out", name + ".crt", "-notext",
+                      "-startdate", start, "-enddate", end)
         # server-a's key under a passphrase (tls-key-file-pass)
         self._run("pkey", "-in", "server-a.key", "-aes256", "-passout", "pass:key-pass-123",
                   "-out", "server-a-enc.key")
@@ -709,6 +717,55 @@ def test_sighup_bad_certificate_keeps_old(server):
     wait_log(s, "TLS certificates reloaded", mark)
     assert new_cn(s) == "server-b"
     assert old.call("PING") == "PONG"
+
+
+def validity_warnings(s, mark):
+    return [l for l in s.log_lines_since(mark) if "in tls-cert-file" in l]
+
+
+def reload_with(s, cert):
+    """Installs cert, sends SIGHUP, waits for the reload; returns the log mark before it."""
+    s.install(cert)
+    mark = len(s.log_text())
+    s.proc.send_signal(signal.SIGHUP)
+    wait_log(s, "TLS certificates reloaded", mark)
+    return mark
+
+
+def test_certificate_out_of_its_validity_period_warned(server):
+    """OpenSSL loads an expired (or not yet valid) server certificate without a word, and
+    clients then refuse it: echd takes it, as asked, but logs a warning naming the file, the
+    certificate and the date, at start and on SIGHUP."""
+    s = tls_server(server)
+    assert not validity_warnings(s, 0), validity_warnings(s, 0)
+    for name, what in (("server-old", "has expired: not valid after 2020-01-02 00:00:00 UTC"),
+                       ("server-future", "is not valid yet: not before 2099-01-01 00:00:00 UTC")):
+        mark = reload_with(s, name)
+        wait_until(lambda: validity_warnings(s, mark), what="the warning about " + name)
+        lines = validity_warnings(s, mark)
+        assert len(lines) == 1, lines
+        assert " # " in lines[0], "a warning: " + lines[0]
+        assert ("TLS: the certificate /CN=%s in tls-cert-file '%s' %s" % (name, s.cert_file, what)
+                in lines[0]), lines[0]
+        # taken all the same: new clients are shown it (and refuse it)
+        assert refused(s.tls_port)
+        assert s.raw().call("PING") == "PONG"
+    # a good one again: no warning
+    mark = reload_with(s, "server-a")
+    assert new_cn(s) == "server-a"
+    assert not validity_warnings(s, mark), validity_warnings(s, mark)
+    # CONFIG SET of the files reloads them the same way
+    mark = len(s.log_text())
+    assert s.raw().call("CONFIG", "SET", "tls-cert-file", certs().path("server-old.crt"),
+                        "tls-key-file", certs().path("server-old.key")) == "OK"
+    wait_until(lambda: validity_warnings(s, mark), what="the warning after CONFIG SET")
+    assert "/CN=server-old" in validity_warnings(s, mark)[0]
+    # at start: TlsServer's readiness check would refuse the certificate, so ask the plain port
+    old = TlsServer(server.exe, cert="server-old")
+    server._children.append(old)
+    echdtest.Server.start(old)
+    lines = validity_warnings(old, 0)
+    assert len(lines) == 1 and "/CN=server-old" in lines[0] and "has expired" in lines[0], lines
 
 
 def test_config_set_tls_files(server):
