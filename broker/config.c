@@ -60,8 +60,8 @@ static const struct opt opts[] = {
 	{"timeout", OPT_INT, true, "0", OFF(timeout), 0, 2147483647, NULL,
 		"close idle clients after this many seconds; 0 = never"},
 	{"auth-timeout", OPT_INT, true, "30", OFF(auth_timeout), 1, 86400, NULL,
-		"close a connection not logged in this many seconds after it was accepted, when "
-		"the default user needs a password"},
+		"close a connection not logged in this many seconds after it was accepted, when a "
+		"login is needed (the default user has a password or is off)"},
 	{"tcp-backlog", OPT_INT, false, "511", OFF(tcp_backlog), 0, 65535, NULL, "listen backlog"},
 	{"tcp-keepalive", OPT_INT, true, "300", OFF(tcp_keepalive), 0, 2147483647, NULL,
 		"TCP keepalive seconds; 0 = off"},

@@ -1387,14 +1387,23 @@ def test_unfinished_handshakes_closed_in_time(server):
     wait_until(lambda: sum("TLS handshake not finished within 1s" in l
                            for l in s.log_lines_since(mark)) == 2,
                what="both closes logged")
+    assert unauthenticated_clients(good) == 0
     time.sleep(1.2)       # longer than the timeout, on a finished handshake
     assert good.call("PING") == "PONG"
     assert s.tls().call("PING") == "PONG"
 
 
-def connected_clients(c):
+def clients_field(c, name):
     info = c.call("INFO", "clients").decode()
-    return int(info.split("connected_clients:")[1].split("\r\n")[0])
+    return int(info.split(name + ":")[1].split("\r\n")[0])
+
+
+def connected_clients(c):
+    return clients_field(c, "connected_clients")
+
+
+def unauthenticated_clients(c):
+    return clients_field(c, "unauthenticated_clients")
 
 
 @timeout(90)
@@ -1430,6 +1439,8 @@ def test_handshake_flood_does_not_lock_out_clients(server):
         wait_until(lambda: not any(sock_open(a) for a in attackers[:4]),
                    what="the 4 oldest unfinished handshakes closed")
         assert all(sock_open(a) for a in attackers[4:])
+        assert unauthenticated_clients(inside[0]) == n - 4
+        assert connected_clients(inside[0]) == n
         for c in inside:
             assert c.call("PING") == "PONG"
         # clients get in, each one at the cost of the oldest unfinished handshake
@@ -1448,6 +1459,7 @@ def test_handshake_flood_does_not_lock_out_clients(server):
             inside.append(c)
         wait_until(lambda: not any(sock_open(a) for a in attackers),
                    what="every unfinished handshake closed to make room")
+        assert unauthenticated_clients(inside[0]) == 0
         over = s.tls()
         assert over.read() == RespError("ERR max number of clients reached")
         for c in inside:

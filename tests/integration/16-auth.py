@@ -178,11 +178,13 @@ def test_auth_timeout_closes_connections_not_logged_in(server):
     """With a password, a connection not logged in auth-timeout seconds after it was accepted
     is closed: one that says nothing, one that sends an AUTH a byte at a time (the time counts
     from accept, not from the last byte), one that tried a wrong password and one answered
-    NOAUTH. A logged-in connection may then be idle as long as it likes; without a password
-    (nothing to log in to) a silent connection stays."""
+    NOAUTH. A logged-in connection may then be idle as long as it likes, also once a RESET
+    has logged it out; without a password (nothing to log in to) a silent connection stays."""
     pw = "pw-deadline-" + "x" * 40
     s = spawn(server, "--requirepass", pw, "--auth-timeout", "1", "--loglevel", "verbose")
     inside = login(s, "default", pw)
+    logged_out = login(s, "default", pw)
+    assert logged_out.call("RESET") == "RESET"     # logged in once: no deadline again
     auth = echdtest.encode_command("AUTH", pw)
     sent = [0]
 
@@ -208,8 +210,10 @@ def test_auth_timeout_closes_connections_not_logged_in(server):
     assert sent[0] < len(auth), "the AUTH was sent whole before the close"
     wait_until(lambda: s.log_text().count("not authenticated within 1s") >= 4,
                what="the closes logged")
+    assert info_field(inside, "clients", "unauthenticated_clients") == "0"
     time.sleep(1.2)       # longer than the timeout, logged in
     assert inside.call("PING") == "PONG"
+    assert logged_out.err("PING") == NOAUTH
     assert login(s, "default", pw).call("PING") == "PONG"
     # no password: connections are logged in from the start, and nothing is due
     free = spawn(server, "--auth-timeout", "1")
@@ -251,12 +255,15 @@ def test_unauthenticated_flood_does_not_lock_out_logins(server):
         wait_until(lambda: not any(echdtest.sock_open(a) for a in attackers[:4]),
                    what="the 4 oldest connections not logged in closed")
         assert all(echdtest.sock_open(a) for a in attackers[4:])
+        assert info_field(inside[0], "clients", "unauthenticated_clients") == "6"
+        assert connected_clients(inside[0]) == n
         while len(inside) < n:
             inside.append(login(s, "default", pw))
         wait_until(lambda: not any(echdtest.sock_open(a) for a in attackers),
                    what="every connection not logged in closed to make room")
         for c in inside:
             assert c.call("PING") == "PONG"
+        assert info_field(inside[0], "clients", "unauthenticated_clients") == "0"
         assert s.raw().read() == RespError("ERR max number of clients reached")
     finally:
         for a in attackers:
