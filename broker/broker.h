@@ -55,6 +55,8 @@ struct brk_config {
 	int databases;
 	long long maxclients;
 	long long timeout; /* seconds idle before a client is closed; 0 = never */
+	long long tls_handshake_timeout; /* seconds from accept to the end of the handshake */
+	long long auth_timeout;  /* seconds from accept to a login, when one is needed */
 	long long tcp_backlog;
 	long long tcp_keepalive;
 	long long obuf_hard; /* client-output-buffer-limit normal: hard bytes */
@@ -176,6 +178,8 @@ enum {
 	BRK_CONN_FAILED = 1 << 9,            /* its socket failed (and was logged) */
 	BRK_CONN_WAITING = 1 << 6,           /* on the waiting-for-durability list */
 	BRK_CONN_MONITOR = 1 << 10,          /* MONITOR: on the monitors list */
+	BRK_CONN_HANDSHAKE = 1 << 11,        /* TLS, its handshake not finished yet */
+	BRK_CONN_UNAUTH = 1 << 12,           /* on the unauthenticated list (conn.c) */
 };
 
 /* A key c WATCHes. expired: the key had expired (not yet dropped) when
@@ -231,6 +235,7 @@ struct brk_conn {
 	struct brk_conn *closing_next;  /* closing list */
 	struct brk_conn *waiting_next;  /* waiting list */
 	struct brk_conn *monitor_next;  /* monitors list */
+	struct brk_conn *unauth_prev, *unauth_next; /* unauthenticated list, oldest first */
 	/* Replies in out up to end may go once commit generation gen is
 	 * durable (appendfsync always); in order, oldest first. */
 	struct {
@@ -321,6 +326,11 @@ struct brk_server {
 	int exit_code;
 	struct brk_conn *conns;
 	uint64_t nconns;
+	/* Connections not yet past their TLS handshake and login, in accept
+	 * order: the cron closes them at their deadline, and a new connection
+	 * that finds no room closes the oldest (conn.c). */
+	struct brk_conn *unauth, *unauth_tail;
+	uint64_t nunauth;
 	uint64_t next_client_id;
 	/* group commit */
 	struct storage_txn *batch;   /* the loop turn's write transaction, or NULL */
@@ -602,6 +612,12 @@ void brk_multi_queue(struct brk_ctx *x);
 struct brk_conn *brk_conn_create(struct brk_server *srv, int fd, const char *addr,
 	const char *laddr, bool is_unix, bool is_tls);
 void brk_conn_destroy(struct brk_conn *c);
+/* Takes c off the unauthenticated list once its handshake is over and it
+ * is logged in; a no-op otherwise. */
+void brk_conn_admit(struct brk_conn *c);
+/* Takes c off the unauthenticated list whatever its state (a connection
+ * refused over TLS, which must not be closed to make room). */
+void brk_conn_unauth_remove(struct brk_conn *c);
 /* Runs the requests buffered in c until it blocks, empties, or the batch is full. */
 void brk_conn_process(struct brk_conn *c);
 /* Runs one request; returns after its reply is written to c->out. */

@@ -149,6 +149,9 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		resp_buf_printf(b, "total_blocking_keys_on_nokey:%zu\r\nwatching_clients:%zu\r\n", nokey,
 			(size_t)0 + watching_clients(srv));
 		resp_buf_printf(b, "total_watched_keys:%zu\r\n", watching);
+		/* echd's own: of connected_clients, those not past handshake and login */
+		resp_buf_printf(b, "unauthenticated_clients:%llu\r\n",
+			(unsigned long long)srv->nunauth);
 	}
 	if (secs & SEC_MEMORY) {
 		struct mallinfo2 mi = mallinfo2();

@@ -59,6 +59,9 @@ static const struct opt opts[] = {
 		"maximum connected clients"},
 	{"timeout", OPT_INT, true, "0", OFF(timeout), 0, 2147483647, NULL,
 		"close idle clients after this many seconds; 0 = never"},
+	{"auth-timeout", OPT_INT, true, "30", OFF(auth_timeout), 1, 86400, NULL,
+		"close a connection not logged in this many seconds after it was accepted, when a "
+		"login is needed (the default user has a password or is off)"},
 	{"tcp-backlog", OPT_INT, false, "511", OFF(tcp_backlog), 0, 65535, NULL, "listen backlog"},
 	{"tcp-keepalive", OPT_INT, true, "300", OFF(tcp_keepalive), 0, 2147483647, NULL,
 		"TCP keepalive seconds; 0 = off"},
@@ -138,6 +141,9 @@ static const struct opt opts[] = {
 		NULL, "prefer the server's cipher order"},
 	{"tls-session-caching", OPT_BOOL, true, "yes", OFF(tls_session_caching), 0, 0, NULL,
 		"cache TLS sessions for resumption"},
+	{"tls-handshake-timeout", OPT_INT, true, "10", OFF(tls_handshake_timeout), 1, 86400, NULL,
+		"close a TLS connection whose handshake has not finished this many seconds after "
+		"it was accepted"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,
 		"must be no: run under a supervisor"},
 };

@@ -101,6 +101,21 @@ brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *la
 	}
 	srv->conns = c;
 	srv->nconns++;
+	if (is_tls) {
+		c->flags |= BRK_CONN_HANDSHAKE;
+	}
+	if (is_tls || c->user == NULL) {
+		/* newest last: the list stays in accept order */
+		c->flags |= BRK_CONN_UNAUTH;
+		c->unauth_prev = srv->unauth_tail;
+		if (srv->unauth_tail) {
+			srv->unauth_tail->unauth_next = c;
+		} else {
+			srv->unauth = c;
+		}
+		srv->unauth_tail = c;
+		srv->nunauth++;
+	}
 	echd_log(ECHD_LOG_DEBUG, "accepted %s (id %llu)", addr, (unsigned long long)c->id);
 	return c;
 fail:
@@ -115,6 +130,37 @@ fail:
 	resp_reader_destroy(c->rd);
 	echd_free(c);
 	return NULL;
+}
+
+void
+brk_conn_unauth_remove(struct brk_conn *c)
+{
+	struct brk_server *srv = c->srv;
+
+	if (!(c->flags & BRK_CONN_UNAUTH)) {
+		return;
+	}
+	c->flags &= ~(unsigned)BRK_CONN_UNAUTH;
+	if (c->unauth_prev) {
+		c->unauth_prev->unauth_next = c->unauth_next;
+	} else {
+		srv->unauth = c->unauth_next;
+	}
+	if (c->unauth_next) {
+		c->unauth_next->unauth_prev = c->unauth_prev;
+	} else {
+		srv->unauth_tail = c->unauth_prev;
+	}
+	c->unauth_prev = c->unauth_next = NULL;
+	srv->nunauth--;
+}
+
+void
+brk_conn_admit(struct brk_conn *c)
+{
+	if ((c->flags & BRK_CONN_UNAUTH) && !(c->flags & BRK_CONN_HANDSHAKE) && c->user != NULL) {
+		brk_conn_unauth_remove(c);
+	}
 }
 
 /* Unlinks c from a singly linked list threaded through field off. */
@@ -155,6 +201,7 @@ brk_conn_destroy(struct brk_conn *c)
 		unlink_from(&srv->waiting, c, offsetof(struct brk_conn, waiting_next));
 		srv->nwaiting--;
 	}
+	brk_conn_unauth_remove(c);
 	if (c->prev) {
 		c->prev->next = c->next;
 	} else {
@@ -188,6 +235,7 @@ brk_conn_close_asap(struct brk_conn *c)
 		return;
 	}
 	c->flags |= BRK_CONN_CLOSING | BRK_CONN_CLOSE_ASAP;
+	brk_conn_unauth_remove(c); /* leaving anyway: neither counted nor closed again for room */
 	if (c->rev) {
 		event_del(c->rev);
 	}
@@ -369,6 +417,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		/* TLS handshake done: a client certificate may name the user */
 		char name[256];
+		c->flags &= ~(unsigned)BRK_CONN_HANDSHAKE;
 		if (c->srv->cfg.tls_auth_clients_user == BRK_TLS_USER_CN &&
 			brk_tls_peer_name(bev, name, sizeof(name)) > 0) {
 			struct brk_user *u = brk_acl_find(c->srv, name, strlen(name));
@@ -378,6 +427,7 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 					c->addr, name);
 			}
 		}
+		brk_conn_admit(c);
 		return;
 	}
 	if ((what & BEV_EVENT_ERROR) && (c->flags & BRK_CONN_TLS)) {
@@ -955,6 +1005,7 @@ again:
 		brk_monitor_feed(c, cmd, argc, argv);
 	}
 replied:
+	brk_conn_admit(c); /* AUTH, HELLO AUTH... */
 	brk_count_reply_error(srv, &c->out, mark);
 	c->batch_replies++;
 	brk_conn_mark_held(c);

@@ -1340,7 +1340,7 @@ accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa, b
 	const char *refusal = NULL;
 	struct brk_conn *c;
 
-	if (srv->nconns >= (uint64_t)srv->cfg.maxclients) {
+	if (srv->nconns >= (uint64_t)srv->cfg.maxclients && srv->unauth == NULL) {
 		refusal = maxclients_msg;
 		srv->stats.rejected_connections++;
 		echd_log(ECHD_LOG_VERBOSE, "rejected a connection: max number of clients reached");
@@ -1349,6 +1349,18 @@ accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa, b
 		refusal = denied_msg;
 		srv->stats.rejected_connections++;
 		echd_log(ECHD_LOG_NOTICE, "protected mode: refused a non-loopback connection");
+	} else if (srv->nconns >= (uint64_t)srv->cfg.maxclients) {
+		/* No room: the oldest connection still in its handshake or not
+		 * logged in makes way. Refusing the new one instead would let
+		 * anyone who can open sockets keep every client out; this way a
+		 * client gets in unless maxclients newer connections arrive
+		 * before it has finished its handshake and login. */
+		struct brk_conn *old = srv->unauth;
+		echd_log(ECHD_LOG_VERBOSE,
+			"closing client %s: not authenticated after %llu ms, and a new connection "
+			"needs its slot",
+			old->addr, (unsigned long long)(brk_now_ms() - old->ctime_ms));
+		brk_conn_close_asap(old);
 	}
 	if (refusal != NULL && !is_tls) {
 		ssize_t n = write(fd, refusal, strlen(refusal)); /* best effort, as Redis */
@@ -1399,6 +1411,7 @@ accept_common(struct brk_server *srv, evutil_socket_t fd, struct sockaddr *sa, b
 		 * (plain bytes would read as a broken handshake); the connection
 		 * then closes, or cron_cb closes it if the handshake never ends. */
 		c->flags |= BRK_CONN_REFUSED | BRK_CONN_CLOSE_AFTER_REPLY;
+		brk_conn_unauth_remove(c); /* it may not close another to make room */
 		resp_buf_append(&c->out, refusal, strlen(refusal));
 		brk_conn_flush(c, c->out.len);
 		return;
@@ -1590,8 +1603,31 @@ heap_trim(void)
 #endif
 }
 
-/* How long a refused TLS connection may take to hear why. */
-#define REFUSED_GRACE_MS 5000
+/* Closes the connections whose handshake or login is overdue. The time
+ * counts from accept, not from the last byte: a peer sending a byte now
+ * and then (slow loris) is closed all the same. */
+static void
+unauth_expire(struct brk_server *srv, uint64_t now)
+{
+	uint64_t tls_ms = (uint64_t)srv->cfg.tls_handshake_timeout * 1000;
+	uint64_t auth_ms = (uint64_t)srv->cfg.auth_timeout * 1000;
+	uint64_t first = tls_ms < auth_ms ? tls_ms : auth_ms;
+	struct brk_conn *c, *next;
+
+	for (c = srv->unauth; c != NULL && now >= c->ctime_ms + first; c = next) {
+		next = c->unauth_next; /* closing takes c off the list */
+		if ((c->flags & BRK_CONN_HANDSHAKE) && now >= c->ctime_ms + tls_ms) {
+			echd_log(ECHD_LOG_VERBOSE,
+				"closing client %s: TLS handshake not finished within %llds",
+				c->addr, srv->cfg.tls_handshake_timeout);
+			brk_conn_close_asap(c);
+		} else if (c->user == NULL && now >= c->ctime_ms + auth_ms) {
+			echd_log(ECHD_LOG_VERBOSE, "closing client %s: not authenticated within %llds",
+				c->addr, srv->cfg.auth_timeout);
+			brk_conn_close_asap(c);
+		}
+	}
+}
 
 static void
 cron_cb(evutil_socket_t fd, short what, void *arg)
@@ -1619,12 +1655,15 @@ cron_cb(evutil_socket_t fd, short what, void *arg)
 			(unsigned long long)srv->stats.commits);
 		brk_sd_notify(status);
 	}
+	unauth_expire(srv, now);
 	if (ticks % 10 != 0) {
 		return;
 	}
 	heap_trim();
 	for (struct brk_conn *c = srv->conns; c != NULL; c = c->next) {
-		if ((c->flags & BRK_CONN_REFUSED) && now - c->ctime_ms > REFUSED_GRACE_MS) {
+		/* refused over TLS, and still waiting for the handshake to say why */
+		if ((c->flags & BRK_CONN_REFUSED) &&
+			now >= c->ctime_ms + (uint64_t)srv->cfg.tls_handshake_timeout * 1000) {
 			brk_conn_close_asap(c);
 		}
 	}

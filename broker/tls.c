@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -190,6 +191,54 @@ fail:
 	return NULL;
 }
 
+/* Formats t as "2026-01-31 12:00:00 UTC". */
+static void
+asn1_time_str(const ASN1_TIME *t, char *buf, size_t len)
+{
+	struct tm tm;
+
+	if (ASN1_TIME_to_tm(t, &tm) != 1 || strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0) {
+		snprintf(buf, len, "an unreadable date");
+	}
+}
+
+/* OpenSSL loads a certificate outside its validity period without a word,
+ * and clients then refuse it: say so (the server's own and the chain's). */
+static void
+warn_validity(SSL_CTX *ctx, const char *file)
+{
+	STACK_OF(X509) *chain = NULL;
+	int n;
+
+	SSL_CTX_get0_chain_certs(ctx, &chain);
+	n = chain ? sk_X509_num(chain) : 0;
+	for (int i = -1; i < n; i++) {
+		X509 *cert = i < 0 ? SSL_CTX_get0_certificate(ctx) : sk_X509_value(chain, i);
+		char subject[256], when[64];
+		const char *what;
+		const ASN1_TIME *t;
+
+		if (cert == NULL) {
+			continue;
+		}
+		if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0) {
+			what = "has expired: not valid after";
+			t = X509_get0_notAfter(cert);
+		} else if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
+			what = "is not valid yet: not before";
+			t = X509_get0_notBefore(cert);
+		} else {
+			continue;
+		}
+		X509_NAME_oneline(X509_get_subject_name(cert), subject, sizeof(subject));
+		asn1_time_str(t, when, sizeof(when));
+		echd_log(ECHD_LOG_WARNING,
+			"TLS: the certificate %s in tls-cert-file '%s' %s %s; clients that check it "
+			"will refuse to connect",
+			subject, file, what, when);
+	}
+}
+
 int
 brk_tls_init(struct brk_server *srv)
 {
@@ -203,6 +252,7 @@ brk_tls_init(struct brk_server *srv)
 		echd_log(ECHD_LOG_WARNING, "TLS: %s", err);
 		return -1;
 	}
+	warn_validity(srv->tls_ctx, srv->cfg.tls_cert_file);
 	return 0;
 }
 
@@ -223,6 +273,7 @@ brk_tls_reload(struct brk_server *srv, char *err, size_t errlen)
 	SSL_CTX_free(srv->tls_ctx);
 	srv->tls_ctx = ctx;
 	echd_log(ECHD_LOG_NOTICE, "TLS certificates reloaded");
+	warn_validity(ctx, srv->cfg.tls_cert_file);
 	return 0;
 }
 

@@ -3,16 +3,19 @@
 Certificates are made at test time with the `openssl` command in a throw-away directory (no
 private key is committed): a CA, a second CA nobody trusts, two server certificates (CN
 server-a and server-b, for the reload tests), client certificates (CN client, worker, sleepy),
-one signed by the untrusted CA, and an expired one (`openssl ca -startdate/-enddate`: OpenSSL
-3.0's `x509` has no -not_before/-not_after).
+one signed by the untrusted CA, an expired one, and server certificates expired and not yet
+valid (`openssl ca -startdate/-enddate`: OpenSSL 3.0's `x509` has no -not_before/-not_after).
 
 Covered: redis-cli --tls and python3-redis ssl=True running stream and group commands; a
 blocking XREAD/XREADGROUP woken by an XADD over TLS; replies written at once, queued whole when
 the socket is full, and clients that reset while answered; what is refused (untrusted CA, no client
 certificate with tls-auth-clients yes but accepted with optional/no, an expired certificate,
 plaintext/garbage/truncated handshakes on the TLS port) while a parallel good TLS client keeps
-working; reload on SIGHUP and CONFIG SET (old connections keep working, new ones see the new
-certificate, a bad certificate is refused and the old one stays, the log names the reason);
+working; handshakes that never finish, silent or a byte at a time, closed at
+tls-handshake-timeout, and maxclients of them not keeping clients out (the oldest makes room);
+reload on SIGHUP and CONFIG SET (old connections keep working, new ones see the new
+certificate, a bad certificate is refused and the old one stays, the log names the reason; an
+expired or not yet valid one is taken with a warning, as at start);
 start-up failures naming the file; tls-auth-clients-user CN; `--port 0 --tls-port P`;
 tls-protocols. echo-admin --tls (<build>/tools/echo-admin beside echd): its listings compared
 with XINFO/XPENDING over a TLS-only server, a PEL of several pages, an action, --json; and what
@@ -42,7 +45,8 @@ import time
 import redis
 
 import echdtest
-from echdtest import Closed, RespConn, RespError, free_port, free_ports, timeout, wait_until
+from echdtest import (Closed, RespConn, RespError, free_port, free_ports, sock_open, timeout,
+                      wait_until, watch_closed)
 
 ECHD_ONLY = "TLS listener tests use echd's own options (the Redis suite is not run over TLS here)"
 TLS_SUITE = False
@@ -117,6 +121,13 @@ class Certs:
         self._run("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.crt", "-keyfile", "ca.key",
                   "-in", "expired.csr", "-out", "expired.crt", "-notext",
                   "-startdate", "20200101000000Z", "-enddate", "20200102000000Z")
+        # server certificates out of their validity period: one expired, one not valid yet
+        for name, start, end in (("server-old", "20200101000000Z", "20200102000000Z"),
+                                 ("server-future", "20990101000000Z", "20990102000000Z")):
+            self._csr(name, name)
+            self._run("ca", "-batch", "-config", "ca.cnf", "-cert", "ca.crt", "-keyfile",
+                      "ca.key", "-in", name + ".csr", "-out", name + ".crt", "-notext",
+                      "-startdate", start, "-enddate", end)
         # server-a's key under a passphrase (tls-key-file-pass)
         self._run("pkey", "-in", "server-a.key", "-aes256", "-passout", "pass:key-pass-123",
                   "-out", "server-a-enc.key")
@@ -708,6 +719,55 @@ def test_sighup_bad_certificate_keeps_old(server):
     assert old.call("PING") == "PONG"
 
 
+def validity_warnings(s, mark):
+    return [l for l in s.log_lines_since(mark) if "in tls-cert-file" in l]
+
+
+def reload_with(s, cert):
+    """Installs cert, sends SIGHUP, waits for the reload; returns the log mark before it."""
+    s.install(cert)
+    mark = len(s.log_text())
+    s.proc.send_signal(signal.SIGHUP)
+    wait_log(s, "TLS certificates reloaded", mark)
+    return mark
+
+
+def test_certificate_out_of_its_validity_period_warned(server):
+    """OpenSSL loads an expired (or not yet valid) server certificate without a word, and
+    clients then refuse it: echd takes it, as asked, but logs a warning naming the file, the
+    certificate and the date, at start and on SIGHUP."""
+    s = tls_server(server)
+    assert not validity_warnings(s, 0), validity_warnings(s, 0)
+    for name, what in (("server-old", "has expired: not valid after 2020-01-02 00:00:00 UTC"),
+                       ("server-future", "is not valid yet: not before 2099-01-01 00:00:00 UTC")):
+        mark = reload_with(s, name)
+        wait_until(lambda: validity_warnings(s, mark), what="the warning about " + name)
+        lines = validity_warnings(s, mark)
+        assert len(lines) == 1, lines
+        assert " # " in lines[0], "a warning: " + lines[0]
+        assert ("TLS: the certificate /CN=%s in tls-cert-file '%s' %s" % (name, s.cert_file, what)
+                in lines[0]), lines[0]
+        # taken all the same: new clients are shown it (and refuse it)
+        assert refused(s.tls_port)
+        assert s.raw().call("PING") == "PONG"
+    # a good one again: no warning
+    mark = reload_with(s, "server-a")
+    assert new_cn(s) == "server-a"
+    assert not validity_warnings(s, mark), validity_warnings(s, mark)
+    # CONFIG SET of the files reloads them the same way
+    mark = len(s.log_text())
+    assert s.raw().call("CONFIG", "SET", "tls-cert-file", certs().path("server-old.crt"),
+                        "tls-key-file", certs().path("server-old.key")) == "OK"
+    wait_until(lambda: validity_warnings(s, mark), what="the warning after CONFIG SET")
+    assert "/CN=server-old" in validity_warnings(s, mark)[0]
+    # at start: TlsServer's readiness check would refuse the certificate, so ask the plain port
+    old = TlsServer(server.exe, cert="server-old")
+    server._children.append(old)
+    echdtest.Server.start(old)
+    lines = validity_warnings(old, 0)
+    assert len(lines) == 1 and "/CN=server-old" in lines[0] and "has expired" in lines[0], lines
+
+
 def test_config_set_tls_files(server):
     s = tls_server(server)
     admin = s.raw()
@@ -1263,8 +1323,9 @@ def test_admin_tls_sends_sni_for_names_only(server):
 def test_refused_over_tls_hears_why(server):
     """Over maxclients, a TLS client is refused after the handshake, with the error encrypted
     (sent in clear it would read as a broken handshake); a refused connection that never
-    shakes hands is closed after a few seconds; the clients already in are not disturbed."""
-    s = tls_server(server, "--maxclients", "1")
+    shakes hands is closed after tls-handshake-timeout; the clients already in are not
+    disturbed."""
+    s = tls_server(server, "--maxclients", "1", "--tls-handshake-timeout", "4")
 
     def first_in():
         # the start-up check's own connection may not be gone yet
@@ -1290,3 +1351,119 @@ def test_refused_over_tls_hears_why(server):
     rejected = [x for x in inside.call("INFO", "stats").decode().split("\r\n")
                 if x.startswith("rejected_connections:")]
     assert len(rejected) == 1 and int(rejected[0].split(":")[1]) >= 2, rejected
+
+
+@timeout(60)
+def test_unfinished_handshakes_closed_in_time(server):
+    """tls-handshake-timeout counts from accept: a connection that says nothing and one that
+    sends a real ClientHello a byte at a time (slow loris: never idle) are both closed once it
+    has passed, while the handshake is still unfinished; a client that finished its handshake
+    may then be idle as long as it likes."""
+    s = tls_server(server, "--tls-handshake-timeout", "1")
+    good = s.tls()
+    assert good.call("PING") == "PONG"
+    hello = client_hello()
+    assert len(hello) > 100, len(hello)
+    sent = collections.Counter()
+
+    def one_byte(sock):
+        if sent[sock] < len(hello):
+            sock.send(hello[sent[sock]:sent[sock] + 1])
+            sent[sock] += 1
+    mark = len(s.log_text())
+    silent = socket.create_connection(("127.0.0.1", s.tls_port), timeout=10)
+    dribbler = socket.create_connection(("127.0.0.1", s.tls_port), timeout=10)
+    try:
+        t_silent, t_dribbler = watch_closed([(silent, None), (dribbler, one_byte)], 8)
+        assert t_silent is not None, "a silent TLS connection open 8 s after accept"
+        assert t_dribbler is not None, \
+            "a dribbling TLS connection open 8 s after accept (%d bytes sent)" % sent[dribbler]
+        assert t_silent >= 0.8 and t_dribbler >= 0.8, (t_silent, t_dribbler)
+        # the dribbler was closed mid-ClientHello, not by a finished or failed handshake
+        assert 4 <= sent[dribbler] < len(hello), (sent[dribbler], len(hello))
+    finally:
+        silent.close()
+        dribbler.close()
+    wait_until(lambda: sum("TLS handshake not finished within 1s" in l
+                           for l in s.log_lines_since(mark)) == 2,
+               what="both closes logged")
+    assert unauthenticated_clients(good) == 0
+    time.sleep(1.2)       # longer than the timeout, on a finished handshake
+    assert good.call("PING") == "PONG"
+    assert s.tls().call("PING") == "PONG"
+
+
+def clients_field(c, name):
+    info = c.call("INFO", "clients").decode()
+    return int(info.split(name + ":")[1].split("\r\n")[0])
+
+
+def connected_clients(c):
+    return clients_field(c, "connected_clients")
+
+
+def unauthenticated_clients(c):
+    return clients_field(c, "unauthenticated_clients")
+
+
+@timeout(90)
+def test_handshake_flood_does_not_lock_out_clients(server):
+    """maxclients connections that never finish their handshake (silent, or a few bytes of a
+    ClientHello) do not keep clients out: at maxclients a new connection closes the oldest
+    one still in its handshake (or not logged in), never an established client, so clients
+    with a certificate get in all along; only when every slot is held by an established
+    client is a new one refused."""
+    n = 20
+    s = tls_server(server, "--maxclients", str(n), "--tls-handshake-timeout", "60")
+    hello = client_hello()
+    inside = [s.tls() for _ in range(3)]
+    for c in inside:
+        assert c.call("PING") == "PONG"
+    # the start-up check's connection may not be gone yet
+    wait_until(lambda: connected_clients(inside[0]) == 3, what="3 clients connected")
+
+    def flood(k):
+        socks = []
+        for i in range(k):
+            sock = socket.create_connection(("127.0.0.1", s.tls_port), timeout=10)
+            if i % 3 == 0:
+                sock.sendall(hello[:10])       # a handshake begun, never finished
+            socks.append(sock)
+        return socks
+    attackers = flood(n)
+    try:
+        c = s.tls()
+        assert c.call("PING") == "PONG"
+        inside.append(c)
+        # 17 slots were free: the 4 oldest made room for the 3 newest and the client
+        wait_until(lambda: not any(sock_open(a) for a in attackers[:4]),
+                   what="the 4 oldest unfinished handshakes closed")
+        assert all(sock_open(a) for a in attackers[4:])
+        assert unauthenticated_clients(inside[0]) == n - 4
+        assert connected_clients(inside[0]) == n
+        for c in inside:
+            assert c.call("PING") == "PONG"
+        # clients get in, each one at the cost of the oldest unfinished handshake
+        for _ in range(5):
+            c = s.tls()
+            assert c.call("PING") == "PONG"
+            inside.append(c)
+            attackers += flood(n)
+            for c in inside:
+                assert c.call("PING") == "PONG"
+        assert connected_clients(inside[0]) <= n + 1
+        # every slot established: now a new client is refused, and no client was closed
+        while len(inside) < n:
+            c = s.tls()
+            assert c.call("PING") == "PONG"
+            inside.append(c)
+        wait_until(lambda: not any(sock_open(a) for a in attackers),
+                   what="every unfinished handshake closed to make room")
+        assert unauthenticated_clients(inside[0]) == 0
+        over = s.tls()
+        assert over.read() == RespError("ERR max number of clients reached")
+        for c in inside:
+            assert c.call("PING") == "PONG"
+    finally:
+        for a in attackers:
+            a.close()

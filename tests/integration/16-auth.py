@@ -1,6 +1,7 @@
 """Authentication and authorisation: requirepass, AUTH, HELLO AUTH, NOAUTH, ACL users (key
 patterns and categories for every stream and group command), ACL SETUSER/DELUSER/LIST/USERS/
-WHOAMI/CAT/SAVE/LOAD with an aclfile, failed attempts in INFO and the log, protected mode.
+WHOAMI/CAT/SAVE/LOAD with an aclfile, failed attempts in INFO and the log, protected mode;
+auth-timeout, and maxclients connections that never log in not keeping clients out.
 
 The module's own server has no password (the harness' PING and FLUSHALL need that); every test
 that needs a password or users starts its own server (AuthServer, below: its readiness check
@@ -169,6 +170,104 @@ def test_wrong_password(server):
     # and removed: new connections are logged in from the start
     assert c.call("CONFIG", "SET", "requirepass", "") == "OK"
     assert s.raw().call("XLEN", "s") == 0
+
+
+@echd_only("auth-timeout is echd's: Redis gives a login no deadline")
+@echdtest.timeout(60)
+def test_auth_timeout_closes_connections_not_logged_in(server):
+    """With a password, a connection not logged in auth-timeout seconds after it was accepted
+    is closed: one that says nothing, one that sends an AUTH a byte at a time (the time counts
+    from accept, not from the last byte), one that tried a wrong password and one answered
+    NOAUTH. A logged-in connection may then be idle as long as it likes, also once a RESET
+    has logged it out; without a password (nothing to log in to) a silent connection stays."""
+    pw = "pw-deadline-" + "x" * 40
+    s = spawn(server, "--requirepass", pw, "--auth-timeout", "1", "--loglevel", "verbose")
+    inside = login(s, "default", pw)
+    logged_out = login(s, "default", pw)
+    assert logged_out.call("RESET") == "RESET"     # logged in once: no deadline again
+    auth = echdtest.encode_command("AUTH", pw)
+    sent = [0]
+
+    def one_byte(sock):
+        if sent[0] < len(auth):
+            sock.send(auth[sent[0]:sent[0] + 1])
+            sent[0] += 1
+    silent = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    dribbler = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    wrong = s.raw(plain=True)
+    assert wrong.err("AUTH", "pw-wrong") == WRONGPASS
+    noauth = s.raw(plain=True)
+    assert noauth.err("PING") == NOAUTH
+    try:
+        closed = echdtest.watch_closed([(silent, None), (dribbler, one_byte),
+                                        (wrong.sock, None), (noauth.sock, None)], 8)
+    finally:
+        silent.close()
+        dribbler.close()
+    assert None not in closed, "open 8 s after accept with auth-timeout 1: %s" % [
+        name for name, t in zip(("silent", "dribbler", "wrong", "noauth"), closed) if t is None]
+    assert min(closed) >= 0.6, closed
+    assert sent[0] < len(auth), "the AUTH was sent whole before the close"
+    wait_until(lambda: s.log_text().count("not authenticated within 1s") >= 4,
+               what="the closes logged")
+    assert info_field(inside, "clients", "unauthenticated_clients") == "0"
+    time.sleep(1.2)       # longer than the timeout, logged in
+    assert inside.call("PING") == "PONG"
+    assert logged_out.err("PING") == NOAUTH
+    assert login(s, "default", pw).call("PING") == "PONG"
+    # no password: connections are logged in from the start, and nothing is due
+    free = spawn(server, "--auth-timeout", "1")
+    quiet = socket.create_connection(("127.0.0.1", free.port), timeout=10)
+    try:
+        assert echdtest.watch_closed([(quiet, None)], 2.5) == [None]
+        quiet.settimeout(10)
+        quiet.sendall(b"PING\r\n")
+        assert quiet.recv(100) == b"+PONG\r\n"
+    finally:
+        quiet.close()
+
+
+def connected_clients(c):
+    return int(info_field(c, "clients", "connected_clients"))
+
+
+@echd_only("Redis refuses a new connection at maxclients, whoever holds the slots")
+@echdtest.timeout(60)
+def test_unauthenticated_flood_does_not_lock_out_logins(server):
+    """maxclients connections that never log in (silent, or half an AUTH) do not keep
+    clients with the password out: at maxclients a new connection closes the oldest one not
+    logged in, never a logged-in one; only when every slot is logged in is a new connection
+    refused."""
+    n, pw = 10, "pw-flood-1"
+    s = spawn(server, "--requirepass", pw, "--maxclients", str(n))
+    inside = [login(s, "default", pw) for _ in range(3)]
+    # the start-up check's connection may not be gone yet
+    wait_until(lambda: connected_clients(inside[0]) == 3, what="3 clients connected")
+    attackers = []
+    try:
+        for i in range(n):
+            a = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+            if i % 3 == 0:
+                a.sendall(b"*2\r\n$4\r\nAUTH\r\n$10\r\npw-")
+            attackers.append(a)
+        inside.append(login(s, "default", pw))
+        # 7 slots were free: the 4 oldest made room for the 3 newest and the login
+        wait_until(lambda: not any(echdtest.sock_open(a) for a in attackers[:4]),
+                   what="the 4 oldest connections not logged in closed")
+        assert all(echdtest.sock_open(a) for a in attackers[4:])
+        assert info_field(inside[0], "clients", "unauthenticated_clients") == "6"
+        assert connected_clients(inside[0]) == n
+        while len(inside) < n:
+            inside.append(login(s, "default", pw))
+        wait_until(lambda: not any(echdtest.sock_open(a) for a in attackers),
+                   what="every connection not logged in closed to make room")
+        for c in inside:
+            assert c.call("PING") == "PONG"
+        assert info_field(inside[0], "clients", "unauthenticated_clients") == "0"
+        assert s.raw().read() == RespError("ERR max number of clients reached")
+    finally:
+        for a in attackers:
+            a.close()
 
 
 def test_auth_without_password_configured(server):

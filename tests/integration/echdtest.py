@@ -598,3 +598,37 @@ def fill(conn, key, n, start_ms=1, fields=("f", "v")):
     for r in replies:
         assert not isinstance(r, RespError), r
     return [r.decode() for r in replies]
+
+
+def sock_open(sock):
+    """True while the server has not closed sock (reads nothing from it; leaves it
+    non-blocking)."""
+    try:
+        sock.settimeout(0)
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def watch_closed(socks, timeout):
+    """socks: (socket, dribble) pairs. Polls every 0.1 s for up to timeout seconds, calling
+    dribble(socket) (unless None) on each socket still open every round, and returns for each
+    socket the seconds until it was seen closed by the server (None: still open)."""
+    t0 = time.monotonic()
+    closed = {}
+    while time.monotonic() - t0 < timeout and len(closed) < len(socks):
+        for sock, dribble in socks:
+            if sock in closed:
+                continue
+            if dribble is not None:
+                try:
+                    dribble(sock)
+                except OSError:
+                    closed[sock] = time.monotonic() - t0
+                    continue
+            if not sock_open(sock):
+                closed[sock] = time.monotonic() - t0
+        time.sleep(0.1)
+    return [closed.get(sock) for sock, _ in socks]
