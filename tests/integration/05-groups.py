@@ -894,6 +894,28 @@ def test_xclaim_options(server):
                   "idle", "10", "JUSTID") == [b"1-1"]
 
 
+def test_xclaim_extreme_times(server):
+    """IDLE and TIME at the ends of the 64-bit range are bogus times and mean now, and a
+    min-idle-time at the end of the range claims nothing; none of it may overflow (UBSan
+    stops the sanitizer build at a signed overflow, so the server would die here)."""
+    c = server.raw()
+    setup_read(c, n=3)                                   # c1: 1 2 3
+    lo, hi = str(-2 ** 63), str(2 ** 63 - 1)
+    for opt, v in (("IDLE", str(-2 ** 63 + 1)), ("IDLE", lo), ("IDLE", hi),
+                   ("TIME", lo), ("TIME", hi), ("TIME", "-1")):
+        c.call("XCLAIM", "s", "g", "c1", "0", "1-1", "IDLE", "100000", "JUSTID")
+        assert c.call("XCLAIM", "s", "g", "c2", "0", "1-1", opt, v, "JUSTID") == [b"1-1"], v
+        assert idle_of(c, "s", "g", "1-1") < 5000, (opt, v)
+    # a min-idle-time nobody reaches, in each command that takes one
+    assert c.call("XCLAIM", "s", "g", "c3", hi, "1-1", "2-1") == []
+    assert c.call("XAUTOCLAIM", "s", "g", "c3", hi, "0") == [b"0-0", [], []]
+    assert c.call("XPENDING", "s", "g", "IDLE", hi, "-", "+", "10") == []
+    assert c.call("XCLAIM", "s", "g", "c3", lo, "2-1", "JUSTID") == [b"2-1"]
+    assert c.call("XAUTOCLAIM", "s", "g", "c3", lo, "0", "JUSTID")[1] == [b"1-1", b"2-1", b"3-1"]
+    assert len(c.call("XPENDING", "s", "g", "IDLE", lo, "-", "+", "10")) == 3
+    assert c.call("PING") == "PONG"
+
+
 def test_xclaim_force_delivery_count(server):
     """A PEL entry that FORCE creates starts like a delivery (count 1), and the claim then
     counts as usual: 2 without JUSTID, 1 with JUSTID (Redis' streamCreateNACK + bump)."""
