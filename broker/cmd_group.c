@@ -1395,8 +1395,7 @@ static int
 reply_lag(struct brk_ctx *x, const struct stream_meta *m, const struct group_meta *g)
 {
 	int64_t lag;
-	bool exact;
-	int rc = group_lag(x->txn, m, g, &lag, &exact);
+	int rc = group_lag(x->txn, m, g, &lag);
 
 	if (rc != 0) {
 		return rc;
