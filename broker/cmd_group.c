@@ -65,6 +65,9 @@ touch_consumer(struct brk_ctx *x, struct group_meta *g, const struct st_buf *nam
 	if (rc == ECHD_ENOTFOUND) {
 		rc = consumer_create(x->txn, g, name, now, c);
 		if (rc == 0) {
+			/* a change, as XGROUP CREATECONSUMER's is (Redis counts it
+			 * in streamCreateConsumer()) */
+			x->dirty++;
 			x->modified = true;
 			memset(before, 0, sizeof(*before)); /* never equal to c: saved */
 			return 0;
