@@ -497,7 +497,7 @@ brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t
 	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		char *words[64];
-		char sub[256];
+		char sub[512]; /* apply_named()'s "option 'name': " around a reason of up to 255 */
 		int n;
 
 		lineno++;
