@@ -65,6 +65,9 @@ touch_consumer(struct brk_ctx *x, struct group_meta *g, const struct st_buf *nam
 	if (rc == ECHD_ENOTFOUND) {
 		rc = consumer_create(x->txn, g, name, now, c);
 		if (rc == 0) {
+			/* a change, as XGROUP CREATECONSUMER's is (Redis counts it
+			 * in streamCreateConsumer()) */
+			x->dirty++;
 			x->modified = true;
 			memset(before, 0, sizeof(*before)); /* never equal to c: saved */
 			return 0;
@@ -821,6 +824,14 @@ struct pending_sum {
 	size_t n;
 };
 
+/* How long ago t was, in ms; 0 for a time not before now (a clock that went
+ * back), so that a minimum idle time is not met by a wrapped difference. */
+static uint64_t
+idle_ms(uint64_t now, uint64_t t)
+{
+	return now > t ? now - t : 0;
+}
+
 static int
 pending_sum_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 {
@@ -986,7 +997,7 @@ brk_cmd_xpending(struct brk_ctx *x)
 				return rc;
 			}
 			while (n < (uint64_t)count && (rc = pel_iter_next(it, &r)) == 0) {
-				uint64_t idle = now > r.delivery_time ? now - r.delivery_time : 0;
+				uint64_t idle = idle_ms(now, r.delivery_time);
 				if (minidle > 0 && idle < (uint64_t)minidle) {
 					continue;
 				}
@@ -1100,7 +1111,12 @@ brk_cmd_xclaim(struct brk_ctx *x)
 				resp_add_error(x->w, "ERR Invalid IDLE option argument for XCLAIM");
 				return 0;
 			}
-			deliverytime = (long long)now - deliverytime;
+			/* IDLE n is the time now - n; a negative n, or one past the
+			 * clock, is a bogus time and becomes now (below), as in
+			 * Redis, without overflowing on the way */
+			deliverytime = deliverytime < 0 || (uint64_t)deliverytime > now
+				? (long long)now
+				: (long long)(now - (uint64_t)deliverytime);
 		} else if (brk_arg_eq(o, "TIME") && more) {
 			j++;
 			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &deliverytime)) {
@@ -1171,7 +1187,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (!found && !force) {
 			continue;
 		}
-		if (found && minidle > 0 && now - r.delivery_time < (uint64_t)minidle) {
+		if (found && minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
 			continue;
 		}
 		prev = found ? r.cid : 0;
@@ -1304,7 +1320,7 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 				count--;
 				continue;
 			}
-			if (minidle > 0 && now - r.delivery_time < (uint64_t)minidle) {
+			if (minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
 				continue;
 			}
 			prev = r.cid;
@@ -1382,8 +1398,7 @@ static int
 reply_lag(struct brk_ctx *x, const struct stream_meta *m, const struct group_meta *g)
 {
 	int64_t lag;
-	bool exact;
-	int rc = group_lag(x->txn, m, g, &lag, &exact);
+	int rc = group_lag(x->txn, m, g, &lag);
 
 	if (rc != 0) {
 		return rc;

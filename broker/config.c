@@ -65,7 +65,10 @@ static const struct opt opts[] = {
 	{"tcp-backlog", OPT_INT, false, "511", OFF(tcp_backlog), 0, 65535, NULL, "listen backlog"},
 	{"tcp-keepalive", OPT_INT, true, "300", OFF(tcp_keepalive), 0, 2147483647, NULL,
 		"TCP keepalive seconds; 0 = off"},
-	{"client-output-buffer-limit", OPT_SPECIAL, true, "normal 0 0 0", 0, 0, 0, NULL,
+	/* Redis' default, normal 0 0 0, lets one client that never reads grow
+	 * the server without bound; a broker's readers fetch in batches, so a
+	 * bound as generous as Redis' replica class costs them nothing. */
+	{"client-output-buffer-limit", OPT_SPECIAL, true, "normal 256mb 64mb 60", 0, 0, 0, NULL,
 		"normal <hard> <soft> <soft-seconds>: pending reply bytes before a client is closed"},
 	{"client-query-buffer-limit", OPT_MEM, true, "1gb", OFF(query_buf_limit), 1024 * 1024,
 		LLMAX, NULL, "unparsed input a client may send"},
@@ -500,7 +503,7 @@ brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t
 	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		char *words[64];
-		char sub[256];
+		char sub[512]; /* apply_named()'s "option 'name': " around a reason of up to 255 */
 		int n;
 
 		lineno++;

@@ -299,49 +299,20 @@ group_range_has_tombstones(const struct stream_meta *m, const struct stream_id *
 
 int
 group_lag(struct storage_txn *t, const struct stream_meta *m, const struct group_meta *g,
-	int64_t *lag, bool *exact_from_counters)
+	int64_t *lag)
 {
-	struct stream_id start, end = {UINT64_MAX, UINT64_MAX}, id;
-	struct stream_iter *it;
-	struct st_buf f;
-	int64_t n = 0, read;
+	uint64_t n;
 	int rc;
 
-	*exact_from_counters = true;
-	if (m->entries_added == 0) {
-		*lag = 0;
-		return 0;
-	}
-	if (g->entries_read != GROUP_ENTRIES_READ_UNKNOWN &&
-		!group_range_has_tombstones(m, &g->last_delivered, NULL)) {
-		*lag = (int64_t)m->entries_added - g->entries_read;
-		return 0;
-	}
-	read = group_estimate_distance(m, &g->last_delivered);
-	if (read != GROUP_ENTRIES_READ_UNKNOWN) {
-		*lag = (int64_t)m->entries_added - read;
-		return 0;
-	}
-	/* Redis answers NULL here; the exact answer is the live entries after
-	 * the cursor, which a range walk counts. */
-	*exact_from_counters = false;
-	start = g->last_delivered;
-	if (!stream_id_incr(&start)) {
-		*lag = 0;
-		return 0;
-	}
-	rc = stream_iter_create(t, m, &start, &end, false, &it);
+	/* Counted from the rows, not from entries_added - entries_read as
+	 * Redis does: that difference is wrong once trimming or XDEL removed
+	 * entries after the cursor, or after an XGROUP SETID ENTRIESREAD,
+	 * and Redis answers NULL where it cannot tell. */
+	rc = stream_count_after(t, m, &g->last_delivered, &n);
 	if (rc != 0) {
 		return rc;
 	}
-	while ((rc = stream_iter_next(it, &id, &f)) == 0) {
-		n++;
-	}
-	stream_iter_destroy(it);
-	if (rc != ECHD_ENOTFOUND) {
-		return rc;
-	}
-	*lag = n;
+	*lag = (int64_t)n;
 	return 0;
 }
 
@@ -352,8 +323,12 @@ group_advance(const struct stream_meta *m, struct group_meta *g, const struct st
 		return;
 	}
 	if (g->entries_read != GROUP_ENTRIES_READ_UNKNOWN &&
-		!group_range_has_tombstones(m, id, NULL)) {
-		/* a valid counter and no tombstones ahead: count this read */
+		stream_id_cmp(&g->last_delivered, &m->first) >= 0 &&
+		!group_range_has_tombstones(m, &g->last_delivered, NULL)) {
+		/* A valid counter, and nothing removed after the cursor (trimming
+		 * removes only entries before the first): id is the next entry
+		 * ever added, so count this read. Otherwise entries may have gone
+		 * between the cursor and id, and the counter is recomputed. */
 		g->entries_read++;
 	} else if (m->entries_added) {
 		g->entries_read = group_estimate_distance(m, id);

@@ -84,12 +84,13 @@ int64_t group_estimate_distance(const struct stream_meta *m, const struct stream
 /* True when a deleted entry may lie in [start, end] (end NULL: to the end). */
 bool group_range_has_tombstones(const struct stream_meta *m, const struct stream_id *start,
 	const struct stream_id *end);
-/* The group's lag: entries added after its cursor. Where Redis' counters
- * cannot tell (it answers NULL), counts the live entries after the cursor. */
+/* The group's lag: the live entries after its cursor, the ones the group
+ * will still be given; never unknown (where Redis answers NULL). Cost:
+ * stream_count_after(). */
 int group_lag(struct storage_txn *t, const struct stream_meta *m, const struct group_meta *g,
-	int64_t *lag, bool *exact_from_counters);
+	int64_t *lag);
 /* Advances the cursor to id after delivering it, keeping entries_read as
- * Redis does. */
+ * Redis does (with its fixes for a cursor before the first entry). */
 void group_advance(const struct stream_meta *m, struct group_meta *g, const struct stream_id *id);
 
 /* ---- consumers ---------------------------------------------------------- */

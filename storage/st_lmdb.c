@@ -51,7 +51,8 @@ file_size(mdb_filehandle_t fd, uint64_t *out)
 	 * (glibc itself stands in for statx on kernels without it): fstat. */
 #endif
 	if (fstat(fd, &sb) != 0) {
-		return -errno;
+		/* never 0 here: the callers read *out after a 0 */
+		return errno > 0 ? -errno : -EIO;
 	}
 	*out = (uint64_t)sb.st_size;
 	return 0;

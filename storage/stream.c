@@ -2062,6 +2062,90 @@ stream_get_entry(struct storage_txn *t, const struct stream_meta *m, const struc
 	return storage_get(t, STORAGE_T_ENTRIES, &k, fields);
 }
 
+/* Counts the live entries in (after, last] of the node that holds after:
+ * the entry rows themselves, at most one node's worth. */
+static int
+count_in_node(struct storage_txn *t, const struct stream_meta *m, const struct stream_id *after,
+	const struct stream_id *last, uint64_t *n)
+{
+	struct stream_id start = *after, id;
+	struct stream_iter *it;
+	struct st_buf f;
+	int rc;
+
+	if (!stream_id_incr(&start)) {
+		return 0;
+	}
+	rc = stream_iter_create(t, m, &start, last, false, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = stream_iter_next(it, &id, &f)) == 0) {
+		(*n)++;
+	}
+	stream_iter_destroy(it);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+int
+stream_count_after(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_id *after, uint64_t *out)
+{
+	unsigned char sk[24];
+	struct stream_id max = {UINT64_MAX, UINT64_MAX}, nfirst, nlast;
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {sk, 24};
+	uint64_t n = 0;
+	bool inside = false;
+	int rc;
+
+	if (m->length == 0 || stream_id_cmp(after, &m->last) >= 0) {
+		*out = 0;
+		return 0;
+	}
+	if (stream_id_cmp(after, &m->first) < 0) {
+		*out = m->length;
+		return 0;
+	}
+	/* From the tail back: whole nodes past after by their live count,
+	 * then the entries of the node after falls in. */
+	node_key(sk, m->sid, &max);
+	rc = storage_cursor_open(t, STORAGE_T_NODES, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek_last(c, &seek, &key, &val);
+	while (rc == 0) {
+		if (key.len != 24 || memcmp(key.data, sk, 8) != 0) {
+			break;
+		}
+		if (val.len < NODE_FIXED) {
+			rc = ECHD_ECORRUPT;
+			break;
+		}
+		st_get_id((const unsigned char *)key.data + 8, &nfirst);
+		if (stream_id_cmp(&nfirst, after) <= 0) {
+			st_get_id((const unsigned char *)val.data + 24, &nlast);
+			inside = true;
+			break;
+		}
+		n += st_get_u64(val.data);
+		rc = storage_cursor_prev(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	if (inside) {
+		rc = count_in_node(t, m, after, &nlast, &n);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	*out = n;
+	return 0;
+}
+
 /* ---- iteration ---------------------------------------------------------- */
 
 struct stream_iter {

@@ -164,6 +164,12 @@ int stream_delete_entry(struct storage_txn *t, struct stream_meta *m, const stru
 int stream_get_entry(struct storage_txn *t, const struct stream_meta *m, const struct stream_id *id,
 	struct st_buf *fields);
 
+/* The number of live entries after the id after: O(1) when after is
+ * before the first entry or not before the last; otherwise one node row
+ * per node past after, plus the entries of the node after falls in. */
+int stream_count_after(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_id *after, uint64_t *out);
+
 /* Iterates live entries within [start, end] (inclusive), forwards or in
  * reverse. Returns owned (free with stream_iter_destroy()). */
 struct stream_iter;

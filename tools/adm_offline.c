@@ -251,7 +251,6 @@ groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	struct adm_group_info gi;
 	struct pel_iter *it;
 	struct pel_row r;
-	bool exact;
 	int rc;
 
 	memset(&gi, 0, sizeof(gi));
@@ -260,7 +259,7 @@ groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	gi.entries_read = g->entries_read;
 	gi.pending = g->pending;
 	gi.consumers = g->consumers;
-	rc = group_lag(w->x->txn, w->m, g, &gi.lag, &exact);
+	rc = group_lag(w->x->txn, w->m, g, &gi.lag);
 	gi.lag_known = rc == 0;
 	if (rc == 0) {
 		rc = pel_iter_create(w->x->txn, g, 0, &id_min, &id_max, &it);

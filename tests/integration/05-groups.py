@@ -9,11 +9,13 @@ too (also @echd_only): where Redis answers a NULL `lag` in XINFO GROUPS, echd an
 number of live entries after the group's last-delivered-id.
 """
 
+import json
 import signal
+import subprocess
 import threading
 import time
 
-from echdtest import RespConn, RespError, echd_only, fill, timeout, wait_until
+from echdtest import RespConn, RespError, admin_exe, echd_only, fill, timeout, wait_until
 
 TIMEOUT = 60
 
@@ -894,6 +896,28 @@ def test_xclaim_options(server):
                   "idle", "10", "JUSTID") == [b"1-1"]
 
 
+def test_xclaim_extreme_times(server):
+    """IDLE and TIME at the ends of the 64-bit range are bogus times and mean now, and a
+    min-idle-time at the end of the range claims nothing; none of it may overflow (UBSan
+    stops the sanitizer build at a signed overflow, so the server would die here)."""
+    c = server.raw()
+    setup_read(c, n=3)                                   # c1: 1 2 3
+    lo, hi = str(-2 ** 63), str(2 ** 63 - 1)
+    for opt, v in (("IDLE", str(-2 ** 63 + 1)), ("IDLE", lo), ("IDLE", hi),
+                   ("TIME", lo), ("TIME", hi), ("TIME", "-1")):
+        c.call("XCLAIM", "s", "g", "c1", "0", "1-1", "IDLE", "100000", "JUSTID")
+        assert c.call("XCLAIM", "s", "g", "c2", "0", "1-1", opt, v, "JUSTID") == [b"1-1"], v
+        assert idle_of(c, "s", "g", "1-1") < 5000, (opt, v)
+    # a min-idle-time nobody reaches, in each command that takes one
+    assert c.call("XCLAIM", "s", "g", "c3", hi, "1-1", "2-1") == []
+    assert c.call("XAUTOCLAIM", "s", "g", "c3", hi, "0") == [b"0-0", [], []]
+    assert c.call("XPENDING", "s", "g", "IDLE", hi, "-", "+", "10") == []
+    assert c.call("XCLAIM", "s", "g", "c3", lo, "2-1", "JUSTID") == [b"2-1"]
+    assert c.call("XAUTOCLAIM", "s", "g", "c3", lo, "0", "JUSTID")[1] == [b"1-1", b"2-1", b"3-1"]
+    assert len(c.call("XPENDING", "s", "g", "IDLE", lo, "-", "+", "10")) == 3
+    assert c.call("PING") == "PONG"
+
+
 def test_xclaim_force_delivery_count(server):
     """A PEL entry that FORCE creates starts like a delivery (count 1), and the claim then
     counts as usual: 2 without JUSTID, 1 with JUSTID (Redis' streamCreateNACK + bump)."""
@@ -1168,6 +1192,73 @@ def test_xinfo_groups_exact_lag(server):
     c.call("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">")
     # XINFO STREAM FULL says the same
     assert [(g["name"], g["lag"]) for g in full(c, "s")["groups"]] == [(b"g", 0), (b"mid", 5)]
+
+
+@echd_only("echd counts the lag exactly after trimming; Redis 7.0 answers entries_added - "
+           "entries_read there (lag 4 where one entry is left), 7.4 fixed only some shapes")
+def test_xinfo_groups_lag_after_trimming(server):
+    """The lag is the number of entries the group will still be given, whatever removed
+    entries before or after its cursor: XTRIM MAXLEN and MINID, XADD with MAXLEN, XDEL, a
+    cursor before the first entry, at the last one, and an ENTRIESREAD that lies. echo-admin
+    (live and offline) shows the same."""
+    c = server.raw()
+
+    def lag(grp):
+        return group(c, "s", grp)["lag"]
+
+    def live_after(cursor):
+        ms, seq = (int(x) for x in cursor.split("-"))
+        return len(c.call("XRANGE", "s", "(%d-%d" % (ms, seq), "+"))
+    # the issue's case: five entries, the first read, trimmed to one
+    fill(c, "s", 5)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", "s", ">")
+    assert c.call("XTRIM", "s", "MAXLEN", "1") == 4
+    assert lag("g") == 1
+    assert c.call("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">") == [[b"s", [e(5)]]]
+    g = group(c, "s", "g")
+    assert (g["lag"], g["entries-read"]) == (0, 5), g      # Redis 7.0: lag 3, entries-read 2
+    # new entries after that count one each
+    fill(c, "s", 4, start_ms=6)                                  # 5..9
+    assert lag("g") == 4
+    # XDEL after the cursor, then before it
+    c.call("XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", "s", ">")   # cursor 6-1
+    c.call("XDEL", "s", "8-1")
+    assert lag("g") == 2                                         # 7 9
+    c.call("XDEL", "s", "5-1")
+    assert lag("g") == 2
+    # XTRIM MINID up to the cursor, and past it
+    c.call("XTRIM", "s", "MINID", "6-1")
+    assert lag("g") == 2
+    c.call("XTRIM", "s", "MINID", "9-1")
+    assert lag("g") == 1                                         # 9
+    # XADD with MAXLEN trimming past the cursor
+    c.call("XADD", "s", "MAXLEN", "2", "10-1", "f", "v")
+    c.call("XADD", "s", "MAXLEN", "2", "11-1", "f", "v")
+    assert lag("g") == 2                                         # 10 11
+    # a group whose cursor is before the first entry; one at the last; one set at a
+    # deleted id with an entries_read that is plainly wrong
+    c.call("XGROUP", "CREATE", "s", "zero", "0")
+    c.call("XGROUP", "CREATE", "s", "end", "$")
+    c.call("XGROUP", "CREATE", "s", "liar", "8-1", "ENTRIESREAD", "1000")
+    assert (lag("zero"), lag("end"), lag("liar")) == (2, 0, 2)
+    c.call("XTRIM", "s", "MAXLEN", "0")
+    assert (lag("g"), lag("zero"), lag("end"), lag("liar")) == (0, 0, 0, 0)
+    # every lag is the live entries after the cursor, here and in echo-admin
+    fill(c, "s", 4, start_ms=20)
+    c.call("XDEL", "s", "21-1")
+    c.call("XGROUP", "SETID", "s", "liar", "20-1", "ENTRIESREAD", "7")
+    want = {}
+    for grp in groups(c, "s"):
+        cursor = grp["last-delivered-id"].decode()
+        assert grp["lag"] == live_after(cursor), grp
+        want[grp["name"].decode()] = grp["lag"]
+    assert want == {"end": 3, "g": 3, "liar": 2, "zero": 3}
+    for where in (["-p", str(server.port)], ["-d", server.dir]):
+        p = subprocess.run([admin_exe(server.exe)] + where + ["--json", "groups", "s"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert {g["name"]: g["lag"] for g in json.loads(p.stdout)["groups"]} == want, where
 
 
 def test_xinfo_consumers(server):

@@ -54,6 +54,16 @@ def rss_kb(server):
     raise AssertionError("no VmRSS for pid %d" % server.proc.pid)
 
 
+def hwm_kb(server):
+    """The peak of echd's resident memory so far (VmHWM): it sees a peak inside a long
+    event-loop turn, when no sampling client gets an answer."""
+    with open("/proc/%d/status" % server.proc.pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM for pid %d" % server.proc.pid)
+
+
 def info_field(c, section, name):
     for line in c.call("INFO", section).decode().split("\r\n"):
         if line.startswith(name + ":"):
@@ -353,6 +363,47 @@ def test_reader_that_never_reads(server):
     assert disconnections == 2, disconnections
     check_rss(s, "growth at the peak", watch.peak - base, 96 * MiB)
     check_rss(s, "growth after", after - base, 48 * MiB)
+
+
+@timeout(180)
+def test_default_limit_bounds_a_reader_that_never_reads(server):
+    """With the default settings, a client that pipelines XRANGEs of 10 MB each (1 GB of
+    replies) and never reads is disconnected by the default output limit (hard 256 MB), where
+    Redis' default (no limit) would hold every reply; another client is served throughout,
+    and echd's resident memory stays far below what the replies would take."""
+    s = server.spawn()
+    admin = s.raw(timeout=60)
+    cobl = admin.call("CONFIG", "GET", "client-output-buffer-limit")[1]
+    assert cobl.startswith(b"normal 268435456 67108864 60 "), cobl
+    value = "x" * 100000
+    for i in range(10):
+        admin.pipeline([("XADD", "big", "*", "f", value)] * 10)
+    last = "-"
+    for _ in range(4):        # page the stream in, so that its pages are in the baseline
+        got = admin.call("XRANGE", "big", last, "+", "COUNT", "30")
+        last = "(" + got[-1][0].decode()
+    base = rss_kb(s)
+    slow = RespConn(s.port)
+    slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.call("CLIENT", "SETNAME", "slow")
+    slow.send_raw(encode_command("XRANGE", "big", "-", "+") * 100)
+    # another client is served meanwhile (a turn that builds 256 MB of replies is slow, so
+    # no latency is asserted here: test_reader_that_never_reads does that at 4 MB)
+    other = s.raw(timeout=120)
+    deadline = time.monotonic() + 90
+    while "slow" in client_names(other):
+        assert other.call("XLEN", "big") == 100
+        assert time.monotonic() < deadline, "the reader that never reads is still connected"
+        time.sleep(0.01)
+    peak = hwm_kb(s)
+    assert len(other.call("XRANGE", "big", "-", "+", "COUNT", "5")) == 5
+    slow.close()
+    disconnections = info_field(admin, "stats", "client_output_buffer_limit_disconnections")
+    print("rss kB: baseline %d, peak %d (100 x 10 MB of replies requested)" % (base, peak))
+    assert disconnections == 1, disconnections
+    # up to 256 MB held in a buffer that doubles as it grows (so briefly the old and the new
+    # one): about twice the limit, where the 1 GB requested would take 1.5 GB and more
+    check_rss(s, "growth at the peak", peak - base, 640 * MiB)
 
 
 @timeout(180)

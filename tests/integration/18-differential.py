@@ -19,7 +19,11 @@ commands before it on the same keys. DIFF_SEED=<seed> in the environment replays
 The oracle is Redis 7.0; echd follows 7.4, so where those two differ the comparison leaves
 the field out (each case below says why):
 - idle, seen-time, active-time and inactive are clocks;
-- lag: echd gives the exact count where Redis says NULL (docs/echo_mq/emq.streams.md);
+- lag: echd gives the exact count where Redis says NULL or a stale count after trimming
+  (docs/compatibility.md);
+- entries-read: after trimming left a group's cursor before the first entry, 7.0 goes on
+  counting from the stale counter, later Redis (and echd) recount it from the stream (Redis
+  #13958); a random run soon meets that case;
 - recorded-first-entry-id is 7.2's;
 - radix-tree-nodes counts the nodes of Redis' radix tree, which echd does not have
   (docs/compatibility.md); radix-tree-keys, its node count, is compared;
@@ -48,8 +52,8 @@ KEYS = ("s", "t")
 GROUPS = ("g", "h")
 CONSUMERS = ("a", "b", "c")
 CLOCK_FIELDS = {b"idle", b"seen-time", b"active-time", b"inactive"}
-SKIPPED_FIELDS = CLOCK_FIELDS | {b"lag", b"recorded-first-entry-id", b"consumers",
-                                 b"radix-tree-nodes"}
+SKIPPED_FIELDS = CLOCK_FIELDS | {b"lag", b"entries-read", b"recorded-first-entry-id",
+                                 b"consumers", b"radix-tree-nodes"}
 
 
 def redis_exe():
