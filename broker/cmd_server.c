@@ -991,7 +991,7 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 		{BRK_CMD_DENYOOM, "denyoom"}, {BRK_CMD_ADMIN, "admin"},
 		{BRK_CMD_NOSCRIPT, "noscript"}, {BRK_CMD_BLOCKING, "blocking"},
 		{BRK_CMD_LOADING, "loading"}, {BRK_CMD_STALE, "stale"}, {BRK_CMD_FAST, "fast"},
-		{BRK_CMD_NOMULTI, "no_multi"},
+		{BRK_CMD_NOAUTH, "no_auth"}, {BRK_CMD_NOMULTI, "no_multi"},
 	};
 	char flags[256] = "";
 	size_t n = 0;
@@ -1001,87 +1001,21 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 			n += (size_t)snprintf(flags + n, sizeof(flags) - n, "%s ", flagnames[i].name);
 		}
 	}
-	if (cmd->first_key == 0 && (cmd->fn == brk_cmd_xread || cmd->fn == brk_cmd_xreadgroup)) {
-		/* their keys follow STREAMS, wherever that is */
+	if (cmd->find_keys != NULL) {
 		n += (size_t)snprintf(flags + n, sizeof(flags) - n, "movablekeys ");
 	}
 	resp_add_array(w, 10);
 	resp_add_bulk_cstr(w, cmd->name);
 	resp_add_int(w, cmd->arity);
 	reply_words(w, flags, true);
-	resp_add_int(w, cmd->first_key);
-	resp_add_int(w, cmd->last_key);
-	resp_add_int(w, cmd->step);
+	resp_add_int(w, cmd->keys.first);
+	resp_add_int(w, cmd->keys.last);
+	resp_add_int(w, cmd->keys.step);
 	reply_words(w, cmd->acl, true);
 	/* sets in RESP3, as Redis sends them */
 	resp_add_set(w, 0); /* tips */
 	resp_add_set(w, 0); /* key specs */
 	resp_add_set(w, 0); /* subcommands */
-}
-
-/* Argument syntax, in the notation of Redis' documentation, for COMMAND
- * DOCS (redis-cli builds its hints from it). */
-static const struct {
-	const char *name, *syntax;
-} syntaxes[] = {
-	{"ping", "[message]"},
-	{"echo", "message"},
-	{"hello", "[protover [AUTH username password] [SETNAME clientname]]"},
-	{"select", "index"},
-	{"del", "key [key ...]"},
-	{"unlink", "key [key ...]"},
-	{"exists", "key [key ...]"},
-	{"type", "key"},
-	{"touch", "key [key ...]"},
-	{"randomkey", ""},
-	{"keys", "pattern"},
-	{"scan", "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
-	{"rename", "key newkey"},
-	{"expire", "key seconds [<NX | XX | GT | LT>]"},
-	{"pexpire", "key milliseconds [<NX | XX | GT | LT>]"},
-	{"expireat", "key unix-time-seconds [<NX | XX | GT | LT>]"},
-	{"pexpireat", "key unix-time-milliseconds [<NX | XX | GT | LT>]"},
-	{"ttl", "key"},
-	{"pttl", "key"},
-	{"expiretime", "key"},
-	{"pexpiretime", "key"},
-	{"persist", "key"},
-	{"renamenx", "key newkey"},
-	{"move", "key db"},
-	{"copy", "source destination [DB destination-db] [REPLACE]"},
-	{"flushdb", "[<ASYNC | SYNC>]"},
-	{"flushall", "[<ASYNC | SYNC>]"},
-	{"info", "[section [section ...]]"},
-	{"shutdown", "[<NOSAVE | SAVE>] [NOW] [FORCE] [ABORT]"},
-	{"wait", "numreplicas timeout"},
-	{"waitaof", "numlocal numreplicas timeout"},
-	{"xadd", "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
-		 "<* | id> field value [field value ...]"},
-	{"xlen", "key"},
-	{"xrange", "key start end [COUNT count]"},
-	{"xrevrange", "key end start [COUNT count]"},
-	{"xdel", "key id [id ...]"},
-	{"xtrim", "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]"},
-	{"xread", "[COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"},
-	{"xsetid", "key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"},
-	{"xreadgroup", "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
-		       "key [key ...] id [id ...]"},
-	{"xack", "key group id [id ...]"},
-	{"xpending", "key group [[IDLE min-idle-time] start end count [consumer]]"},
-	{"xclaim", "key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-"
-		   "milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"},
-	{"xautoclaim", "key group consumer min-idle-time start [COUNT count] [JUSTID]"},
-};
-
-static const char *
-syntax_of(const char *name)
-{
-	for (size_t i = 0; i < sizeof(syntaxes) / sizeof(syntaxes[0]); i++) {
-		if (strcmp(syntaxes[i].name, name) == 0) {
-			return syntaxes[i].syntax;
-		}
-	}
-	return "";
 }
 
 /* Splits a syntax string into top-level items; *p advances past one. */
@@ -1249,7 +1183,7 @@ reply_syntax_args(struct resp_writer *w, const char *syntax)
 static void
 reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
 {
-	const char *syntax = syntax_of(cmd->name);
+	const char *syntax = cmd->syntax != NULL ? cmd->syntax : "";
 
 	resp_add_bulk_cstr(w, cmd->name);
 	resp_add_map(w, syntax[0] ? 5 : 4);
@@ -1269,8 +1203,9 @@ reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
 
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]:
  * commands and, as in Redis, their subcommands ("xgroup|create"). For
- * ACLCAT a subcommand is in its container's categories, as echd's ACL sees
- * it, and a container itself only in @slow, as Redis files containers. */
+ * ACLCAT a subcommand is in the categories echd's ACL gives it (its own, or
+ * its container's), and a container itself only in @slow, as Redis files
+ * containers. */
 static int
 command_list(struct brk_ctx *x)
 {
@@ -1298,7 +1233,6 @@ command_list(struct brk_ctx *x)
 	for (size_t i = 0; by != MODULE && i < brk_cmd_count(); i++) {
 		const struct brk_cmd *cmd = brk_cmd_at(i);
 		bool container = brk_subcommand_at(cmd, 0) != NULL;
-		bool in_cat = by != ACLCAT || brk_acl_cmd_in_category(cmd, arg->p, arg->len);
 		bool slow = by == ACLCAT && arg->len == 4 && !strncasecmp(arg->p, "slow", 4);
 		const char *sub = NULL;
 
@@ -1306,6 +1240,10 @@ command_list(struct brk_ctx *x)
 			char name[64];
 			int len = j == 0 ? snprintf(name, sizeof(name), "%s", cmd->name)
 					 : snprintf(name, sizeof(name), "%s|%s", cmd->name, sub);
+			/* a subcommand has its own categories (acl|whoami) or its container's */
+			const char *acl = j > 0 && cmd->subs[j - 1].acl != NULL ? cmd->subs[j - 1].acl
+										: cmd->acl;
+			bool in_cat = by != ACLCAT || brk_acl_in_category(acl, arg->p, arg->len);
 			bool want = j == 0 && container && by == ACLCAT ? slow : in_cat;
 			if (want && by == PATTERN) {
 				want = brk_glob_match(arg->p, arg->len, name, (size_t)len, true);
@@ -1370,6 +1308,7 @@ brk_cmd_command(struct brk_ctx *x)
 		resp_set_deferred_len(x->w, h, '%', found);
 	} else if (brk_arg_eq(&x->argv[1], "LIST")) {
 		return command_list(x);
+
 	} else if (brk_arg_eq(&x->argv[1], "HELP") && x->argc == 2) {
 		static const char *const help[] = {
 			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
