@@ -31,14 +31,29 @@
  * Keys that move: found by reading the request as its handler reads it
  * ---------------------------------------------------------------------- */
 
-/* XREAD and XREADGROUP: the keys follow STREAMS, half of what is left. */
+/* XREAD [COUNT n] [BLOCK ms] STREAMS key... id... and XREADGROUP GROUP g c
+ * [COUNT n] [BLOCK ms] [NOACK] STREAMS ...: the options are walked as
+ * brk_parse_read_opts() walks them, so that the keys checked are the keys
+ * read whatever the group, the consumer or a key is called ("streams").
+ * Redis' xreadGetKeys reads them the same way. */
 static bool
 read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec *ks)
 {
 	for (int i = 1; i < argc; i++) {
-		if (brk_arg_eq(&argv[i], "STREAMS")) {
-			*ks = (struct brk_keyspec){i + 1, i + (argc - i - 1) / 2, 1};
+		int more = argc - i - 1;
+		const struct resp_arg *o = &argv[i];
+		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT")) && more) {
+			i++;
+		} else if (brk_arg_eq(o, "STREAMS") && more) {
+			if (more % 2 != 0) {
+				return false; /* unbalanced: refused */
+			}
+			*ks = (struct brk_keyspec){i + 1, i + more / 2, 1};
 			return true;
+		} else if (group && brk_arg_eq(o, "GROUP") && more >= 2) {
+			i += 2;
+		} else if (!(group && brk_arg_eq(o, "NOACK"))) {
+			return false; /* a syntax error: refused */
 		}
 	}
 	return false;

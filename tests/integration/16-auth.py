@@ -995,3 +995,48 @@ def test_acl_long_key_pattern_survives_setuser(server):
     u1 = login(s, "u1", "pw-u1")
     assert u1.call("XADD", key, "*", "f", "v")
     assert u1.err("XADD", key + "x", "*", "f", "v") == Words(server).key()
+
+
+def test_acl_xreadgroup_keys_follow_group_and_options(server):
+    """The keys of XREADGROUP (and XREAD) are the arguments after the STREAMS that ends the
+    options, not after the first argument spelled "streams": a group or a consumer may be
+    called that. echd once took the first one, so a user could read another tenant's stream
+    by naming a consumer "streams", while its own reads were refused."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    for k in ("jobs:a", "secret", "other"):
+        admin.call("XADD", k, "1-1", "f", "v")
+        for g in ("streams", "STREAMS", "g2"):
+            admin.call("XGROUP", "CREATE", k, g, "0")
+    admin.call("ACL", "SETUSER", "jobs", "on", ">pw-jobs", "~jobs:*", "+@all")
+    admin.call("ACL", "SETUSER", "jobs2", "on", ">pw-jobs2", "~jobs:*", "~STREAMS", "+@all")
+    admin.call("ACL", "SETUSER", "tenant", "on", ">pw-tenant", "~s*", "~app:*", "+@all")
+
+    # a consumer named "streams": the key is other, not "streams"
+    t = login(s, "tenant", "pw-tenant")
+    argv = ["XREADGROUP", "GROUP", "g2", "streams", "streams", "other", ">"]
+    assert t.err(*argv) == words.key()
+    assert t.err("XREADGROUP", "NOACK", "COUNT", "1", "GROUP", "g2", "streams", "STREAMS",
+                 "other", ">") == words.key()
+    assert admin.call("ACL", "DRYRUN", "tenant", *argv) != "OK"
+
+    # group "STREAMS", consumer "jobs:x": the second key, secret, is checked
+    j2 = login(s, "jobs2", "pw-jobs2")
+    assert j2.err("XRANGE", "secret", "-", "+") == words.key()
+    argv = ["XREADGROUP", "GROUP", "STREAMS", "jobs:x", "STREAMS", "jobs:a", "secret", "0", ">"]
+    assert j2.err(*argv) == words.key()
+    assert admin.call("ACL", "DRYRUN", "jobs2", *argv) != "OK"
+
+    # a group named "streams": its own key is allowed
+    j = login(s, "jobs", "pw-jobs")
+    argv = ["XREADGROUP", "GROUP", "streams", "c1", "STREAMS", "jobs:a", ">"]
+    assert j.call(*argv) == [[b"jobs:a", [[b"1-1", [b"f", b"v"]]]]]
+    assert admin.call("ACL", "DRYRUN", "jobs", *argv) == "OK"
+    assert j.call("XREAD", "COUNT", "1", "BLOCK", "1", "STREAMS", "jobs:a", "0") == (
+        [[b"jobs:a", [[b"1-1", [b"f", b"v"]]]]])
+
+    # nothing of the other tenant's was delivered
+    assert admin.call("XPENDING", "other", "g2")[0] == 0
+    assert admin.call("XPENDING", "secret", "STREAMS")[0] == 0
+
