@@ -154,10 +154,10 @@ static const struct brk_subcmd latency_subs[] = {
 	{"doctor", 2, A}, {"histogram", -2, A}, {"help", 2},
 };
 static const struct brk_subcmd object_subs[] = {
-	{"encoding", 3}, {"refcount", 3}, {"freq", 3}, {"help", 2},
+	{"encoding", 3, 0, KEY2}, {"refcount", 3, 0, KEY2}, {"freq", 3, 0, KEY2}, {"help", 2},
 };
 static const struct brk_subcmd memory_subs[] = {
-	{"usage", -3}, {"help", 2},
+	{"usage", -3, 0, KEY2}, {"help", 2},
 };
 static const struct brk_subcmd command_subs[] = {
 	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},

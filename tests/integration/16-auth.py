@@ -1040,3 +1040,26 @@ def test_acl_xreadgroup_keys_follow_group_and_options(server):
     assert admin.call("XPENDING", "other", "g2")[0] == 0
     assert admin.call("XPENDING", "secret", "STREAMS")[0] == 0
 
+def test_acl_object_and_memory_usage_check_the_key(server):
+    """OBJECT's and MEMORY USAGE's key is a key: a user limited to ~app:* does not learn
+    whether another key exists, or its size."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    admin.call("XADD", "secret", "1-1", "f", "v")
+    admin.call("XADD", "app:s", "1-1", "f", "v")
+    admin.call("ACL", "SETUSER", "app", "on", ">pw-app", "~app:*", "+@all")
+    c = login(s, "app", "pw-app")
+    for argv in (["OBJECT", "ENCODING", "secret"], ["OBJECT", "REFCOUNT", "secret"],
+                 ["OBJECT", "FREQ", "secret"], ["OBJECT", "ENCODING", "nosuch"],
+                 ["MEMORY", "USAGE", "secret"], ["MEMORY", "USAGE", "secret", "SAMPLES", "5"]):
+        assert c.err(*argv) == words.key(), argv
+        assert admin.call("ACL", "DRYRUN", "app", *argv) != "OK", argv
+    assert c.call("OBJECT", "ENCODING", "app:s") == b"stream"
+    assert c.call("OBJECT", "REFCOUNT", "app:s") == 1
+    assert c.call("MEMORY", "USAGE", "app:s") > 0
+    assert c.call("OBJECT", "ENCODING", "app:nosuch") is None
+    assert admin.call("ACL", "DRYRUN", "app", "MEMORY", "USAGE", "app:s") == "OK"
+    # no keys in HELP
+    assert isinstance(c.call("OBJECT", "HELP"), list)
+    assert isinstance(c.call("MEMORY", "HELP"), list)
