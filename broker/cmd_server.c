@@ -1258,6 +1258,46 @@ command_list(struct brk_ctx *x)
 	return 0;
 }
 
+/* COMMAND GETKEYS command [arg ...]: the keys the ACL would check, found
+ * as it finds them (brk_keys_of()); the errors are Redis'. */
+static void
+command_getkeys(struct brk_ctx *x)
+{
+	int argc = x->argc - 2, arity;
+	const struct resp_arg *argv = x->argv + 2;
+	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
+	const struct brk_subcmd *sub = NULL;
+	struct brk_keyspec ks;
+
+	if (cmd != NULL && cmd->subs != NULL && argc >= 2) {
+		/* a container's subcommand is the command, as Redis looks it up */
+		sub = brk_subcmd_find(cmd, &argv[1]);
+		cmd = sub != NULL ? cmd : NULL;
+	}
+	if (cmd == NULL) {
+		resp_add_error(x->w, "ERR Invalid command specified");
+		return;
+	}
+	if (sub != NULL ? sub->keys.first == 0
+			: cmd->keys.first == 0 && cmd->find_keys == NULL) {
+		resp_add_error(x->w, "ERR The command has no key arguments");
+		return;
+	}
+	arity = sub != NULL ? sub->arity : cmd->arity;
+	if ((arity > 0 && argc != arity) || (arity < 0 && argc < -arity)) {
+		resp_add_error(x->w, "ERR Invalid number of arguments specified for command");
+		return;
+	}
+	if (!brk_keys_of(cmd, argc, argv, &ks)) {
+		resp_add_error(x->w, "ERR Invalid arguments specified for command");
+		return;
+	}
+	resp_add_array(x->w, (size_t)((ks.last - ks.first) / ks.step + 1));
+	for (int i = ks.first; i <= ks.last; i += ks.step) {
+		resp_add_bulk(x->w, argv[i].p, argv[i].len);
+	}
+}
+
 int
 brk_cmd_command(struct brk_ctx *x)
 {
@@ -1308,6 +1348,8 @@ brk_cmd_command(struct brk_ctx *x)
 		resp_set_deferred_len(x->w, h, '%', found);
 	} else if (brk_arg_eq(&x->argv[1], "LIST")) {
 		return command_list(x);
+	} else if (brk_arg_eq(&x->argv[1], "GETKEYS")) {
+		command_getkeys(x);
 
 	} else if (brk_arg_eq(&x->argv[1], "HELP") && x->argc == 2) {
 		static const char *const help[] = {
@@ -1319,6 +1361,8 @@ brk_cmd_command(struct brk_ctx *x)
 			"    Return details about multiple commands.",
 			"DOCS [<command-name> ...]",
 			"    Return documentation details about multiple commands.",
+			"GETKEYS <full-command>",
+			"    Return the keys from a full Redis command.",
 			"HELP", "    Print this help.",
 		};
 		BRK_REPLY_HELP(x->w, help);

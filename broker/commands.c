@@ -160,7 +160,7 @@ static const struct brk_subcmd memory_subs[] = {
 	{"usage", -3, 0, KEY2}, {"help", 2},
 };
 static const struct brk_subcmd command_subs[] = {
-	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
+	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"getkeys", -4}, {"help", 2},
 };
 
 /* Sorted by nothing in particular; lookups compare length first. */

@@ -720,6 +720,58 @@ def test_client_info_long_name(server):
     assert len(line) == 1 and client_fields(line[0])["resp"] == "2", line
 
 
+def test_command_getkeys(server):
+    """COMMAND GETKEYS finds keys as the ACL does: the arguments after the STREAMS that
+    ends XREAD's and XREADGROUP's options (a group, consumer or key may be called
+    "streams"), a container's key after its subcommand, OBJECT's and MEMORY USAGE's too."""
+    c = server.raw()
+    cases = [
+        (["XREADGROUP", "GROUP", "streams", "c1", "STREAMS", "jobs:a", ">"], [b"jobs:a"]),
+        (["XREADGROUP", "GROUP", "STREAMS", "jobs:x", "STREAMS", "jobs:a", "secret", "0", ">"],
+         [b"jobs:a", b"secret"]),
+        (["XREADGROUP", "GROUP", "g2", "streams", "streams", "other", ">"], [b"other"]),
+        (["XREADGROUP", "GROUP", "g", "c", "NOACK", "COUNT", "1", "BLOCK", "1", "STREAMS",
+          "k", ">"], [b"k"]),
+        (["XREAD", "COUNT", "1", "STREAMS", "a", "b", "0", "0"], [b"a", b"b"]),
+        (["XREAD", "BLOCK", "0", "COUNT", "2", "STREAMS", "streams", "0"], [b"streams"]),
+        (["XREAD", "STREAMS", "streams", "streams", "0", "0"], [b"streams", b"streams"]),
+        (["XGROUP", "CREATE", "k", "g", "0"], [b"k"]),
+        (["XGROUP", "DESTROY", "k", "g"], [b"k"]),
+        (["XINFO", "STREAM", "k", "FULL"], [b"k"]),
+        (["XINFO", "CONSUMERS", "k", "g"], [b"k"]),
+        (["OBJECT", "ENCODING", "k"], [b"k"]),
+        (["OBJECT", "FREQ", "k"], [b"k"]),
+        (["MEMORY", "USAGE", "k", "SAMPLES", "5"], [b"k"]),
+        (["XADD", "k", "*", "f", "v"], [b"k"]),
+        (["XCLAIM", "k", "g", "c", "0", "1-1"], [b"k"]),
+        (["DEL", "a", "b", "c"], [b"a", b"b", b"c"]),
+        (["RENAME", "a", "b"], [b"a", b"b"]),
+        (["COPY", "a", "b", "REPLACE"], [b"a", b"b"]),
+        (["MOVE", "a", "1"], [b"a"]),
+        (["WATCH", "a", "b"], [b"a", b"b"]),
+        (["EXPIRE", "a", "10", "NX"], [b"a"]),
+        (["TOUCH", "a", "b"], [b"a", b"b"]),
+    ]
+    for argv, keys in cases:
+        assert c.call("COMMAND", "GETKEYS", *argv) == keys, argv
+    errors = [
+        (["NOSUCH", "a"], "ERR Invalid command specified"),
+        (["XGROUP", "BOGUS", "k"], "ERR Invalid command specified"),
+        (["PING", "x"], "ERR The command has no key arguments"),
+        (["XGROUP", "HELP"], "ERR The command has no key arguments"),
+        (["OBJECT", "HELP"], "ERR The command has no key arguments"),
+        (["XREAD", "STREAMS", "a"], "ERR Invalid number of arguments specified for command"),
+        (["OBJECT", "ENCODING"], "ERR Invalid number of arguments specified for command"),
+        (["XREAD", "COUNT", "1", "STREAMS"], "ERR Invalid arguments specified for command"),
+        (["PING"], "ERR wrong number of arguments for 'command|getkeys' command"),
+    ]
+    for argv, err in errors:
+        assert c.err("COMMAND", "GETKEYS", *argv) == err, argv
+    assert b"command|getkeys" in c.call("COMMAND", "LIST")
+    auth = c.call("COMMAND", "INFO", "auth", "hello")
+    assert "no_auth" in auth[0][2] and "no_auth" in auth[1][2], auth
+
+
 @echd_only("Redis 7.0, the oracle here, sends key specs for XLEN (echd none) and has no "
            "CLIENT NO-TOUCH")
 def test_command_info_resp3_sets_and_no_touch(server):
