@@ -79,7 +79,6 @@ brk_acl_find(struct brk_server *srv, const char *name, size_t len)
 static bool
 in_category(const char *p, const char *cat, size_t len)
 {
-
 	if (len == 3 && strncasecmp(cat, "all", 3) == 0) {
 		return true;
 	}
@@ -284,7 +283,8 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 		} else {
 			/* "+name" covers the command and every subcommand; "+name|sub"
 			 * a subcommand with a permission of its own (acl|whoami) */
-			size_t bar = strcspn(w + 1, "|");
+			const char *pipe = memchr(w + 1, '|', len - 1);
+			size_t bar = pipe != NULL ? (size_t)(pipe - (w + 1)) : len - 1;
 			const struct brk_cmd *c = brk_cmd_lookup(w + 1, bar < len - 1 ? bar : len - 1);
 			const struct brk_subcmd *sub = NULL;
 			bool found = false;

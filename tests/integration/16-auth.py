@@ -1063,3 +1063,25 @@ def test_acl_object_and_memory_usage_check_the_key(server):
     # no keys in HELP
     assert isinstance(c.call("OBJECT", "HELP"), list)
     assert isinstance(c.call("MEMORY", "HELP"), list)
+
+
+def test_acl_rules_for_subcommands_with_own_permissions(server):
+    """+acl|whoami allows that subcommand alone, +acl every ACL subcommand, and -acl|whoami
+    takes one back; +@slow covers WHOAMI (it is @slow only), -@admin leaves it."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    admin.call("ACL", "SETUSER", "who", "on", ">pw-who", "~*", "+acl|whoami")
+    admin.call("ACL", "SETUSER", "most", "on", ">pw-most", "~*", "+acl", "-acl|whoami")
+    admin.call("ACL", "SETUSER", "slow", "on", ">pw-slow", "~*", "+@slow", "-@admin")
+    w = login(s, "who", "pw-who")
+    assert w.call("ACL", "WHOAMI") == b"who"
+    assert w.err("ACL", "CAT") == words.cmd("who", "acl|cat")
+    assert w.err("ACL", "LIST") == words.cmd("who", "acl|list")
+    m = login(s, "most", "pw-most")
+    assert m.err("ACL", "WHOAMI") == words.cmd("most", "acl|whoami")
+    assert isinstance(m.call("ACL", "CAT"), list)
+    assert m.call("ACL", "USERS")[0] == b"default"
+    sl = login(s, "slow", "pw-slow")
+    assert sl.call("ACL", "WHOAMI") == b"slow"
+    assert sl.err("ACL", "LIST") == words.cmd("slow", "acl|list")
