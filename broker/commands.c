@@ -1,4 +1,7 @@
-/* commands.c - the command table and argument helpers shared by handlers. */
+/* commands.c - the command table: what each command is (arity, flags, where
+ * its keys are, its subcommands, its secrets, its docs), and the lookups
+ * through which the dispatcher, the ACL, COMMAND, SLOWLOG and MONITOR read
+ * it; and argument helpers shared by handlers. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -111,10 +114,9 @@ redact_hello(int argc, const struct resp_arg *argv, int i)
 static bool
 redact_config_set(int argc, const struct resp_arg *argv, int i)
 {
-	const struct resp_arg *name = &argv[i - 1];
-
 	return i >= 3 && (i - 3) % 2 == 0 &&
-		(brk_arg_eq(name, "requirepass") || brk_arg_eq(name, "tls-key-file-pass"));
+		(brk_arg_eq(&argv[i - 1], "requirepass") ||
+			brk_arg_eq(&argv[i - 1], "tls-key-file-pass"));
 }
 
 /* ------------------------------------------------------------------------

@@ -768,6 +768,21 @@ def test_command_getkeys(server):
     for argv, err in errors:
         assert c.err("COMMAND", "GETKEYS", *argv) == err, argv
     assert b"command|getkeys" in c.call("COMMAND", "LIST")
+    # every keyspace, stream and transaction command whose keys do not move (the kinds
+    # echd has): GETKEYS agrees with COMMAND's first, last, step
+    checked = 0
+    for row in c.call("COMMAND"):
+        name, arity, flags, first, last, step, cats = row[:7]
+        if first == 0 or "movablekeys" in flags or not (
+                {"@keyspace", "@stream", "@transaction"} & set(cats)):
+            continue
+        n = max(abs(arity), first + 1, last + 1)
+        argv = [name.decode()] + ["k%d" % i for i in range(1, arity if arity > 0 else n)]
+        end = last if last > 0 else len(argv) + last
+        want = [a.encode() for a in argv[first:end + 1:step]]
+        assert c.call("COMMAND", "GETKEYS", *argv) == want, (argv, first, last, step)
+        checked += 1
+    assert checked >= 25, checked
     auth = c.call("COMMAND", "INFO", "auth", "hello")
     assert "no_auth" in auth[0][2] and "no_auth" in auth[1][2], auth
 
