@@ -980,8 +980,11 @@ reply_words(struct resp_writer *w, const char *words, bool set)
 	}
 }
 
+/* COMMAND INFO's entry for cmd, or for its subcommand sub ("xgroup|create":
+ * the container's flags but its own admin flag, arity, keys and, where it
+ * has them, categories). */
 static void
-reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
+reply_info_entry(struct resp_writer *w, const struct brk_cmd *cmd, const struct brk_subcmd *sub)
 {
 	static const struct {
 		unsigned bit;
@@ -993,29 +996,69 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 		{BRK_CMD_LOADING, "loading"}, {BRK_CMD_STALE, "stale"}, {BRK_CMD_FAST, "fast"},
 		{BRK_CMD_NOAUTH, "no_auth"}, {BRK_CMD_NOMULTI, "no_multi"},
 	};
-	char flags[256] = "";
+	unsigned fl = sub != NULL ? (cmd->flags & ~BRK_CMD_ADMIN) | (sub->flags & BRK_CMD_ADMIN)
+				  : cmd->flags;
+	const struct brk_keyspec *keys = sub != NULL ? &sub->keys : &cmd->keys;
+	char flags[256] = "", name[64];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(flagnames) / sizeof(flagnames[0]); i++) {
-		if (cmd->flags & flagnames[i].bit) {
+		if (fl & flagnames[i].bit) {
 			n += (size_t)snprintf(flags + n, sizeof(flags) - n, "%s ", flagnames[i].name);
 		}
 	}
-	if (cmd->find_keys != NULL) {
+	if (sub == NULL && cmd->find_keys != NULL) {
 		n += (size_t)snprintf(flags + n, sizeof(flags) - n, "movablekeys ");
 	}
+	snprintf(name, sizeof(name), "%s%s%s", cmd->name, sub != NULL ? "|" : "",
+		sub != NULL ? sub->name : "");
 	resp_add_array(w, 10);
-	resp_add_bulk_cstr(w, cmd->name);
-	resp_add_int(w, cmd->arity);
+	resp_add_bulk_cstr(w, name);
+	resp_add_int(w, sub != NULL ? sub->arity : cmd->arity);
 	reply_words(w, flags, true);
-	resp_add_int(w, cmd->keys.first);
-	resp_add_int(w, cmd->keys.last);
-	resp_add_int(w, cmd->keys.step);
-	reply_words(w, cmd->acl, true);
-	/* sets in RESP3, as Redis sends them */
+	resp_add_int(w, keys->first);
+	resp_add_int(w, keys->last);
+	resp_add_int(w, keys->step);
+	reply_words(w, sub != NULL && sub->acl != NULL ? sub->acl : cmd->acl, true);
+	/* empty ones are sets in RESP3, as Redis sends them */
 	resp_add_set(w, 0); /* tips */
 	resp_add_set(w, 0); /* key specs */
-	resp_add_set(w, 0); /* subcommands */
+	if (sub != NULL || cmd->nsubs == 0) {
+		resp_add_set(w, 0); /* subcommands */
+		return;
+	}
+	resp_add_array(w, cmd->nsubs);
+	for (size_t i = 0; i < cmd->nsubs; i++) {
+		reply_info_entry(w, cmd, &cmd->subs[i]);
+	}
+}
+
+static void
+reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
+{
+	reply_info_entry(w, cmd, NULL);
+}
+
+/* COMMAND INFO's entry for a name: a command, or "container|sub" as Redis
+ * looks it up; null when there is none. */
+static void
+reply_command_info_name(struct resp_writer *w, const struct resp_arg *a)
+{
+	const char *bar = memchr(a->p, '|', a->len);
+	size_t len = bar != NULL ? (size_t)(bar - a->p) : a->len;
+	const struct brk_cmd *c = brk_cmd_lookup(a->p, len);
+	const struct brk_subcmd *sub = NULL;
+
+	if (c != NULL && bar != NULL) {
+		struct resp_arg sa = {bar + 1, a->len - len - 1};
+		sub = brk_subcmd_find(c, &sa);
+		c = sub != NULL ? c : NULL;
+	}
+	if (c != NULL) {
+		reply_info_entry(w, c, sub);
+	} else {
+		resp_add_null(w); /* $-1 in RESP2, as Redis */
+	}
 }
 
 /* Splits a syntax string into top-level items; *p advances past one. */
@@ -1322,12 +1365,7 @@ brk_cmd_command(struct brk_ctx *x)
 		}
 		resp_add_array(x->w, (size_t)(x->argc - 2));
 		for (int i = 2; i < x->argc; i++) {
-			const struct brk_cmd *c = brk_cmd_lookup(x->argv[i].p, x->argv[i].len);
-			if (c) {
-				reply_command_info(x->w, c);
-			} else {
-				resp_add_null(x->w); /* $-1 in RESP2, as Redis */
-			}
+			reply_command_info_name(x->w, &x->argv[i]);
 		}
 	} else if (brk_arg_eq(&x->argv[1], "DOCS")) {
 		if (x->argc == 2) {

@@ -1256,6 +1256,14 @@ def test_command(server):
     assert info[1] is None
     assert c.call_raw("COMMAND", "INFO", "no-such-command") == b"*1\r\n$-1\r\n"  # a null bulk
     assert info[2][:6] == [b"xlen", 2, ["readonly", "fast"], 1, 1, 1], info[2]
+    # a container lists its subcommands, each with its own arity and keys; "container|sub"
+    # names one
+    info = c.call("COMMAND", "INFO", "xgroup", "xgroup|create", "config|get", "xgroup|nosuch")
+    subs = {s[0]: (s[1], s[3], s[4], s[5]) for s in info[0][9]}
+    assert subs[b"xgroup|create"] == (-5, 2, 2, 1) and subs[b"xgroup|help"] == (2, 0, 0, 0), subs
+    assert info[1][:2] == [b"xgroup|create", -5] and info[1][3:6] == [2, 2, 1], info[1]
+    assert info[2][0] == b"config|get" and "admin" in info[2][2], info[2]
+    assert info[3] is None
     docs = c.call("COMMAND", "DOCS", "xadd")
     assert len(docs) == 2 and docs[0] == b"xadd", docs
     d = dict(zip(docs[1][0::2], docs[1][1::2]))
