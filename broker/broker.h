@@ -472,7 +472,7 @@ struct brk_cmd {
 	const char *summary;
 	const char *complexity;
 	const char *syntax;   /* arguments in the notation of Redis' docs, for COMMAND DOCS */
-	brk_keys_fn find_keys; /* keys that move (COMMAND INFO: movablekeys); NULL: keys */
+	brk_keys_fn find_keys; /* keys that move (COMMAND INFO: movablekeys); NULL: .keys */
 	const struct brk_subcmd *subs; /* a container's subcommands; NULL: none */
 	size_t nsubs;
 	brk_redact_fn redact; /* NULL: no secrets (a subcommand's own apply first) */

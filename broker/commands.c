@@ -2,6 +2,7 @@
  * its keys are, its subcommands, its secrets, its docs), and the lookups
  * through which the dispatcher, the ACL, COMMAND, SLOWLOG and MONITOR read
  * it; and argument helpers shared by handlers. */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -423,6 +424,8 @@ slots_build(void)
 		}
 		slots[h % LOOKUP_SLOTS] = (unsigned char)(i + 1);
 	}
+	/* a user keeps one permission per slot: raise BRK_MAX_PERMS for more */
+	assert(brk_perm_count() <= BRK_MAX_PERMS);
 	slots_ready = true;
 }
 
