@@ -19,8 +19,6 @@
 
 #include "broker.h"
 
-#define MAX_CMDS 128
-
 struct brk_user {
 	char *name;
 	bool enabled;
@@ -30,15 +28,10 @@ struct brk_user {
 	char **patterns;    /* key globs; allkeys means "~*" */
 	int npatterns;
 	bool allkeys;
-	unsigned char allowed[MAX_CMDS]; /* by command table index */
+	unsigned char allowed[BRK_MAX_PERMS]; /* by permission slot (brk_perm_of()) */
 	char *rules;        /* the command rules as given, for ACL LIST */
 	struct brk_user *next;
 };
-
-/* ACL subcommands that are not @admin (Redis: @slow only); each has a
- * permission slot after the command table's. */
-static const char *const acl_light_subs[] = {"whoami", "cat", "help", "genpass", NULL};
-#define ACL_LIGHT_CATS "@slow"
 
 static const char *const categories[] = {"keyspace", "read", "write", "stream", "admin",
 	"dangerous", "connection", "fast", "slow", "blocking", "transaction", NULL};
@@ -84,10 +77,8 @@ brk_acl_find(struct brk_server *srv, const char *name, size_t len)
 }
 
 static bool
-cmd_in_category(const struct brk_cmd *c, const char *cat, size_t len)
+in_category(const char *p, const char *cat, size_t len)
 {
-	const char *p = c->acl;
-
 	if (len == 3 && strncasecmp(cat, "all", 3) == 0) {
 		return true;
 	}
@@ -194,7 +185,7 @@ hash_remove(struct brk_user *u, const char *hex)
 static int
 apply_rule(struct brk_user *u, const char *w, size_t len)
 {
-	size_t n = brk_cmd_count();
+	size_t n = brk_perm_count();
 
 	rule_why = "Syntax error";
 	if (len == 2 && !strncasecmp(w, "on", 2)) {
@@ -282,40 +273,38 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 				return ECHD_EINVAL;
 			}
 			for (size_t i = 0; i < n; i++) {
-				if (cmd_in_category(brk_cmd_at(i), w + 2, len - 2)) {
+				const struct brk_cmd *c;
+				const struct brk_subcmd *sub;
+				brk_perm_at(i, &c, &sub);
+				if (in_category(sub != NULL ? sub->acl : c->acl, w + 2, len - 2)) {
 					u->allowed[i] = v;
 				}
 			}
-			if (len - 2 == 4 && !strncasecmp(w + 2, "slow", 4)) {
-				for (size_t k = 0; acl_light_subs[k] != NULL; k++) {
-					u->allowed[n + k] = v;
-				}
-			}
-		} else if (len > 5 && !strncasecmp(w + 1, "acl|", 4)) {
-			size_t k;
-			for (k = 0; acl_light_subs[k] != NULL; k++) {
-				if (strlen(acl_light_subs[k]) == len - 5 &&
-					!strncasecmp(acl_light_subs[k], w + 5, len - 5)) {
-					break;
-				}
-			}
-			if (acl_light_subs[k] == NULL) {
-				rule_why = "Unknown command or category name in ACL";
-				return ECHD_EINVAL;
-			}
-			u->allowed[n + k] = v;
 		} else {
-			const struct brk_cmd *c = brk_cmd_lookup(w + 1, len - 1);
-			if (c == NULL) {
+			/* "+name" covers the command and every subcommand; "+name|sub"
+			 * a subcommand with a permission of its own (acl|whoami) */
+			const char *pipe = memchr(w + 1, '|', len - 1);
+			size_t bar = pipe != NULL ? (size_t)(pipe - (w + 1)) : len - 1;
+			const struct brk_cmd *c = brk_cmd_lookup(w + 1, bar < len - 1 ? bar : len - 1);
+			const struct brk_subcmd *sub = NULL;
+			bool found = false;
+			if (c != NULL && bar < len - 1) {
+				struct resp_arg sa = {w + 2 + bar, len - 2 - bar};
+				sub = brk_subcmd_find(c, &sa);
+				c = sub != NULL && sub->acl != NULL ? c : NULL;
+			}
+			for (size_t i = 0; c != NULL && i < n; i++) {
+				const struct brk_cmd *ic;
+				const struct brk_subcmd *isub;
+				brk_perm_at(i, &ic, &isub);
+				if (ic == c && (sub == NULL || isub == sub)) {
+					u->allowed[i] = v;
+					found = true;
+				}
+			}
+			if (!found) {
 				rule_why = "Unknown command or category name in ACL";
 				return ECHD_EINVAL;
-			}
-			u->allowed[c - brk_cmd_at(0)] = v;
-			if (c->fn == brk_cmd_acl) {
-				/* +acl covers every ACL subcommand */
-				for (size_t k = 0; acl_light_subs[k] != NULL; k++) {
-					u->allowed[n + k] = v;
-				}
 			}
 		}
 		return add_rule_text(u, w, len);
@@ -556,18 +545,6 @@ brk_user_enabled(const struct brk_user *u)
 	return u != NULL && u->enabled;
 }
 
-/* The index of an ACL subcommand in acl_light_subs, or -1. */
-static int
-light_sub(const struct resp_arg *sub)
-{
-	for (int k = 0; acl_light_subs[k] != NULL; k++) {
-		if (brk_arg_eq(sub, acl_light_subs[k])) {
-			return k;
-		}
-	}
-	return -1;
-}
-
 bool
 brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv)
@@ -578,17 +555,10 @@ brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int arg
 	/* The commands a client may run before it authenticates are never
 	 * denied by the rules either (Redis' no-auth flag): a user without
 	 * +@connection can still AUTH as someone else, HELLO, RESET and QUIT. */
-	if (cmd->fn == brk_cmd_auth || cmd->fn == brk_cmd_hello || cmd->fn == brk_cmd_quit ||
-		cmd->fn == brk_cmd_reset) {
+	if (cmd->flags & BRK_CMD_NOAUTH) {
 		return true;
 	}
-	if (cmd->fn == brk_cmd_acl && argc >= 2) {
-		int k = light_sub(&argv[1]);
-		if (k >= 0) {
-			return u->allowed[brk_cmd_count() + (size_t)k];
-		}
-	}
-	return u->allowed[cmd - brk_cmd_at(0)];
+	return u->allowed[brk_perm_of(cmd, argc, argv)];
 }
 
 /* The first key of the request that u may not touch (its argv index), or
@@ -597,39 +567,17 @@ int
 brk_acl_denied_key(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv)
 {
-	int first = cmd->first_key, last = cmd->last_key, step = cmd->step;
+	struct brk_keyspec ks;
 
-	if (cmd->fn == brk_cmd_xread || cmd->fn == brk_cmd_xreadgroup) {
-		for (int i = 1; i < argc; i++) {
-			if (brk_arg_eq(&argv[i], "STREAMS")) {
-				first = i + 1;
-				last = i + (argc - i - 1) / 2;
-				step = 1;
-				break;
-			}
-		}
-	} else if ((cmd->fn == brk_cmd_xgroup || cmd->fn == brk_cmd_xinfo) && argc > 2) {
-		first = last = 2;
-		step = 1;
-	}
-	if (first <= 0 || step <= 0) {
+	if (!brk_keys_of(cmd, argc, argv, &ks)) {
 		return -1;
 	}
-	if (last < 0) {
-		last = argc + last;
-	}
-	for (int i = first; i <= last && i < argc; i += step) {
+	for (int i = ks.first; i <= ks.last; i += ks.step) {
 		if (!brk_acl_key_allowed(u, argv[i].p, argv[i].len)) {
 			return i;
 		}
 	}
 	return -1;
-}
-
-bool
-brk_acl_sub_light(const struct resp_arg *sub)
-{
-	return light_sub(sub) >= 0;
 }
 
 bool
@@ -888,9 +836,9 @@ brk_acl_categories(const char *const **out)
 }
 
 bool
-brk_acl_cmd_in_category(const struct brk_cmd *c, const char *cat, size_t len)
+brk_acl_in_category(const char *acl, const char *cat, size_t len)
 {
-	return cmd_in_category(c, cat, len);
+	return in_category(acl, cat, len);
 }
 
 bool

@@ -412,7 +412,12 @@ enum {
 	BRK_CMD_DENYOOM = 1 << 9,
 	BRK_CMD_NOMULTI = 1 << 10, /* refused inside MULTI */
 	BRK_CMD_BULK = 1 << 11,    /* may write rows without bound: always in a nested txn */
+	BRK_CMD_NOAUTH = 1 << 12,  /* runs before AUTH, and no ACL rule refuses it */
+	BRK_CMD_NOQUEUE = 1 << 13, /* inside MULTI runs at once instead of being queued */
+	BRK_CMD_EXEC = 1 << 14,    /* runs the queued commands: SLOWLOG logs those instead,
+				    * its reply holds theirs, a refusal ends the transaction */
 };
+#define BRK_MAX_PERMS 128 /* ACL permission slots: commands and subcommands */
 
 /* What a command handler sees. */
 struct brk_ctx {
@@ -437,22 +442,70 @@ struct brk_ctx {
 #define BRK_UNDO 1
 typedef int (*brk_cmd_fn)(struct brk_ctx *x);
 
+/* Where a request's keys are: argv[first..last], every step-th; last < 0
+ * counts from the end (-1: the last argument). first 0: no keys. */
+struct brk_keyspec {
+	int first, last, step;
+};
+
+/* For a command whose keys move (XREAD's follow STREAMS, after options):
+ * sets *ks to where the request's keys are, or returns false when it has
+ * none, which is so only for a request its handler refuses. */
+typedef bool (*brk_keys_fn)(int argc, const struct resp_arg *argv, struct brk_keyspec *ks);
+/* Whether argv[i] of a request is a secret: SLOWLOG and MONITOR show
+ * "(redacted)" instead, as Redis does. */
+typedef bool (*brk_redact_fn)(int argc, const struct resp_arg *argv, int i);
+
+/* A container's subcommand (XGROUP CREATE): Redis looks it up as a
+ * command of its own, with its own arity, keys and flags. */
+struct brk_subcmd {
+	const char *name;         /* lower case */
+	int arity;                /* counting the container's name */
+	unsigned flags;           /* BRK_CMD_ADMIN: hidden from MONITOR (the rest: the container's) */
+	struct brk_keyspec keys;
+	const char *acl;          /* categories of its own, with an ACL permission of its own
+				   * (acl|whoami); NULL: the container's */
+	brk_redact_fn redact;     /* NULL: no secrets */
+};
+
+/* One row of the command table: everything the dispatcher, the ACL,
+ * COMMAND, SLOWLOG and MONITOR know about a command. */
 struct brk_cmd {
 	const char *name;     /* lower case */
 	brk_cmd_fn fn;
 	int arity;            /* Redis convention: -N means at least N */
 	unsigned flags;
-	int first_key, last_key, step;
+	struct brk_keyspec keys; /* COMMAND INFO's first, last, step */
 	const char *acl;      /* space separated categories, e.g. "@write @stream @fast" */
 	const char *group;    /* COMMAND DOCS group */
 	const char *since;
 	const char *summary;
 	const char *complexity;
+	const char *syntax;   /* arguments in the notation of Redis' docs, for COMMAND DOCS */
+	brk_keys_fn find_keys; /* keys that move (COMMAND INFO: movablekeys); NULL: .keys */
+	const struct brk_subcmd *subs; /* a container's subcommands; NULL: none */
+	size_t nsubs;
+	brk_redact_fn redact; /* NULL: no secrets (a subcommand's own apply first) */
 };
 
 const struct brk_cmd *brk_cmd_lookup(const char *name, size_t len);
 size_t brk_cmd_count(void);
 const struct brk_cmd *brk_cmd_at(size_t i);
+/* The subcommand of container cmd that sub names (any case); NULL when cmd
+ * has no such subcommand, or none at all. */
+const struct brk_subcmd *brk_subcmd_find(const struct brk_cmd *cmd, const struct resp_arg *sub);
+/* Where the keys of a request are, resolved for its argc (first >= 1,
+ * last < argc); false when it has none. The ACL, ACL DRYRUN and COMMAND
+ * GETKEYS all ask here. Borrows argv. */
+bool brk_keys_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
+	struct brk_keyspec *out);
+/* ACL permission slots: one per command, then one per subcommand with
+ * categories of its own. brk_perm_at() sets *cmd, and *sub for a
+ * subcommand's slot (NULL for a command's). */
+size_t brk_perm_count(void);
+void brk_perm_at(size_t i, const struct brk_cmd **cmd, const struct brk_subcmd **sub);
+/* The slot a request needs: its subcommand's own, else its command's. */
+size_t brk_perm_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv);
 
 /* cmd_generic.c / cmd_stream.c / cmd_server.c handlers */
 #define BRK_DECL(n) int brk_cmd_##n(struct brk_ctx *x)
@@ -536,8 +589,6 @@ bool brk_arg_secret(const struct brk_cmd *cmd, int argc, const struct resp_arg *
  * subcommands apart from their container (CLIENT LIST is, ACL WHOAMI and
  * every HELP are not). */
 bool brk_cmd_admin(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv);
-/* ACL WHOAMI, CAT and HELP: the ACL subcommands that are not @admin. */
-bool brk_acl_sub_light(const struct resp_arg *sub);
 /* Shows a command that ran to the MONITOR clients (not admin commands). */
 void brk_monitor_feed(struct brk_conn *c, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);
@@ -663,7 +714,8 @@ void brk_acl_getuser_reply(struct resp_writer *w, const struct brk_user *u);
 int brk_acl_load(struct brk_server *srv, char *err, size_t errlen);
 int brk_acl_save(struct brk_server *srv, char *err, size_t errlen);
 int brk_acl_categories(const char *const **out);
-bool brk_acl_cmd_in_category(const struct brk_cmd *c, const char *cat, size_t len);
+/* Whether the categories acl ("@read @stream", a command's or a subcommand's) hold cat. */
+bool brk_acl_in_category(const char *acl, const char *cat, size_t len);
 bool brk_acl_known_category(const char *cat, size_t len);
 
 /* tls.c: TLS for client connections */

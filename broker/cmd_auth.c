@@ -268,7 +268,7 @@ brk_cmd_acl(struct brk_ctx *x)
 			}
 			h = resp_add_deferred(x->w);
 			for (size_t i = 0; i < brk_cmd_count(); i++) {
-				if (brk_acl_cmd_in_category(brk_cmd_at(i), x->argv[2].p, x->argv[2].len)) {
+				if (brk_acl_in_category(brk_cmd_at(i)->acl, x->argv[2].p, x->argv[2].len)) {
 					resp_add_bulk_cstr(x->w, brk_cmd_at(i)->name);
 					n++;
 				}

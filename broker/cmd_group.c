@@ -5,7 +5,6 @@
  * batch, so a delivery (cursor + PEL rows) commits with the reply that
  * reports it, or not at all.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -130,132 +129,6 @@ static const char *const xgroup_help[] = {
 };
 
 
-struct subcmd {
-	const char *name;
-	int arity;
-};
-
-/* Checks argv[1] against a container's subcommand table (cname: "xgroup"). */
-static bool
-sub_check(struct brk_ctx *x, const char *cname, const char *help, const struct subcmd *subs,
-	size_t n)
-{
-	const struct resp_arg *sub = &x->argv[1];
-
-	for (size_t i = 0; i < n; i++) {
-		int a = subs[i].arity;
-		if (!brk_arg_eq(sub, subs[i].name)) {
-			continue;
-		}
-		if ((a > 0 && x->argc != a) || (a < 0 && x->argc < -a)) {
-			resp_add_errorf(x->w, "ERR wrong number of arguments for '%s|%s' command", cname,
-				subs[i].name);
-			return false;
-		}
-		return true;
-	}
-	resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try %s HELP.", sub->p, help);
-	return false;
-}
-
-static const struct subcmd xgroup_subs[] = {
-	{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
-	{"delconsumer", 5}, {"help", 2},
-};
-static const struct subcmd xinfo_subs[] = {
-	{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
-};
-static const struct subcmd config_subs[] = {
-	{"get", -3}, {"set", -4}, {"resetstat", 2}, {"rewrite", 2}, {"help", 2},
-};
-static const struct subcmd client_subs[] = {
-	{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2},
-	{"kill", -3}, {"unblock", -3}, {"setinfo", 4}, {"no-evict", 3}, {"no-touch", 3},
-	{"help", 2},
-};
-static const struct subcmd acl_subs[] = {
-	{"whoami", 2}, {"users", 2}, {"list", 2}, {"setuser", -3}, {"deluser", -3},
-	{"cat", -2}, {"save", 2}, {"load", 2}, {"log", -2}, {"getuser", 3}, {"genpass", -2},
-	{"dryrun", -4}, {"help", 2},
-};
-static const struct subcmd slowlog_subs[] = {
-	{"get", -2}, {"len", 2}, {"reset", 2}, {"help", 2},
-};
-static const struct subcmd latency_subs[] = {
-	{"latest", 2}, {"history", 3}, {"reset", -2}, {"graph", 3}, {"doctor", 2},
-	{"histogram", -2}, {"help", 2},
-};
-static const struct subcmd object_subs[] = {
-	{"encoding", 3}, {"refcount", 3}, {"freq", 3}, {"help", 2},
-};
-static const struct subcmd memory_subs[] = {
-	{"usage", -3}, {"help", 2},
-};
-static const struct subcmd command_subs[] = {
-	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"help", 2},
-};
-
-/* The subcommand table of a container (n set), or NULL for another command. */
-static const struct subcmd *
-subs_of(const struct brk_cmd *cmd, const char **name, size_t *n)
-{
-#define SUBS(cname, t) (*name = (cname), *n = sizeof(t) / sizeof(t[0]), (t))
-	if (cmd->fn == brk_cmd_config) {
-		return SUBS("config", config_subs);
-	}
-	if (cmd->fn == brk_cmd_client) {
-		return SUBS("client", client_subs);
-	}
-	if (cmd->fn == brk_cmd_command) {
-		return SUBS("command", command_subs);
-	}
-	if (cmd->fn == brk_cmd_xgroup) {
-		return SUBS("xgroup", xgroup_subs);
-	}
-	if (cmd->fn == brk_cmd_xinfo) {
-		return SUBS("xinfo", xinfo_subs);
-	}
-	if (cmd->fn == brk_cmd_acl) {
-		return SUBS("acl", acl_subs);
-	}
-	if (cmd->fn == brk_cmd_slowlog) {
-		return SUBS("slowlog", slowlog_subs);
-	}
-	if (cmd->fn == brk_cmd_latency) {
-		return SUBS("latency", latency_subs);
-	}
-	if (cmd->fn == brk_cmd_object) {
-		return SUBS("object", object_subs);
-	}
-	if (cmd->fn == brk_cmd_memory) {
-		return SUBS("memory", memory_subs);
-	}
-#undef SUBS
-	return NULL;
-}
-
-/* Looks a container's subcommand up as Redis does before running (or
- * queueing) it: replies the error and returns false when unknown or of
- * the wrong arity. */
-bool
-brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
-{
-	const char *cname;
-	size_t n;
-	const struct subcmd *subs = subs_of(cmd, &cname, &n);
-	char help[16]; /* "XGROUP": the name in upper case, for "Try XGROUP HELP." */
-	size_t i;
-
-	if (subs == NULL || (cmd->fn == brk_cmd_command && x->argc < 2)) {
-		return true;
-	}
-	for (i = 0; cname[i] != '\0' && i < sizeof(help) - 1; i++) {
-		help[i] = (char)toupper((unsigned char)cname[i]);
-	}
-	help[i] = '\0';
-	return sub_check(x, cname, help, subs, n);
-}
-
 void
 brk_reply_subcommand_syntax(struct brk_ctx *x, const char *help)
 {
@@ -271,50 +144,6 @@ brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		resp_add_simple(w, lines[i]);
 	}
-}
-
-const char *
-brk_subcommand_at(const struct brk_cmd *cmd, size_t i)
-{
-	const char *cname;
-	size_t n;
-	const struct subcmd *subs = subs_of(cmd, &cname, &n);
-
-	return subs != NULL && i < n ? subs[i].name : NULL;
-}
-
-/* Container cmd's entry for sub; NULL if there is none (or cmd has no table). */
-static const struct subcmd *
-sub_find(const struct brk_cmd *cmd, const struct resp_arg *sub, bool *container)
-{
-	const char *cname;
-	size_t n;
-	const struct subcmd *subs = subs_of(cmd, &cname, &n);
-
-	*container = subs != NULL;
-	for (size_t i = 0; subs != NULL && i < n; i++) {
-		if (brk_arg_eq(sub, subs[i].name)) {
-			return &subs[i];
-		}
-	}
-	return NULL;
-}
-
-bool
-brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub)
-{
-	bool container;
-
-	return sub_find(cmd, sub, &container) != NULL || !container;
-}
-
-int
-brk_subcommand_arity(const struct brk_cmd *cmd, const struct resp_arg *sub)
-{
-	bool container;
-	const struct subcmd *s = sub_find(cmd, sub, &container);
-
-	return s != NULL ? s->arity : 0;
 }
 
 int

@@ -991,8 +991,11 @@ reply_words(struct resp_writer *w, const char *words, bool set)
 	}
 }
 
+/* COMMAND INFO's entry for cmd, or for its subcommand sub ("xgroup|create":
+ * the container's flags but its own admin flag, arity, keys and, where it
+ * has them, categories). */
 static void
-reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
+reply_info_entry(struct resp_writer *w, const struct brk_cmd *cmd, const struct brk_subcmd *sub)
 {
 	static const struct {
 		unsigned bit;
@@ -1002,97 +1005,71 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 		{BRK_CMD_DENYOOM, "denyoom"}, {BRK_CMD_ADMIN, "admin"},
 		{BRK_CMD_NOSCRIPT, "noscript"}, {BRK_CMD_BLOCKING, "blocking"},
 		{BRK_CMD_LOADING, "loading"}, {BRK_CMD_STALE, "stale"}, {BRK_CMD_FAST, "fast"},
-		{BRK_CMD_NOMULTI, "no_multi"},
+		{BRK_CMD_NOAUTH, "no_auth"}, {BRK_CMD_NOMULTI, "no_multi"},
 	};
-	char flags[256] = "";
+	unsigned fl = sub != NULL ? (cmd->flags & ~BRK_CMD_ADMIN) | (sub->flags & BRK_CMD_ADMIN)
+				  : cmd->flags;
+	const struct brk_keyspec *keys = sub != NULL ? &sub->keys : &cmd->keys;
+	char flags[256] = "", name[64];
 	size_t n = 0;
 
 	for (size_t i = 0; i < sizeof(flagnames) / sizeof(flagnames[0]); i++) {
-		if (cmd->flags & flagnames[i].bit) {
+		if (fl & flagnames[i].bit) {
 			n += (size_t)snprintf(flags + n, sizeof(flags) - n, "%s ", flagnames[i].name);
 		}
 	}
-	if (cmd->first_key == 0 && (cmd->fn == brk_cmd_xread || cmd->fn == brk_cmd_xreadgroup)) {
-		/* their keys follow STREAMS, wherever that is */
+	if (sub == NULL && cmd->find_keys != NULL) {
 		n += (size_t)snprintf(flags + n, sizeof(flags) - n, "movablekeys ");
 	}
+	snprintf(name, sizeof(name), "%s%s%s", cmd->name, sub != NULL ? "|" : "",
+		sub != NULL ? sub->name : "");
 	resp_add_array(w, 10);
-	resp_add_bulk_cstr(w, cmd->name);
-	resp_add_int(w, cmd->arity);
+	resp_add_bulk_cstr(w, name);
+	resp_add_int(w, sub != NULL ? sub->arity : cmd->arity);
 	reply_words(w, flags, true);
-	resp_add_int(w, cmd->first_key);
-	resp_add_int(w, cmd->last_key);
-	resp_add_int(w, cmd->step);
-	reply_words(w, cmd->acl, true);
-	/* sets in RESP3, as Redis sends them */
+	resp_add_int(w, keys->first);
+	resp_add_int(w, keys->last);
+	resp_add_int(w, keys->step);
+	reply_words(w, sub != NULL && sub->acl != NULL ? sub->acl : cmd->acl, true);
+	/* empty ones are sets in RESP3, as Redis sends them */
 	resp_add_set(w, 0); /* tips */
 	resp_add_set(w, 0); /* key specs */
-	resp_add_set(w, 0); /* subcommands */
+	if (sub != NULL || cmd->nsubs == 0) {
+		resp_add_set(w, 0); /* subcommands */
+		return;
+	}
+	resp_add_array(w, cmd->nsubs);
+	for (size_t i = 0; i < cmd->nsubs; i++) {
+		reply_info_entry(w, cmd, &cmd->subs[i]);
+	}
 }
 
-/* Argument syntax, in the notation of Redis' documentation, for COMMAND
- * DOCS (redis-cli builds its hints from it). */
-static const struct {
-	const char *name, *syntax;
-} syntaxes[] = {
-	{"ping", "[message]"},
-	{"echo", "message"},
-	{"hello", "[protover [AUTH username password] [SETNAME clientname]]"},
-	{"select", "index"},
-	{"del", "key [key ...]"},
-	{"unlink", "key [key ...]"},
-	{"exists", "key [key ...]"},
-	{"type", "key"},
-	{"touch", "key [key ...]"},
-	{"randomkey", ""},
-	{"keys", "pattern"},
-	{"scan", "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
-	{"rename", "key newkey"},
-	{"expire", "key seconds [<NX | XX | GT | LT>]"},
-	{"pexpire", "key milliseconds [<NX | XX | GT | LT>]"},
-	{"expireat", "key unix-time-seconds [<NX | XX | GT | LT>]"},
-	{"pexpireat", "key unix-time-milliseconds [<NX | XX | GT | LT>]"},
-	{"ttl", "key"},
-	{"pttl", "key"},
-	{"expiretime", "key"},
-	{"pexpiretime", "key"},
-	{"persist", "key"},
-	{"renamenx", "key newkey"},
-	{"move", "key db"},
-	{"copy", "source destination [DB destination-db] [REPLACE]"},
-	{"flushdb", "[<ASYNC | SYNC>]"},
-	{"flushall", "[<ASYNC | SYNC>]"},
-	{"info", "[section [section ...]]"},
-	{"shutdown", "[<NOSAVE | SAVE>] [NOW] [FORCE] [ABORT]"},
-	{"wait", "numreplicas timeout"},
-	{"waitaof", "numlocal numreplicas timeout"},
-	{"xadd", "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
-		 "<* | id> field value [field value ...]"},
-	{"xlen", "key"},
-	{"xrange", "key start end [COUNT count]"},
-	{"xrevrange", "key end start [COUNT count]"},
-	{"xdel", "key id [id ...]"},
-	{"xtrim", "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]"},
-	{"xread", "[COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]"},
-	{"xsetid", "key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"},
-	{"xreadgroup", "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
-		       "key [key ...] id [id ...]"},
-	{"xack", "key group id [id ...]"},
-	{"xpending", "key group [[IDLE min-idle-time] start end count [consumer]]"},
-	{"xclaim", "key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-"
-		   "milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"},
-	{"xautoclaim", "key group consumer min-idle-time start [COUNT count] [JUSTID]"},
-};
-
-static const char *
-syntax_of(const char *name)
+static void
+reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 {
-	for (size_t i = 0; i < sizeof(syntaxes) / sizeof(syntaxes[0]); i++) {
-		if (strcmp(syntaxes[i].name, name) == 0) {
-			return syntaxes[i].syntax;
-		}
+	reply_info_entry(w, cmd, NULL);
+}
+
+/* COMMAND INFO's entry for a name: a command, or "container|sub" as Redis
+ * looks it up; null when there is none. */
+static void
+reply_command_info_name(struct resp_writer *w, const struct resp_arg *a)
+{
+	const char *bar = memchr(a->p, '|', a->len);
+	size_t len = bar != NULL ? (size_t)(bar - a->p) : a->len;
+	const struct brk_cmd *c = brk_cmd_lookup(a->p, len);
+	const struct brk_subcmd *sub = NULL;
+
+	if (c != NULL && bar != NULL) {
+		struct resp_arg sa = {bar + 1, a->len - len - 1};
+		sub = brk_subcmd_find(c, &sa);
+		c = sub != NULL ? c : NULL;
 	}
-	return "";
+	if (c != NULL) {
+		reply_info_entry(w, c, sub);
+	} else {
+		resp_add_null(w); /* $-1 in RESP2, as Redis */
+	}
 }
 
 /* Splits a syntax string into top-level items; *p advances past one. */
@@ -1260,7 +1237,7 @@ reply_syntax_args(struct resp_writer *w, const char *syntax)
 static void
 reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
 {
-	const char *syntax = syntax_of(cmd->name);
+	const char *syntax = cmd->syntax != NULL ? cmd->syntax : "";
 
 	resp_add_bulk_cstr(w, cmd->name);
 	resp_add_map(w, syntax[0] ? 5 : 4);
@@ -1280,8 +1257,9 @@ reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
 
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]:
  * commands and, as in Redis, their subcommands ("xgroup|create"). For
- * ACLCAT a subcommand is in its container's categories, as echd's ACL sees
- * it, and a container itself only in @slow, as Redis files containers. */
+ * ACLCAT a subcommand is in the categories echd's ACL gives it (its own, or
+ * its container's), and a container itself only in @slow, as Redis files
+ * containers. */
 static int
 command_list(struct brk_ctx *x)
 {
@@ -1309,7 +1287,6 @@ command_list(struct brk_ctx *x)
 	for (size_t i = 0; by != MODULE && i < brk_cmd_count(); i++) {
 		const struct brk_cmd *cmd = brk_cmd_at(i);
 		bool container = brk_subcommand_at(cmd, 0) != NULL;
-		bool in_cat = by != ACLCAT || brk_acl_cmd_in_category(cmd, arg->p, arg->len);
 		bool slow = by == ACLCAT && arg->len == 4 && !strncasecmp(arg->p, "slow", 4);
 		const char *sub = NULL;
 
@@ -1317,6 +1294,10 @@ command_list(struct brk_ctx *x)
 			char name[64];
 			int len = j == 0 ? snprintf(name, sizeof(name), "%s", cmd->name)
 					 : snprintf(name, sizeof(name), "%s|%s", cmd->name, sub);
+			/* a subcommand has its own categories (acl|whoami) or its container's */
+			const char *acl = j > 0 && cmd->subs[j - 1].acl != NULL ? cmd->subs[j - 1].acl
+										: cmd->acl;
+			bool in_cat = by != ACLCAT || brk_acl_in_category(acl, arg->p, arg->len);
 			bool want = j == 0 && container && by == ACLCAT ? slow : in_cat;
 			if (want && by == PATTERN) {
 				want = brk_glob_match(arg->p, arg->len, name, (size_t)len, true);
@@ -1329,6 +1310,46 @@ command_list(struct brk_ctx *x)
 	}
 	resp_set_deferred_len(x->w, h, '*', listed);
 	return 0;
+}
+
+/* COMMAND GETKEYS command [arg ...]: the keys the ACL would check, found
+ * as it finds them (brk_keys_of()); the errors are Redis'. */
+static void
+command_getkeys(struct brk_ctx *x)
+{
+	int argc = x->argc - 2, arity;
+	const struct resp_arg *argv = x->argv + 2;
+	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
+	const struct brk_subcmd *sub = NULL;
+	struct brk_keyspec ks;
+
+	if (cmd != NULL && cmd->subs != NULL && argc >= 2) {
+		/* a container's subcommand is the command, as Redis looks it up */
+		sub = brk_subcmd_find(cmd, &argv[1]);
+		cmd = sub != NULL ? cmd : NULL;
+	}
+	if (cmd == NULL) {
+		resp_add_error(x->w, "ERR Invalid command specified");
+		return;
+	}
+	if (sub != NULL ? sub->keys.first == 0
+			: cmd->keys.first == 0 && cmd->find_keys == NULL) {
+		resp_add_error(x->w, "ERR The command has no key arguments");
+		return;
+	}
+	arity = sub != NULL ? sub->arity : cmd->arity;
+	if ((arity > 0 && argc != arity) || (arity < 0 && argc < -arity)) {
+		resp_add_error(x->w, "ERR Invalid number of arguments specified for command");
+		return;
+	}
+	if (!brk_keys_of(cmd, argc, argv, &ks)) {
+		resp_add_error(x->w, "ERR Invalid arguments specified for command");
+		return;
+	}
+	resp_add_array(x->w, (size_t)((ks.last - ks.first) / ks.step + 1));
+	for (int i = ks.first; i <= ks.last; i += ks.step) {
+		resp_add_bulk(x->w, argv[i].p, argv[i].len);
+	}
 }
 
 int
@@ -1355,12 +1376,7 @@ brk_cmd_command(struct brk_ctx *x)
 		}
 		resp_add_array(x->w, (size_t)(x->argc - 2));
 		for (int i = 2; i < x->argc; i++) {
-			const struct brk_cmd *c = brk_cmd_lookup(x->argv[i].p, x->argv[i].len);
-			if (c) {
-				reply_command_info(x->w, c);
-			} else {
-				resp_add_null(x->w); /* $-1 in RESP2, as Redis */
-			}
+			reply_command_info_name(x->w, &x->argv[i]);
 		}
 	} else if (brk_arg_eq(&x->argv[1], "DOCS")) {
 		if (x->argc == 2) {
@@ -1381,6 +1397,9 @@ brk_cmd_command(struct brk_ctx *x)
 		resp_set_deferred_len(x->w, h, '%', found);
 	} else if (brk_arg_eq(&x->argv[1], "LIST")) {
 		return command_list(x);
+	} else if (brk_arg_eq(&x->argv[1], "GETKEYS")) {
+		command_getkeys(x);
+
 	} else if (brk_arg_eq(&x->argv[1], "HELP") && x->argc == 2) {
 		static const char *const help[] = {
 			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -1391,6 +1410,8 @@ brk_cmd_command(struct brk_ctx *x)
 			"    Return details about multiple commands.",
 			"DOCS [<command-name> ...]",
 			"    Return documentation details about multiple commands.",
+			"GETKEYS <full-command>",
+			"    Return the keys from a full Redis command.",
 			"HELP", "    Print this help.",
 		};
 		BRK_REPLY_HELP(x->w, help);

@@ -1,7 +1,12 @@
-/* commands.c - the command table and argument helpers shared by handlers. */
+/* commands.c - the command table: what each command is (arity, flags, where
+ * its keys are, its subcommands, its secrets, its docs), and the lookups
+ * through which the dispatcher, the ACL, COMMAND, SLOWLOG and MONITOR read
+ * it; and argument helpers shared by handlers. */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -19,174 +24,374 @@
 #define OM BRK_CMD_DENYOOM
 #define NM BRK_CMD_NOMULTI
 #define BULK BRK_CMD_BULK
+#define NA BRK_CMD_NOAUTH
+#define NQ BRK_CMD_NOQUEUE
+#define EX BRK_CMD_EXEC
+
+#define SUBS(t) .subs = (t), .nsubs = sizeof(t) / sizeof((t)[0])
+#define KEY2 {2, 2, 1} /* a subcommand's key: the argument after its name */
+
+/* ------------------------------------------------------------------------
+ * Keys that move: found by reading the request as its handler reads it
+ * ---------------------------------------------------------------------- */
+
+/* XREAD [COUNT n] [BLOCK ms] STREAMS key... id... and XREADGROUP GROUP g c
+ * [COUNT n] [BLOCK ms] [NOACK] STREAMS ...: the options are walked as
+ * brk_parse_read_opts() walks them, so that the keys checked are the keys
+ * read whatever the group, the consumer or a key is called ("streams").
+ * Redis' xreadGetKeys reads them the same way. */
+static bool
+read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec *ks)
+{
+	for (int i = 1; i < argc; i++) {
+		int more = argc - i - 1;
+		const struct resp_arg *o = &argv[i];
+		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT")) && more) {
+			i++;
+		} else if (brk_arg_eq(o, "STREAMS") && more) {
+			if (more % 2 != 0) {
+				return false; /* unbalanced: refused */
+			}
+			*ks = (struct brk_keyspec){i + 1, i + more / 2, 1};
+			return true;
+		} else if (group && brk_arg_eq(o, "GROUP") && more >= 2) {
+			i += 2;
+		} else if (!(group && brk_arg_eq(o, "NOACK"))) {
+			return false; /* a syntax error: refused */
+		}
+	}
+	return false;
+}
+
+static bool
+xread_keys(int argc, const struct resp_arg *argv, struct brk_keyspec *ks)
+{
+	return read_keys(argc, argv, false, ks);
+}
+
+static bool
+xreadgroup_keys(int argc, const struct resp_arg *argv, struct brk_keyspec *ks)
+{
+	return read_keys(argc, argv, true, ks);
+}
+
+/* ------------------------------------------------------------------------
+ * Secrets: the arguments SLOWLOG and MONITOR show as "(redacted)"
+ * ---------------------------------------------------------------------- */
+
+static bool
+redact_all(int argc, const struct resp_arg *argv, int i)
+{
+	return i >= 1; /* AUTH [user] password */
+}
+
+static bool
+redact_rules(int argc, const struct resp_arg *argv, int i)
+{
+	return i >= 2; /* ACL SETUSER name rule...: a rule may be a password */
+}
+
+/* HELLO [protover [AUTH username password] [SETNAME name]], read in order
+ * as HELLO reads it, so that a name "AUTH" is a name */
+static bool
+redact_hello(int argc, const struct resp_arg *argv, int i)
+{
+	for (int j = 2; j < argc; j++) {
+		if (brk_arg_eq(&argv[j], "AUTH") && j + 2 < argc) {
+			if (i == j + 1 || i == j + 2) {
+				return true;
+			}
+			j += 2;
+		} else if (brk_arg_eq(&argv[j], "SETNAME") && j + 1 < argc) {
+			j++;
+		} else {
+			break;
+		}
+	}
+	return false;
+}
+
+/* CONFIG SET name value [name value ...]: a value after a secret's name */
+static bool
+redact_config_set(int argc, const struct resp_arg *argv, int i)
+{
+	return i >= 3 && (i - 3) % 2 == 0 &&
+		(brk_arg_eq(&argv[i - 1], "requirepass") ||
+			brk_arg_eq(&argv[i - 1], "tls-key-file-pass"));
+}
+
+/* ------------------------------------------------------------------------
+ * Subcommands: name, arity, flags, keys, categories, secrets
+ * ---------------------------------------------------------------------- */
+
+static const struct brk_subcmd xgroup_subs[] = {
+	{"create", -5, 0, KEY2}, {"setid", -5, 0, KEY2}, {"destroy", 4, 0, KEY2},
+	{"createconsumer", 5, 0, KEY2}, {"delconsumer", 5, 0, KEY2}, {"help", 2},
+};
+static const struct brk_subcmd xinfo_subs[] = {
+	{"stream", -3, 0, KEY2}, {"groups", 3, 0, KEY2}, {"consumers", 4, 0, KEY2}, {"help", 2},
+};
+static const struct brk_subcmd config_subs[] = {
+	{"get", -3, A}, {"set", -4, A, .redact = redact_config_set}, {"resetstat", 2, A},
+	{"rewrite", 2, A}, {"help", 2},
+};
+static const struct brk_subcmd client_subs[] = {
+	{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2, A},
+	{"kill", -3, A}, {"unblock", -3, A}, {"setinfo", 4}, {"no-evict", 3, A}, {"no-touch", 3},
+	{"help", 2},
+};
+/* WHOAMI, CAT, GENPASS and HELP are @slow only in Redis: a -@admin user
+ * may run them, so they have permissions of their own. */
+static const struct brk_subcmd acl_subs[] = {
+	{"whoami", 2, 0, .acl = "@slow"}, {"users", 2, A}, {"list", 2, A},
+	{"setuser", -3, A, .redact = redact_rules}, {"deluser", -3, A},
+	{"cat", -2, 0, .acl = "@slow"}, {"save", 2, A}, {"load", 2, A}, {"log", -2, A},
+	{"getuser", 3, A}, {"genpass", -2, 0, .acl = "@slow"}, {"dryrun", -4, A},
+	{"help", 2, 0, .acl = "@slow"},
+};
+static const struct brk_subcmd slowlog_subs[] = {
+	{"get", -2, A}, {"len", 2, A}, {"reset", 2, A}, {"help", 2},
+};
+static const struct brk_subcmd latency_subs[] = {
+	{"latest", 2, A}, {"history", 3, A}, {"reset", -2, A}, {"graph", 3, A},
+	{"doctor", 2, A}, {"histogram", -2, A}, {"help", 2},
+};
+static const struct brk_subcmd object_subs[] = {
+	{"encoding", 3, 0, KEY2}, {"refcount", 3, 0, KEY2}, {"freq", 3, 0, KEY2}, {"help", 2},
+};
+static const struct brk_subcmd memory_subs[] = {
+	{"usage", -3, 0, KEY2}, {"help", 2},
+};
+static const struct brk_subcmd command_subs[] = {
+	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"getkeys", -4}, {"help", 2},
+};
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
-	{"ping", brk_cmd_ping, -1, NS | F | S, 0, 0, 0, "@fast @connection", "connection", "1.0.0",
-		"Returns the server's liveliness response.", "O(1)"},
-	{"echo", brk_cmd_echo, 2, NS | F | L | S, 0, 0, 0, "@fast @connection", "connection",
-		"1.0.0", "Returns the given string.", "O(1)"},
-	{"hello", brk_cmd_hello, -1, NS | F | L | S | NC, 0, 0, 0, "@fast @connection",
-		"connection", "6.0.0", "Handshakes with the server.", "O(1)"},
-	{"quit", brk_cmd_quit, -1, NS | F | L | S | NC, 0, 0, 0, "@fast @connection", "connection",
-		"1.0.0", "Closes the connection.", "O(1)"},
-	{"reset", brk_cmd_reset, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @connection",
+	{"ping", brk_cmd_ping, -1, NS | F | S, {0, 0, 0}, "@fast @connection", "connection", "1.0.0",
+		"Returns the server's liveliness response.", "O(1)",
+		.syntax = "[message]"},
+	{"echo", brk_cmd_echo, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
+		"1.0.0", "Returns the given string.", "O(1)",
+		.syntax = "message"},
+	{"hello", brk_cmd_hello, -1, NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
+		"connection", "6.0.0", "Handshakes with the server.", "O(1)",
+		.syntax = "[protover [AUTH username password] [SETNAME clientname]]", .redact = redact_hello},
+	{"quit", brk_cmd_quit, -1, NS | F | L | S | NC | NA | NQ, {0, 0, 0}, "@fast @connection",
+		"connection", "1.0.0", "Closes the connection.", "O(1)"},
+	{"reset", brk_cmd_reset, 1, NS | F | L | S | NC | NA | NQ, {0, 0, 0}, "@fast @connection",
 		"connection", "6.2.0", "Resets the connection.", "O(1)"},
-	{"select", brk_cmd_select, 2, NS | F | L | S, 0, 0, 0, "@fast @connection", "connection",
-		"1.0.0", "Changes the selected database.", "O(1)"},
-	{"dbsize", brk_cmd_dbsize, 1, R | F, 0, 0, 0, "@keyspace @read @fast", "server", "1.0.0",
+	{"select", brk_cmd_select, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
+		"1.0.0", "Changes the selected database.", "O(1)",
+		.syntax = "index"},
+	{"dbsize", brk_cmd_dbsize, 1, R | F, {0, 0, 0}, "@keyspace @read @fast", "server", "1.0.0",
 		"Returns the number of keys in the database.", "O(1)"},
-	{"time", brk_cmd_time, 1, NS | F | L | S, 0, 0, 0, "@fast", "server", "2.6.0",
+	{"time", brk_cmd_time, 1, NS | F | L | S, {0, 0, 0}, "@fast", "server", "2.6.0",
 		"Returns the server time.", "O(1)"},
-	{"del", brk_cmd_del, -2, W, 1, -1, 1, "@keyspace @write @slow", "generic", "1.0.0",
-		"Deletes one or more keys.", "O(N) keys; rows are reclaimed in the background"},
-	{"unlink", brk_cmd_del, -2, W | F, 1, -1, 1, "@keyspace @write @fast", "generic", "4.0.0",
-		"Asynchronously deletes one or more keys.", "O(1) per key"},
-	{"exists", brk_cmd_exists, -2, R | F, 1, -1, 1, "@keyspace @read @fast", "generic",
-		"1.0.0", "Determines whether one or more keys exist.", "O(N)"},
-	{"expire", brk_cmd_expire, -3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic", "1.0.0",
-		"Sets the expiration time of a key in seconds.", "O(log N) keys with an expiry"},
-	{"pexpire", brk_cmd_pexpire, -3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic",
+	{"del", brk_cmd_del, -2, W, {1, -1, 1}, "@keyspace @write @slow", "generic", "1.0.0",
+		"Deletes one or more keys.", "O(N) keys; rows are reclaimed in the background",
+		.syntax = "key [key ...]"},
+	{"unlink", brk_cmd_del, -2, W | F, {1, -1, 1}, "@keyspace @write @fast", "generic", "4.0.0",
+		"Asynchronously deletes one or more keys.", "O(1) per key",
+		.syntax = "key [key ...]"},
+	{"exists", brk_cmd_exists, -2, R | F, {1, -1, 1}, "@keyspace @read @fast", "generic",
+		"1.0.0", "Determines whether one or more keys exist.", "O(N)",
+		.syntax = "key [key ...]"},
+	{"expire", brk_cmd_expire, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic", "1.0.0",
+		"Sets the expiration time of a key in seconds.", "O(log N) keys with an expiry",
+		.syntax = "key seconds [<NX | XX | GT | LT>]"},
+	{"pexpire", brk_cmd_pexpire, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
 		"2.6.0", "Sets the expiration time of a key in milliseconds.",
-		"O(log N) keys with an expiry"},
-	{"expireat", brk_cmd_expireat, -3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic",
+		"O(log N) keys with an expiry",
+		.syntax = "key milliseconds [<NX | XX | GT | LT>]"},
+	{"expireat", brk_cmd_expireat, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
 		"1.2.0", "Sets the expiration time of a key to a Unix timestamp.",
-		"O(log N) keys with an expiry"},
-	{"pexpireat", brk_cmd_pexpireat, -3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic",
+		"O(log N) keys with an expiry",
+		.syntax = "key unix-time-seconds [<NX | XX | GT | LT>]"},
+	{"pexpireat", brk_cmd_pexpireat, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
 		"2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.",
-		"O(log N) keys with an expiry"},
-	{"ttl", brk_cmd_ttl, 2, R | F, 1, 1, 1, "@keyspace @read @fast", "generic", "1.0.0",
-		"Returns the expiration time in seconds of a key.", "O(1)"},
-	{"pttl", brk_cmd_pttl, 2, R | F, 1, 1, 1, "@keyspace @read @fast", "generic", "2.6.0",
-		"Returns the expiration time in milliseconds of a key.", "O(1)"},
-	{"expiretime", brk_cmd_expiretime, 2, R | F, 1, 1, 1, "@keyspace @read @fast", "generic",
-		"7.0.0", "Returns the expiration time of a key as a Unix timestamp.", "O(1)"},
-	{"pexpiretime", brk_cmd_pexpiretime, 2, R | F, 1, 1, 1, "@keyspace @read @fast",
+		"O(log N) keys with an expiry",
+		.syntax = "key unix-time-milliseconds [<NX | XX | GT | LT>]"},
+	{"ttl", brk_cmd_ttl, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic", "1.0.0",
+		"Returns the expiration time in seconds of a key.", "O(1)",
+		.syntax = "key"},
+	{"pttl", brk_cmd_pttl, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic", "2.6.0",
+		"Returns the expiration time in milliseconds of a key.", "O(1)",
+		.syntax = "key"},
+	{"expiretime", brk_cmd_expiretime, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic",
+		"7.0.0", "Returns the expiration time of a key as a Unix timestamp.", "O(1)",
+		.syntax = "key"},
+	{"pexpiretime", brk_cmd_pexpiretime, 2, R | F, {1, 1, 1}, "@keyspace @read @fast",
 		"generic", "7.0.0",
-		"Returns the expiration time of a key as a Unix milliseconds timestamp.", "O(1)"},
-	{"persist", brk_cmd_persist, 2, W | F, 1, 1, 1, "@keyspace @write @fast", "generic",
-		"2.2.0", "Removes the expiration time of a key.", "O(log N) keys with an expiry"},
-	{"touch", brk_cmd_touch, -2, R | F, 1, -1, 1, "@keyspace @read @fast", "generic", "3.2.1",
+		"Returns the expiration time of a key as a Unix milliseconds timestamp.", "O(1)",
+		.syntax = "key"},
+	{"persist", brk_cmd_persist, 2, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
+		"2.2.0", "Removes the expiration time of a key.", "O(log N) keys with an expiry",
+		.syntax = "key"},
+	{"touch", brk_cmd_touch, -2, R | F, {1, -1, 1}, "@keyspace @read @fast", "generic", "3.2.1",
 		"Returns the number of existing keys out of those specified. echd keeps no access "
-		"times to update.", "O(N) where N is the number of keys that will be touched."},
-	{"randomkey", brk_cmd_randomkey, 1, R, 0, 0, 0, "@keyspace @read @slow", "generic",
-		"1.0.0", "Returns a random key name from the database.", "O(log N)"},
-	{"object", brk_cmd_object, -2, R, 0, 0, 0, "@keyspace @read @slow", "generic", "2.2.3",
-		"A container for object introspection commands.", "Depends on subcommand."},
-	{"memory", brk_cmd_memory, -2, R, 0, 0, 0, "@read @slow", "server", "4.0.0",
+		"times to update.", "O(N) where N is the number of keys that will be touched.",
+		.syntax = "key [key ...]"},
+	{"randomkey", brk_cmd_randomkey, 1, R, {0, 0, 0}, "@keyspace @read @slow", "generic",
+		"1.0.0", "Returns a random key name from the database.", "O(log N)",
+		.syntax = ""},
+	{"object", brk_cmd_object, -2, R, {0, 0, 0}, "@keyspace @read @slow", "generic", "2.2.3",
+		"A container for object introspection commands.", "Depends on subcommand.",
+		SUBS(object_subs)},
+	{"memory", brk_cmd_memory, -2, R, {0, 0, 0}, "@read @slow", "server", "4.0.0",
 		"A container for memory diagnostics commands. MEMORY USAGE counts bytes in storage.",
-		"Depends on subcommand."},
-	{"type", brk_cmd_type, 2, R | F, 1, 1, 1, "@keyspace @read @fast", "generic", "1.0.0",
-		"Determines the type of value stored at a key.", "O(1)"},
-	{"keys", brk_cmd_keys, 2, R, 0, 0, 0, "@keyspace @read @slow @dangerous", "generic",
-		"1.0.0", "Returns all key names that match a pattern.", "O(N)"},
-	{"scan", brk_cmd_scan, -2, R, 0, 0, 0, "@keyspace @read @slow", "generic", "2.8.0",
-		"Iterates over the key names in the database.", "O(1) per call"},
-	{"rename", brk_cmd_rename, 3, W, 1, 2, 1, "@keyspace @write @slow", "generic", "1.0.0",
-		"Renames a key and overwrites the destination.", "O(1)"},
-	{"renamenx", brk_cmd_renamenx, 3, W | F, 1, 2, 1, "@keyspace @write @fast", "generic",
-		"1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)"},
-	{"copy", brk_cmd_copy, -3, W | OM | BULK, 1, 2, 1, "@keyspace @write @slow", "generic", "6.2.0",
+		"Depends on subcommand.",
+		SUBS(memory_subs)},
+	{"type", brk_cmd_type, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic", "1.0.0",
+		"Determines the type of value stored at a key.", "O(1)",
+		.syntax = "key"},
+	{"keys", brk_cmd_keys, 2, R, {0, 0, 0}, "@keyspace @read @slow @dangerous", "generic",
+		"1.0.0", "Returns all key names that match a pattern.", "O(N)",
+		.syntax = "pattern"},
+	{"scan", brk_cmd_scan, -2, R, {0, 0, 0}, "@keyspace @read @slow", "generic", "2.8.0",
+		"Iterates over the key names in the database.", "O(1) per call",
+		.syntax = "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
+	{"rename", brk_cmd_rename, 3, W, {1, 2, 1}, "@keyspace @write @slow", "generic", "1.0.0",
+		"Renames a key and overwrites the destination.", "O(1)",
+		.syntax = "key newkey"},
+	{"renamenx", brk_cmd_renamenx, 3, W | F, {1, 2, 1}, "@keyspace @write @fast", "generic",
+		"1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)",
+		.syntax = "key newkey"},
+	{"copy", brk_cmd_copy, -3, W | OM | BULK, {1, 2, 1}, "@keyspace @write @slow", "generic", "6.2.0",
 		"Copies the value of a key to a new key.",
-		"O(N) in the entries, consumers and pending entries copied"},
-	{"move", brk_cmd_move, 3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic", "1.0.0",
-		"Moves a key to another database.", "O(1)"},
-	{"flushdb", brk_cmd_flushdb, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous", "server",
-		"1.0.0", "Removes all keys from the current database.", "O(N)"},
-	{"flushall", brk_cmd_flushall, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous",
-		"server", "1.0.0", "Removes all keys from all databases.", "O(N)"},
-	{"info", brk_cmd_info, -1, R | L | S, 0, 0, 0, "@slow @dangerous", "server", "1.0.0",
-		"Returns information and statistics about the server.", "O(1)"},
-	{"config", brk_cmd_config, -2, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous",
-		"server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand."},
-	{"client", brk_cmd_client, -2, NS | L | S | NC, 0, 0, 0, "@slow @connection", "connection",
-		"2.4.0", "A container for client connection commands.", "Depends on subcommand."},
-	{"command", brk_cmd_command, -1, NS | L | S, 0, 0, 0, "@slow @connection", "server",
-		"2.8.13", "Returns detailed information about all commands.", "O(N)"},
-	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC | NM, 0, 0, 0, "@admin @slow @dangerous",
-		"server", "1.0.0", "Commits what is in flight and shuts down the server.", "O(1)"},
-	{"lastsave", brk_cmd_lastsave, 1, R | L | S | F, 0, 0, 0, "@admin @fast @dangerous",
+		"O(N) in the entries, consumers and pending entries copied",
+		.syntax = "source destination [DB destination-db] [REPLACE]"},
+	{"move", brk_cmd_move, 3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic", "1.0.0",
+		"Moves a key to another database.", "O(1)",
+		.syntax = "key db"},
+	{"flushdb", brk_cmd_flushdb, -1, W, {0, 0, 0}, "@keyspace @write @slow @dangerous", "server",
+		"1.0.0", "Removes all keys from the current database.", "O(N)",
+		.syntax = "[<ASYNC | SYNC>]"},
+	{"flushall", brk_cmd_flushall, -1, W, {0, 0, 0}, "@keyspace @write @slow @dangerous",
+		"server", "1.0.0", "Removes all keys from all databases.", "O(N)",
+		.syntax = "[<ASYNC | SYNC>]"},
+	{"info", brk_cmd_info, -1, R | L | S, {0, 0, 0}, "@slow @dangerous", "server", "1.0.0",
+		"Returns information and statistics about the server.", "O(1)",
+		.syntax = "[section [section ...]]"},
+	{"config", brk_cmd_config, -2, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous",
+		"server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand.",
+		SUBS(config_subs)},
+	{"client", brk_cmd_client, -2, NS | L | S | NC, {0, 0, 0}, "@slow @connection", "connection",
+		"2.4.0", "A container for client connection commands.", "Depends on subcommand.",
+		SUBS(client_subs)},
+	{"command", brk_cmd_command, -1, NS | L | S, {0, 0, 0}, "@slow @connection", "server",
+		"2.8.13", "Returns detailed information about all commands.", "O(N)",
+		SUBS(command_subs)},
+	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC | NM, {0, 0, 0}, "@admin @slow @dangerous",
+		"server", "1.0.0", "Commits what is in flight and shuts down the server.", "O(1)",
+		.syntax = "[<NOSAVE | SAVE>] [NOW] [FORCE] [ABORT]"},
+	{"lastsave", brk_cmd_lastsave, 1, R | L | S | F, {0, 0, 0}, "@admin @fast @dangerous",
 		"server", "1.0.0", "Returns the Unix timestamp of the last durable commit.", "O(1)"},
-	{"save", brk_cmd_save, 1, NS | A | NC | NM, 0, 0, 0, "@admin @slow @dangerous", "server", "1.0.0",
-		"Everything is already on disk: returns OK.", "O(1)"},
-	{"bgsave", brk_cmd_save, -1, NS | A | NC, 0, 0, 0, "@admin @slow @dangerous", "server",
+	{"save", brk_cmd_save, 1, NS | A | NC | NM, {0, 0, 0}, "@admin @slow @dangerous", "server",
 		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
-	{"auth", brk_cmd_auth, -2, NS | F | L | S | NC, 0, 0, 0, "@fast @connection",
+	{"bgsave", brk_cmd_save, -1, NS | A | NC, {0, 0, 0}, "@admin @slow @dangerous", "server",
+		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
+	{"auth", brk_cmd_auth, -2, NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
 		"connection", "1.0.0", "Authenticates the connection.",
-		"O(N) where N is the number of passwords defined for the user"},
-	{"acl", brk_cmd_acl, -2, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous", "server",
-		"6.0.0", "A container for Access List Control commands.", "Depends on subcommand."},
-	{"multi", brk_cmd_multi, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @transaction",
+		"O(N) where N is the number of passwords defined for the user",
+		.redact = redact_all},
+	{"acl", brk_cmd_acl, -2, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous", "server",
+		"6.0.0", "A container for Access List Control commands.", "Depends on subcommand.",
+		SUBS(acl_subs)},
+	{"multi", brk_cmd_multi, 1, NS | F | L | S | NC | NQ, {0, 0, 0}, "@fast @transaction",
 		"transactions", "1.2.0", "Starts a transaction.", "O(1)"},
-	{"exec", brk_cmd_exec, 1, NS | L | S | NC, 0, 0, 0, "@slow @transaction", "transactions",
-		"1.2.0", "Executes all commands in a transaction.",
+	{"exec", brk_cmd_exec, 1, NS | L | S | NC | NQ | EX, {0, 0, 0}, "@slow @transaction",
+		"transactions", "1.2.0", "Executes all commands in a transaction.",
 		"Depends on commands in the transaction"},
-	{"discard", brk_cmd_discard, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @transaction",
+	{"discard", brk_cmd_discard, 1, NS | F | L | S | NC | NQ, {0, 0, 0}, "@fast @transaction",
 		"transactions", "2.0.0", "Discards a transaction.", "O(N), when N is the number of queued commands"},
-	{"watch", brk_cmd_watch, -2, NS | F | L | S | NC, 1, -1, 1, "@fast @transaction",
+	{"watch", brk_cmd_watch, -2, NS | F | L | S | NC | NQ, {1, -1, 1}, "@fast @transaction",
 		"transactions", "2.2.0",
 		"Monitors changes to keys to determine the execution of a transaction.", "O(1) for every key."},
-	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, 0, 0, 0, "@fast @transaction",
+	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, {0, 0, 0}, "@fast @transaction",
 		"transactions", "2.2.0", "Forgets about watched keys of a transaction.", "O(1)"},
-	{"monitor", brk_cmd_monitor, 1, NS | A | L | S | NC, 0, 0, 0, "@admin @slow @dangerous",
+	{"monitor", brk_cmd_monitor, 1, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous",
 		"server", "1.0.0", "Listens for all requests received by the server in real-time.",
 		"O(1)"},
-	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, 0, 0, 0, "@admin @slow @dangerous", "server",
-		"2.2.12", "A container for slow log commands.", "Depends on subcommand."},
-	{"latency", brk_cmd_latency, -2, NS | A | L | S, 0, 0, 0, "@admin @slow @dangerous",
+	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, {0, 0, 0}, "@admin @slow @dangerous", "server",
+		"2.2.12", "A container for slow log commands.", "Depends on subcommand.",
+		SUBS(slowlog_subs)},
+	{"latency", brk_cmd_latency, -2, NS | A | L | S, {0, 0, 0}, "@admin @slow @dangerous",
 		"server", "2.8.13", "A container for latency diagnostics commands.",
-		"Depends on subcommand."},
-	{"wait", brk_cmd_wait, 3, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
+		"Depends on subcommand.",
+		SUBS(latency_subs)},
+	{"wait", brk_cmd_wait, 3, NS | B, {0, 0, 0}, "@slow @blocking @connection", "generic",
 		"3.0.0", "Blocks until the asynchronous replication of all preceding write commands "
-			 "sent by the connection is completed. echd has no replicas.", "O(1)"},
-	{"waitaof", brk_cmd_waitaof, 4, NS | B, 0, 0, 0, "@slow @blocking @connection", "generic",
+			 "sent by the connection is completed. echd has no replicas.", "O(1)",
+		.syntax = "numreplicas timeout"},
+	{"waitaof", brk_cmd_waitaof, 4, NS | B, {0, 0, 0}, "@slow @blocking @connection", "generic",
 		"7.2.0", "Blocks until all of the preceding write commands sent by the connection are "
-			 "on disk. In echd they always are by the time this replies.", "O(1)"},
-	{"xadd", brk_cmd_xadd, -5, W | OM | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
-		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)"},
-	{"xlen", brk_cmd_xlen, 2, R | F, 1, 1, 1, "@read @stream @fast", "stream", "5.0.0",
-		"Return the number of messages in a stream.", "O(1)"},
-	{"xrange", brk_cmd_xrange, -4, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
-		"Returns the messages from a stream within a range of IDs.", "O(log(N)+M)"},
-	{"xrevrange", brk_cmd_xrevrange, -4, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
+			 "on disk. In echd they always are by the time this replies.", "O(1)",
+		.syntax = "numlocal numreplicas timeout"},
+	{"xadd", brk_cmd_xadd, -5, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
+		.syntax = "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
+		 "<* | id> field value [field value ...]"},
+	{"xlen", brk_cmd_xlen, 2, R | F, {1, 1, 1}, "@read @stream @fast", "stream", "5.0.0",
+		"Return the number of messages in a stream.", "O(1)",
+		.syntax = "key"},
+	{"xrange", brk_cmd_xrange, -4, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
+		"Returns the messages from a stream within a range of IDs.", "O(log(N)+M)",
+		.syntax = "key start end [COUNT count]"},
+	{"xrevrange", brk_cmd_xrevrange, -4, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the messages from a stream within a range of IDs in reverse order.",
-		"O(log(N)+M)"},
-	{"xdel", brk_cmd_xdel, -3, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
-		"Returns the number of messages after removing them from a stream.", "O(1) per id"},
-	{"xtrim", brk_cmd_xtrim, -4, W, 1, 1, 1, "@write @stream @slow", "stream", "5.0.0",
-		"Deletes messages from the beginning of a stream.", "O(N)"},
-	{"xread", brk_cmd_xread, -4, R | B, 0, 0, 0, "@read @stream @slow @blocking", "stream",
+		"O(log(N)+M)",
+		.syntax = "key end start [COUNT count]"},
+	{"xdel", brk_cmd_xdel, -3, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+		"Returns the number of messages after removing them from a stream.", "O(1) per id",
+		.syntax = "key id [id ...]"},
+	{"xtrim", brk_cmd_xtrim, -4, W, {1, 1, 1}, "@write @stream @slow", "stream", "5.0.0",
+		"Deletes messages from the beginning of a stream.", "O(N)",
+		.syntax = "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]"},
+	{"xread", brk_cmd_xread, -4, R | B, {0, 0, 0}, "@read @stream @slow @blocking", "stream",
 		"5.0.0", "Returns messages from multiple streams with IDs greater than the ones "
 			 "requested. Blocks until a message is available otherwise.",
-		"O(log(N)+M)"},
-	{"xsetid", brk_cmd_xsetid, -3, W | OM | F, 1, 1, 1, "@write @stream @fast", "stream",
-		"5.0.0", "An internal command for replicating stream values.", "O(1)"},
-	{"xinfo", brk_cmd_xinfo, -2, R, 0, 0, 0, "@read @stream @slow", "stream", "5.0.0",
-		"A container for stream introspection commands.", "Depends on subcommand."},
-	{"xgroup", brk_cmd_xgroup, -2, W, 0, 0, 0, "@write @stream @slow", "stream", "5.0.0",
-		"A container for consumer groups commands.", "Depends on subcommand."},
-	{"xreadgroup", brk_cmd_xreadgroup, -7, W | B, 0, 0, 0, "@write @stream @slow @blocking",
+		"O(log(N)+M)",
+		.syntax = "[COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]",
+		.find_keys = xread_keys},
+	{"xsetid", brk_cmd_xsetid, -3, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream",
+		"5.0.0", "An internal command for replicating stream values.", "O(1)",
+		.syntax = "key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"},
+	{"xinfo", brk_cmd_xinfo, -2, R, {0, 0, 0}, "@read @stream @slow", "stream", "5.0.0",
+		"A container for stream introspection commands.", "Depends on subcommand.",
+		SUBS(xinfo_subs)},
+	{"xgroup", brk_cmd_xgroup, -2, W, {0, 0, 0}, "@write @stream @slow", "stream", "5.0.0",
+		"A container for consumer groups commands.", "Depends on subcommand.",
+		SUBS(xgroup_subs)},
+	{"xreadgroup", brk_cmd_xreadgroup, -7, W | B, {0, 0, 0}, "@write @stream @slow @blocking",
 		"stream", "5.0.0",
 		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
 		"until a message is available otherwise.",
-		"For each stream mentioned: O(M) with M the number of elements returned."},
-	{"xack", brk_cmd_xack, -4, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+		"For each stream mentioned: O(M) with M the number of elements returned.",
+		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
+		       "key [key ...] id [id ...]", .find_keys = xreadgroup_keys},
+	{"xack", brk_cmd_xack, -4, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "
 		"group member of a stream.",
-		"O(1) for each message ID processed."},
-	{"xpending", brk_cmd_xpending, -3, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
+		"O(1) for each message ID processed.",
+		.syntax = "key group id [id ...]"},
+	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",
-		"O(N) with N the number of elements returned; O(consumers) for the summary."},
-	{"xclaim", brk_cmd_xclaim, -6, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+		"O(N) with N the number of elements returned; O(consumers) for the summary.",
+		.syntax = "key group [[IDLE min-idle-time] start end count [consumer]]"},
+	{"xclaim", brk_cmd_xclaim, -6, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Changes, or acquires, ownership of a message in a consumer group, as if the message "
 		"was delivered a consumer group member.",
-		"O(log N) with N the number of messages in the PEL of the consumer group."},
-	{"xautoclaim", brk_cmd_xautoclaim, -6, W | F, 1, 1, 1, "@write @stream @fast", "stream",
+		"O(log N) with N the number of messages in the PEL of the consumer group.",
+		.syntax = "key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-"
+		   "milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"},
+	{"xautoclaim", brk_cmd_xautoclaim, -6, W | F, {1, 1, 1}, "@write @stream @fast", "stream",
 		"6.2.0",
 		"Changes, or acquires, ownership of messages in a consumer group, as if the messages "
 		"were delivered to as consumer group member.",
-		"O(1) if COUNT is small."},
+		"O(1) if COUNT is small.",
+		.syntax = "key group consumer min-idle-time start [COUNT count] [JUSTID]"},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -219,6 +424,8 @@ slots_build(void)
 		}
 		slots[h % LOOKUP_SLOTS] = (unsigned char)(i + 1);
 	}
+	/* a user keeps one permission per slot: raise BRK_MAX_PERMS for more */
+	assert(brk_perm_count() <= BRK_MAX_PERMS);
 	slots_ready = true;
 }
 
@@ -254,6 +461,181 @@ brk_cmd_at(size_t i)
 	return i < NCMDS ? &cmds[i] : NULL;
 }
 
+const struct brk_subcmd *
+brk_subcmd_find(const struct brk_cmd *cmd, const struct resp_arg *sub)
+{
+	for (size_t i = 0; i < cmd->nsubs; i++) {
+		if (brk_arg_eq(sub, cmd->subs[i].name)) {
+			return &cmd->subs[i];
+		}
+	}
+	return NULL;
+}
+
+/* The subcommand a request names, if cmd is a container and knows it. */
+static const struct brk_subcmd *
+request_sub(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
+{
+	return argc >= 2 ? brk_subcmd_find(cmd, &argv[1]) : NULL;
+}
+
+bool
+brk_keys_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
+	struct brk_keyspec *out)
+{
+	const struct brk_subcmd *sub = request_sub(cmd, argc, argv);
+	struct brk_keyspec ks = sub != NULL ? sub->keys : cmd->keys;
+
+	if (sub == NULL && cmd->find_keys != NULL && !cmd->find_keys(argc, argv, &ks)) {
+		return false;
+	}
+	if (ks.last < 0) {
+		ks.last += argc;
+	}
+	if (ks.last >= argc) {
+		ks.last = argc - 1;
+	}
+	if (ks.first <= 0 || ks.step <= 0 || ks.first > ks.last) {
+		return false;
+	}
+	*out = ks;
+	return true;
+}
+
+bool
+brk_cmd_admin(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
+{
+	const struct brk_subcmd *sub = request_sub(cmd, argc, argv);
+
+	return ((sub != NULL ? sub->flags : cmd->flags) & BRK_CMD_ADMIN) != 0;
+}
+
+bool
+brk_arg_secret(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, int i)
+{
+	const struct brk_subcmd *sub = request_sub(cmd, argc, argv);
+
+	if (sub != NULL && sub->redact != NULL) {
+		return sub->redact(argc, argv, i);
+	}
+	return cmd->redact != NULL && cmd->redact(argc, argv, i);
+}
+
+/* The permission slots past the commands': the subcommands with
+ * categories of their own, in table order. */
+static size_t
+perm_subs(size_t want, const struct brk_cmd **cmd, const struct brk_subcmd **sub)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < NCMDS; i++) {
+		for (size_t j = 0; j < cmds[i].nsubs; j++) {
+			if (cmds[i].subs[j].acl == NULL) {
+				continue;
+			}
+			if (k == want && cmd != NULL) {
+				*cmd = &cmds[i];
+				*sub = &cmds[i].subs[j];
+			}
+			k++;
+		}
+	}
+	return k;
+}
+
+size_t
+brk_perm_count(void)
+{
+	return NCMDS + perm_subs(SIZE_MAX, NULL, NULL);
+}
+
+void
+brk_perm_at(size_t i, const struct brk_cmd **cmd, const struct brk_subcmd **sub)
+{
+	*cmd = NULL;
+	*sub = NULL;
+	if (i < NCMDS) {
+		*cmd = &cmds[i];
+	} else {
+		perm_subs(i - NCMDS, cmd, sub);
+	}
+}
+
+size_t
+brk_perm_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
+{
+	const struct brk_subcmd *sub = request_sub(cmd, argc, argv);
+	size_t k = NCMDS;
+
+	if (sub == NULL || sub->acl == NULL) {
+		return (size_t)(cmd - cmds);
+	}
+	for (size_t i = 0; i < NCMDS; i++) {
+		for (size_t j = 0; j < cmds[i].nsubs; j++) {
+			if (&cmds[i].subs[j] == sub) {
+				return k;
+			}
+			k += cmds[i].subs[j].acl != NULL;
+		}
+	}
+	return (size_t)(cmd - cmds); /* not reached: sub is in the table */
+}
+
+/* ------------------------------------------------------------------------
+ * Subcommand checks
+ * ---------------------------------------------------------------------- */
+
+/* Looks a container's subcommand up as Redis does before running (or
+ * queueing) it: replies the error and returns false when unknown or of
+ * the wrong arity. COMMAND alone is COMMAND, not a container. */
+bool
+brk_subcommand_ok(struct brk_ctx *x, const struct brk_cmd *cmd)
+{
+	const struct brk_subcmd *sub;
+	char help[16]; /* "XGROUP": the name in upper case, for "Try XGROUP HELP." */
+	size_t i;
+
+	if (cmd->subs == NULL || x->argc < 2) {
+		return true;
+	}
+	sub = brk_subcmd_find(cmd, &x->argv[1]);
+	if (sub == NULL) {
+		for (i = 0; cmd->name[i] != '\0' && i < sizeof(help) - 1; i++) {
+			help[i] = (char)toupper((unsigned char)cmd->name[i]);
+		}
+		help[i] = '\0';
+		resp_add_errorf(x->w, "ERR unknown subcommand '%.128s'. Try %s HELP.", x->argv[1].p,
+			help);
+		return false;
+	}
+	if ((sub->arity > 0 && x->argc != sub->arity) || (sub->arity < 0 && x->argc < -sub->arity)) {
+		resp_add_errorf(x->w, "ERR wrong number of arguments for '%s|%s' command", cmd->name,
+			sub->name);
+		return false;
+	}
+	return true;
+}
+
+const char *
+brk_subcommand_at(const struct brk_cmd *cmd, size_t i)
+{
+	return i < cmd->nsubs ? cmd->subs[i].name : NULL;
+}
+
+bool
+brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub)
+{
+	return cmd->subs == NULL || brk_subcmd_find(cmd, sub) != NULL;
+}
+
+int
+brk_subcommand_arity(const struct brk_cmd *cmd, const struct resp_arg *sub)
+{
+	const struct brk_subcmd *s = brk_subcmd_find(cmd, sub);
+
+	return s != NULL ? s->arity : 0;
+}
+
 /* ------------------------------------------------------------------------
  * Argument helpers
  * ---------------------------------------------------------------------- */
@@ -273,25 +655,6 @@ brk_arg_ll(struct brk_ctx *x, const struct resp_arg *a, long long *out)
 		return false;
 	}
 	return true;
-}
-
-bool
-brk_cmd_admin(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
-{
-	const struct resp_arg *sub = argc >= 2 ? &argv[1] : NULL;
-
-	if (sub != NULL && cmd->fn == brk_cmd_client) {
-		return brk_arg_eq(sub, "LIST") || brk_arg_eq(sub, "KILL") ||
-			brk_arg_eq(sub, "UNBLOCK") || brk_arg_eq(sub, "NO-EVICT");
-	}
-	if (sub != NULL && cmd->fn == brk_cmd_acl) {
-		return !brk_acl_sub_light(sub); /* WHOAMI, CAT, HELP */
-	}
-	if (sub != NULL && (cmd->fn == brk_cmd_config || cmd->fn == brk_cmd_slowlog ||
-				cmd->fn == brk_cmd_latency)) {
-		return !brk_arg_eq(sub, "HELP");
-	}
-	return (cmd->flags & BRK_CMD_ADMIN) != 0;
 }
 
 bool

@@ -856,7 +856,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	}
 	if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
 		stat->rejected++;
-		if (cmd->fn == brk_cmd_exec) {
+		if (cmd->flags & BRK_CMD_EXEC) {
 			/* a refused EXEC discards the transaction */
 			brk_multi_reset(c);
 			resp_add_error(&c->w, "EXECABORT Transaction discarded because of: wrong number "
@@ -869,8 +869,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	}
 	/* Logged in is enough: a user switched off later keeps the connections
 	 * it has (Redis does); it only cannot log in again. */
-	if (c->user == NULL && cmd->fn != brk_cmd_auth && cmd->fn != brk_cmd_hello &&
-		cmd->fn != brk_cmd_quit && cmd->fn != brk_cmd_reset) {
+	if (c->user == NULL && !(cmd->flags & BRK_CMD_NOAUTH)) {
 		resp_add_error(&c->w, "NOAUTH Authentication required.");
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
@@ -918,9 +917,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty = true;
 		goto replied;
 	}
-	if (c->multi && cmd->fn != brk_cmd_exec && cmd->fn != brk_cmd_discard &&
-		cmd->fn != brk_cmd_multi && cmd->fn != brk_cmd_watch && cmd->fn != brk_cmd_quit &&
-		cmd->fn != brk_cmd_reset) {
+	if (c->multi && !(cmd->flags & BRK_CMD_NOQUEUE)) {
 		brk_multi_queue(&x);
 		goto replied;
 	}
@@ -973,7 +970,7 @@ again:
 	} else if (!x.blocked) {
 		uint64_t run = from_block && c->blk != NULL ? t0 + c->blk->run_us : t0;
 		brk_latency_command(srv, stat, cmd, run);
-		if (cmd->fn != brk_cmd_exec) {
+		if (!(cmd->flags & BRK_CMD_EXEC)) {
 			/* EXEC logs the commands it ran instead, as Redis does */
 			const struct brk_argv *a =
 				from_block && c->blk != NULL ? brk_block_argv(c->blk) : NULL;
@@ -996,7 +993,7 @@ again:
 	if (c->out.over_limit) {
 		reply_over_limit(c, mark);
 	}
-	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) || cmd->fn == brk_cmd_exec) {
+	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY | BRK_CMD_EXEC)) {
 		note_batch_reply(c, mark);
 	}
 	if (!from_block) {

@@ -59,41 +59,6 @@ brk_slowlog_reset(struct brk_server *srv)
 	}
 }
 
-bool
-brk_arg_secret(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, int i)
-{
-	if (cmd->fn == brk_cmd_auth) {
-		return i >= 1;
-	}
-	if (cmd->fn == brk_cmd_hello) {
-		/* HELLO [protover [AUTH username password] [SETNAME name]], read
-		 * in order as HELLO reads it, so that a name "AUTH" is a name */
-		for (int j = 2; j < argc; j++) {
-			if (brk_arg_eq(&argv[j], "AUTH") && j + 2 < argc) {
-				if (i == j + 1 || i == j + 2) {
-					return true;
-				}
-				j += 2;
-			} else if (brk_arg_eq(&argv[j], "SETNAME") && j + 1 < argc) {
-				j++;
-			} else {
-				break;
-			}
-		}
-		return false;
-	}
-	if (cmd->fn == brk_cmd_acl) {
-		return argc > 1 && brk_arg_eq(&argv[1], "SETUSER") && i >= 2;
-	}
-	if (cmd->fn == brk_cmd_config && argc > 1 && brk_arg_eq(&argv[1], "SET") && i >= 3 &&
-		(i - 3) % 2 == 0) {
-		/* CONFIG SET name value [name value ...]: a value after a secret's name */
-		const struct resp_arg *name = &argv[i - 1];
-		return brk_arg_eq(name, "requirepass") || brk_arg_eq(name, "tls-key-file-pass");
-	}
-	return false;
-}
-
 static int
 copy_arg(struct resp_arg *dst, const char *p, size_t len)
 {

@@ -720,6 +720,73 @@ def test_client_info_long_name(server):
     assert len(line) == 1 and client_fields(line[0])["resp"] == "2", line
 
 
+def test_command_getkeys(server):
+    """COMMAND GETKEYS finds keys as the ACL does: the arguments after the STREAMS that
+    ends XREAD's and XREADGROUP's options (a group, consumer or key may be called
+    "streams"), a container's key after its subcommand, OBJECT's and MEMORY USAGE's too."""
+    c = server.raw()
+    cases = [
+        (["XREADGROUP", "GROUP", "streams", "c1", "STREAMS", "jobs:a", ">"], [b"jobs:a"]),
+        (["XREADGROUP", "GROUP", "STREAMS", "jobs:x", "STREAMS", "jobs:a", "secret", "0", ">"],
+         [b"jobs:a", b"secret"]),
+        (["XREADGROUP", "GROUP", "g2", "streams", "streams", "other", ">"], [b"other"]),
+        (["XREADGROUP", "GROUP", "g", "c", "NOACK", "COUNT", "1", "BLOCK", "1", "STREAMS",
+          "k", ">"], [b"k"]),
+        (["XREAD", "COUNT", "1", "STREAMS", "a", "b", "0", "0"], [b"a", b"b"]),
+        (["XREAD", "BLOCK", "0", "COUNT", "2", "STREAMS", "streams", "0"], [b"streams"]),
+        (["XREAD", "STREAMS", "streams", "streams", "0", "0"], [b"streams", b"streams"]),
+        (["XGROUP", "CREATE", "k", "g", "0"], [b"k"]),
+        (["XGROUP", "DESTROY", "k", "g"], [b"k"]),
+        (["XINFO", "STREAM", "k", "FULL"], [b"k"]),
+        (["XINFO", "CONSUMERS", "k", "g"], [b"k"]),
+        (["OBJECT", "ENCODING", "k"], [b"k"]),
+        (["OBJECT", "FREQ", "k"], [b"k"]),
+        (["MEMORY", "USAGE", "k", "SAMPLES", "5"], [b"k"]),
+        (["XADD", "k", "*", "f", "v"], [b"k"]),
+        (["XCLAIM", "k", "g", "c", "0", "1-1"], [b"k"]),
+        (["DEL", "a", "b", "c"], [b"a", b"b", b"c"]),
+        (["RENAME", "a", "b"], [b"a", b"b"]),
+        (["COPY", "a", "b", "REPLACE"], [b"a", b"b"]),
+        (["MOVE", "a", "1"], [b"a"]),
+        (["WATCH", "a", "b"], [b"a", b"b"]),
+        (["EXPIRE", "a", "10", "NX"], [b"a"]),
+        (["TOUCH", "a", "b"], [b"a", b"b"]),
+    ]
+    for argv, keys in cases:
+        assert c.call("COMMAND", "GETKEYS", *argv) == keys, argv
+    errors = [
+        (["NOSUCH", "a"], "ERR Invalid command specified"),
+        (["XGROUP", "BOGUS", "k"], "ERR Invalid command specified"),
+        (["PING", "x"], "ERR The command has no key arguments"),
+        (["XGROUP", "HELP"], "ERR The command has no key arguments"),
+        (["OBJECT", "HELP"], "ERR The command has no key arguments"),
+        (["XREAD", "STREAMS", "a"], "ERR Invalid number of arguments specified for command"),
+        (["OBJECT", "ENCODING"], "ERR Invalid number of arguments specified for command"),
+        (["XREAD", "COUNT", "1", "STREAMS"], "ERR Invalid arguments specified for command"),
+        (["PING"], "ERR wrong number of arguments for 'command|getkeys' command"),
+    ]
+    for argv, err in errors:
+        assert c.err("COMMAND", "GETKEYS", *argv) == err, argv
+    assert b"command|getkeys" in c.call("COMMAND", "LIST")
+    # every keyspace, stream and transaction command whose keys do not move (the kinds
+    # echd has): GETKEYS agrees with COMMAND's first, last, step
+    checked = 0
+    for row in c.call("COMMAND"):
+        name, arity, flags, first, last, step, cats = row[:7]
+        if first == 0 or "movablekeys" in flags or not (
+                {"@keyspace", "@stream", "@transaction"} & set(cats)):
+            continue
+        n = max(abs(arity), first + 1, last + 1)
+        argv = [name.decode()] + ["k%d" % i for i in range(1, arity if arity > 0 else n)]
+        end = last if last > 0 else len(argv) + last
+        want = [a.encode() for a in argv[first:end + 1:step]]
+        assert c.call("COMMAND", "GETKEYS", *argv) == want, (argv, first, last, step)
+        checked += 1
+    assert checked >= 25, checked
+    auth = c.call("COMMAND", "INFO", "auth", "hello")
+    assert "no_auth" in auth[0][2] and "no_auth" in auth[1][2], auth
+
+
 @echd_only("Redis 7.0, the oracle here, sends key specs for XLEN (echd none) and has no "
            "CLIENT NO-TOUCH")
 def test_command_info_resp3_sets_and_no_touch(server):
@@ -1189,6 +1256,14 @@ def test_command(server):
     assert info[1] is None
     assert c.call_raw("COMMAND", "INFO", "no-such-command") == b"*1\r\n$-1\r\n"  # a null bulk
     assert info[2][:6] == [b"xlen", 2, ["readonly", "fast"], 1, 1, 1], info[2]
+    # a container lists its subcommands, each with its own arity and keys; "container|sub"
+    # names one
+    info = c.call("COMMAND", "INFO", "xgroup", "xgroup|create", "config|get", "xgroup|nosuch")
+    subs = {s[0]: (s[1], s[3], s[4], s[5]) for s in info[0][9]}
+    assert subs[b"xgroup|create"] == (-5, 2, 2, 1) and subs[b"xgroup|help"] == (2, 0, 0, 0), subs
+    assert info[1][:2] == [b"xgroup|create", -5] and info[1][3:6] == [2, 2, 1], info[1]
+    assert info[2][0] == b"config|get" and "admin" in info[2][2], info[2]
+    assert info[3] is None
     docs = c.call("COMMAND", "DOCS", "xadd")
     assert len(docs) == 2 and docs[0] == b"xadd", docs
     d = dict(zip(docs[1][0::2], docs[1][1::2]))

@@ -32,8 +32,8 @@ NAME_LIMIT = "ERR consumer group and consumer names are limited to 400 bytes"
 BINARY = b"\x00\xff\xfe\r\n\x80 \xc3\x28 \xed\xa0\x80 end"  # NUL, CRLF, invalid UTF-8
 
 # Redis 7.0's subcommand arities for echd's container commands. COMMAND INFO lists them
-# (element 10) on Redis; echd's COMMAND INFO does not list subcommands, so the test falls
-# back on this table, which the run against Redis checks.
+# (element 10) on Redis and on echd; test_arity_matches_redis compares echd's with these,
+# and a server that lists none for a container is tested with these.
 SUBCOMMANDS = {
     "acl": {"cat": -2, "deluser": -3, "dryrun": -4, "genpass": -2, "getuser": 3, "help": 2,
             "list": 2, "load": 2, "log": -2, "save": 2, "setuser": -3, "users": 2, "whoami": 2},

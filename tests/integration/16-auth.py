@@ -1094,3 +1094,93 @@ def test_acl_long_key_pattern_survives_setuser(server):
     u1 = login(s, "u1", "pw-u1")
     assert u1.call("XADD", key, "*", "f", "v")
     assert u1.err("XADD", key + "x", "*", "f", "v") == Words(server).key()
+
+
+def test_acl_xreadgroup_keys_follow_group_and_options(server):
+    """The keys of XREADGROUP (and XREAD) are the arguments after the STREAMS that ends the
+    options, not after the first argument spelled "streams": a group or a consumer may be
+    called that. echd once took the first one, so a user could read another tenant's stream
+    by naming a consumer "streams", while its own reads were refused."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    for k in ("jobs:a", "secret", "other"):
+        admin.call("XADD", k, "1-1", "f", "v")
+        for g in ("streams", "STREAMS", "g2"):
+            admin.call("XGROUP", "CREATE", k, g, "0")
+    admin.call("ACL", "SETUSER", "jobs", "on", ">pw-jobs", "~jobs:*", "+@all")
+    admin.call("ACL", "SETUSER", "jobs2", "on", ">pw-jobs2", "~jobs:*", "~STREAMS", "+@all")
+    admin.call("ACL", "SETUSER", "tenant", "on", ">pw-tenant", "~s*", "~app:*", "+@all")
+
+    # a consumer named "streams": the key is other, not "streams"
+    t = login(s, "tenant", "pw-tenant")
+    argv = ["XREADGROUP", "GROUP", "g2", "streams", "streams", "other", ">"]
+    assert t.err(*argv) == words.key()
+    assert t.err("XREADGROUP", "NOACK", "COUNT", "1", "GROUP", "g2", "streams", "STREAMS",
+                 "other", ">") == words.key()
+    assert admin.call("ACL", "DRYRUN", "tenant", *argv) != "OK"
+
+    # group "STREAMS", consumer "jobs:x": the second key, secret, is checked
+    j2 = login(s, "jobs2", "pw-jobs2")
+    assert j2.err("XRANGE", "secret", "-", "+") == words.key()
+    argv = ["XREADGROUP", "GROUP", "STREAMS", "jobs:x", "STREAMS", "jobs:a", "secret", "0", ">"]
+    assert j2.err(*argv) == words.key()
+    assert admin.call("ACL", "DRYRUN", "jobs2", *argv) != "OK"
+
+    # a group named "streams": its own key is allowed
+    j = login(s, "jobs", "pw-jobs")
+    argv = ["XREADGROUP", "GROUP", "streams", "c1", "STREAMS", "jobs:a", ">"]
+    assert j.call(*argv) == [[b"jobs:a", [[b"1-1", [b"f", b"v"]]]]]
+    assert admin.call("ACL", "DRYRUN", "jobs", *argv) == "OK"
+    assert j.call("XREAD", "COUNT", "1", "BLOCK", "1", "STREAMS", "jobs:a", "0") == (
+        [[b"jobs:a", [[b"1-1", [b"f", b"v"]]]]])
+
+    # nothing of the other tenant's was delivered
+    assert admin.call("XPENDING", "other", "g2")[0] == 0
+    assert admin.call("XPENDING", "secret", "STREAMS")[0] == 0
+
+def test_acl_object_and_memory_usage_check_the_key(server):
+    """OBJECT's and MEMORY USAGE's key is a key: a user limited to ~app:* does not learn
+    whether another key exists, or its size."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    admin.call("XADD", "secret", "1-1", "f", "v")
+    admin.call("XADD", "app:s", "1-1", "f", "v")
+    admin.call("ACL", "SETUSER", "app", "on", ">pw-app", "~app:*", "+@all")
+    c = login(s, "app", "pw-app")
+    for argv in (["OBJECT", "ENCODING", "secret"], ["OBJECT", "REFCOUNT", "secret"],
+                 ["OBJECT", "FREQ", "secret"], ["OBJECT", "ENCODING", "nosuch"],
+                 ["MEMORY", "USAGE", "secret"], ["MEMORY", "USAGE", "secret", "SAMPLES", "5"]):
+        assert c.err(*argv) == words.key(), argv
+        assert admin.call("ACL", "DRYRUN", "app", *argv) != "OK", argv
+    assert c.call("OBJECT", "ENCODING", "app:s") == b"stream"
+    assert c.call("OBJECT", "REFCOUNT", "app:s") == 1
+    assert c.call("MEMORY", "USAGE", "app:s") > 0
+    assert c.call("OBJECT", "ENCODING", "app:nosuch") is None
+    assert admin.call("ACL", "DRYRUN", "app", "MEMORY", "USAGE", "app:s") == "OK"
+    # no keys in HELP
+    assert isinstance(c.call("OBJECT", "HELP"), list)
+    assert isinstance(c.call("MEMORY", "HELP"), list)
+
+
+def test_acl_rules_for_subcommands_with_own_permissions(server):
+    """+acl|whoami allows that subcommand alone, +acl every ACL subcommand, and -acl|whoami
+    takes one back; +@slow covers WHOAMI (it is @slow only), -@admin leaves it."""
+    s = spawn(server)
+    words = Words(s)
+    admin = s.raw()
+    admin.call("ACL", "SETUSER", "who", "on", ">pw-who", "~*", "+acl|whoami")
+    admin.call("ACL", "SETUSER", "most", "on", ">pw-most", "~*", "+acl", "-acl|whoami")
+    admin.call("ACL", "SETUSER", "slow", "on", ">pw-slow", "~*", "+@slow", "-@admin")
+    w = login(s, "who", "pw-who")
+    assert w.call("ACL", "WHOAMI") == b"who"
+    assert w.err("ACL", "CAT") == words.cmd("who", "acl|cat")
+    assert w.err("ACL", "LIST") == words.cmd("who", "acl|list")
+    m = login(s, "most", "pw-most")
+    assert m.err("ACL", "WHOAMI") == words.cmd("most", "acl|whoami")
+    assert isinstance(m.call("ACL", "CAT"), list)
+    assert m.call("ACL", "USERS")[0] == b"default"
+    sl = login(s, "slow", "pw-slow")
+    assert sl.call("ACL", "WHOAMI") == b"slow"
+    assert sl.err("ACL", "LIST") == words.cmd("slow", "acl|list")
