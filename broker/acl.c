@@ -28,13 +28,16 @@ struct brk_user {
 	char **patterns;    /* key globs; allkeys means "~*" */
 	int npatterns;
 	bool allkeys;
+	char **channels;    /* Pub/Sub channel globs (&rules); allchannels means "&*" */
+	int nchannels;
+	bool allchannels;
 	unsigned char allowed[BRK_MAX_PERMS]; /* by permission slot (brk_perm_of()) */
 	char *rules;        /* the command rules as given, for ACL LIST */
 	struct brk_user *next;
 };
 
 static const char *const categories[] = {"keyspace", "read", "write", "stream", "admin",
-	"dangerous", "connection", "fast", "slow", "blocking", "transaction", NULL};
+	"dangerous", "connection", "fast", "slow", "blocking", "transaction", "pubsub", NULL};
 
 static void
 sha256_hex(const void *p, size_t n, char out[65])
@@ -50,15 +53,40 @@ sha256_hex(const void *p, size_t n, char out[65])
 }
 
 static void
+strv_free(char **v, int n)
+{
+	for (int i = 0; i < n; i++) {
+		echd_free(v[i]);
+	}
+	echd_free(v);
+}
+
+/* Appends a copy of p[0..len) to *v. */
+static int
+strv_add(char ***v, int *n, const char *p, size_t len)
+{
+	char **nv = echd_realloc(*v, (size_t)(*n + 1) * sizeof(*nv));
+
+	if (nv == NULL) {
+		return -ENOMEM;
+	}
+	*v = nv;
+	nv[*n] = echd_strndup(p, len);
+	if (nv[*n] == NULL) {
+		return -ENOMEM;
+	}
+	(*n)++;
+	return 0;
+}
+
+static void
 user_free(struct brk_user *u)
 {
 	if (u == NULL) {
 		return;
 	}
-	for (int i = 0; i < u->npatterns; i++) {
-		echd_free(u->patterns[i]);
-	}
-	echd_free(u->patterns);
+	strv_free(u->patterns, u->npatterns);
+	strv_free(u->channels, u->nchannels);
 	echd_free(u->hashes);
 	echd_free(u->rules);
 	echd_free(u->name);
@@ -217,15 +245,27 @@ apply_rule(struct brk_user *u, const char *w, size_t len)
 	} else if (len == 5 && !strncasecmp(w, "reset", 5)) {
 		apply_rule(u, "resetpass", 9);
 		apply_rule(u, "resetkeys", 9);
+		apply_rule(u, "resetchannels", 13);
 		apply_rule(u, "nocommands", 10);
 		u->enabled = false;
 	} else if ((len == 13 && !strncasecmp(w, "resetchannels", 13)) ||
-		   (len == 11 && !strncasecmp(w, "allchannels", 11)) || (len >= 1 && w[0] == '&') ||
-		   (len == 16 && !strncasecmp(w, "sanitize-payload", 16)) ||
+		   (len == 11 && !strncasecmp(w, "allchannels", 11)) || (len == 2 && w[0] == '&' && w[1] == '*')) {
+		strv_free(u->channels, u->nchannels);
+		u->channels = NULL;
+		u->nchannels = 0;
+		u->allchannels = len != 13;
+	} else if (len >= 1 && w[0] == '&') {
+		if (u->allchannels) {
+			rule_why = "Adding a pattern after the * pattern (or the 'allchannels' flag) is "
+				   "not valid and does not have any effect. Try 'resetchannels' to start "
+				   "with an empty list of channels";
+			return ECHD_EINVAL;
+		}
+		return strv_add(&u->channels, &u->nchannels, w + 1, len - 1);
+	} else if ((len == 16 && !strncasecmp(w, "sanitize-payload", 16)) ||
 		   (len == 21 && !strncasecmp(w, "skip-sanitize-payload", 21))) {
-		/* Pub/Sub channels and RESTORE payloads do not exist in echd: the
-		 * words are accepted (Redis writes them in every aclfile) and mean
-		 * nothing here. */
+		/* RESTORE payloads do not exist in echd: the words are accepted
+		 * (Redis writes them in every aclfile) and mean nothing here. */
 	} else if (len >= 1 && (w[0] == '>' || w[0] == '<' || w[0] == '#' || w[0] == '!')) {
 		char hex[65];
 		if (w[0] == '>' || w[0] == '<') {
@@ -338,10 +378,14 @@ brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int nrule
 	/* Apply to a copy: a bad word leaves the user as it was. */
 	tmp = *u;
 	tmp.patterns = NULL;
+	tmp.channels = NULL;
 	tmp.hashes = NULL;
 	tmp.rules = NULL;
-	tmp.npatterns = tmp.nhashes = 0;
+	tmp.npatterns = tmp.nchannels = tmp.nhashes = 0;
 	rc = 0;
+	for (int i = 0; i < u->nchannels && rc == 0; i++) {
+		rc = strv_add(&tmp.channels, &tmp.nchannels, u->channels[i], strlen(u->channels[i]));
+	}
 	for (int i = 0; i < u->npatterns && rc == 0; i++) {
 		/* a pattern may be as long as a request allows: no fixed buffer */
 		size_t pl = strlen(u->patterns[i]);
@@ -374,20 +418,16 @@ brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int nrule
 		}
 	}
 	if (rc != 0) {
-		for (int i = 0; i < tmp.npatterns; i++) {
-			echd_free(tmp.patterns[i]);
-		}
-		echd_free(tmp.patterns);
+		strv_free(tmp.patterns, tmp.npatterns);
+		strv_free(tmp.channels, tmp.nchannels);
 		echd_free(tmp.hashes);
 		echd_free(tmp.rules);
 		user_free(fresh);
 		return rc;
 	}
 	/* commit the copy */
-	for (int i = 0; i < u->npatterns; i++) {
-		echd_free(u->patterns[i]);
-	}
-	echd_free(u->patterns);
+	strv_free(u->patterns, u->npatterns);
+	strv_free(u->channels, u->nchannels);
 	echd_free(u->hashes);
 	echd_free(u->rules);
 	tmp.next = u->next;
@@ -397,6 +437,7 @@ brk_acl_setuser(struct brk_server *srv, const char *name, size_t nlen, int nrule
 		srv->users = fresh;
 	}
 	srv->acl_generation++;
+	brk_pubsub_acl_changed(srv);
 	return 0;
 }
 
@@ -456,12 +497,13 @@ requirepass_rule(const struct brk_server *srv, char *pw, size_t cap, struct resp
 int
 brk_acl_init(struct brk_server *srv, char *err, size_t errlen)
 {
-	struct resp_arg r[4];
+	struct resp_arg r[5];
 	int n = 0, rc;
 	char pw[BRK_CONFIG_LINE_MAX + 1];
 
 	r[n++] = (struct resp_arg){"on", 2};
 	r[n++] = (struct resp_arg){"~*", 2};
+	r[n++] = (struct resp_arg){"&*", 2};
 	r[n++] = (struct resp_arg){"+@all", 5};
 	if (!requirepass_rule(srv, pw, sizeof(pw), &r[n++])) {
 		snprintf(err, errlen, "requirepass is longer than %d bytes", BRK_CONFIG_LINE_MAX);
@@ -597,6 +639,44 @@ brk_acl_key_allowed(const struct brk_user *u, const void *key, size_t len)
 	return false;
 }
 
+bool
+brk_acl_channel_allowed(const struct brk_user *u, const void *name, size_t len, bool pattern)
+{
+	if (u == NULL) {
+		return false;
+	}
+	if (u->allchannels) {
+		return true;
+	}
+	for (int i = 0; i < u->nchannels; i++) {
+		const char *c = u->channels[i];
+		size_t cl = strlen(c);
+		/* a pattern must be one of the user's own, word for word: what it
+		 * matches cannot be compared with what the user's patterns match */
+		if (pattern ? cl == len && memcmp(c, name, len) == 0
+			    : brk_glob_match(c, cl, name, len, false)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The user's channel rules as ACL LIST and GETUSER show them. */
+static void
+describe_channels(const struct brk_user *u, struct resp_buf *b, bool reset_word)
+{
+	if (u->allchannels) {
+		resp_buf_append(b, "&*", 2);
+		return;
+	}
+	if (reset_word) {
+		resp_buf_append(b, "resetchannels", 13);
+	}
+	for (int i = 0; i < u->nchannels; i++) {
+		resp_buf_printf(b, "%s&%s", b->len > 0 ? " " : "", u->channels[i]);
+	}
+}
+
 /* ACL LIST's line for u; appends to b. */
 void
 brk_acl_describe(const struct brk_user *u, struct resp_buf *b)
@@ -618,7 +698,8 @@ brk_acl_describe(const struct brk_user *u, struct resp_buf *b)
 		resp_buf_append(b, " ~", 2);
 		resp_buf_append(b, u->patterns[i], strlen(u->patterns[i]));
 	}
-	resp_buf_append(b, " resetchannels", 14);
+	resp_buf_append(b, " ", 1);
+	describe_channels(u, b, true);
 	if (u->rules) {
 		resp_buf_append(b, " ", 1);
 		resp_buf_append(b, u->rules, strlen(u->rules));
@@ -654,8 +735,11 @@ brk_acl_getuser_reply(struct resp_writer *w, const struct brk_user *u)
 	resp_add_bulk_cstr(w, "keys");
 	resp_add_bulk(w, keys.oom ? "" : keys.data, keys.oom ? 0 : keys.len);
 	resp_buf_finish(&keys);
+	resp_buf_init(&keys);
+	describe_channels(u, &keys, false);
 	resp_add_bulk_cstr(w, "channels");
-	resp_add_bulk_cstr(w, ""); /* no Pub/Sub: every user has resetchannels */
+	resp_add_bulk(w, keys.oom ? "" : keys.data, keys.oom ? 0 : keys.len);
+	resp_buf_finish(&keys);
 	resp_add_bulk_cstr(w, "selectors");
 	resp_add_array(w, 0);
 }

@@ -28,6 +28,7 @@ static const char *const reasons[] = {
 	[BRK_ACLLOG_AUTH] = "auth",
 	[BRK_ACLLOG_COMMAND] = "command",
 	[BRK_ACLLOG_KEY] = "key",
+	[BRK_ACLLOG_CHANNEL] = "channel",
 };
 
 static const char *const contexts[] = {

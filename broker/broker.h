@@ -62,6 +62,9 @@ struct brk_config {
 	long long obuf_hard; /* client-output-buffer-limit normal: hard bytes */
 	long long obuf_soft;
 	long long obuf_soft_secs;
+	long long obuf_pubsub_hard; /* client-output-buffer-limit pubsub: subscribers */
+	long long obuf_pubsub_soft;
+	long long obuf_pubsub_soft_secs;
 	long long query_buf_limit;   /* client-query-buffer-limit */
 	long long proto_max_bulk_len;
 	long long proto_max_multibulk_len;
@@ -141,6 +144,8 @@ struct brk_server;
 struct brk_conn;
 struct brk_cmd;
 struct brk_user;
+struct brk_pubsub;
+struct brk_psub;
 
 /* A copied request, for clients that block. */
 struct brk_argv {
@@ -245,6 +250,7 @@ struct brk_conn {
 	int nmarks;
 	uint64_t write_gen; /* the commit generation of its last write */
 	uint64_t wait_gen;  /* WAITAOF: this turn's replies wait for it to be durable */
+	struct brk_psub *psub; /* pubsub.c: its subscriptions; NULL: none ever */
 };
 
 struct brk_cmdstat {
@@ -270,7 +276,7 @@ struct brk_stats {
 	uint64_t map_grows;
 	uint64_t meta_flush_waits; /* flush-wait-us ran out before a commit came */
 	uint64_t gc_rows;
-	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key;
+	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key, acl_denied_channel;
 };
 
 /* The latency monitor's events (LATENCY LATEST): commands as Redis splits
@@ -359,6 +365,7 @@ struct brk_server {
 	bool fs_full;                /* disk_full because the file system is full */
 	uint64_t reserve_retry_ms;   /* when map_headroom() last asked for disk space */
 	struct brk_conn *monitors;   /* MONITOR clients (monitor.c) */
+	struct brk_pubsub *pubsub;   /* pubsub.c: channels and their subscribers; owned */
 	/* SLOWLOG (slowlog.c), newest first */
 	struct brk_slowentry *slowlog_newest, *slowlog_oldest;
 	uint64_t slowlog_len, slowlog_next_id;
@@ -416,6 +423,12 @@ enum {
 	BRK_CMD_NOQUEUE = 1 << 13, /* inside MULTI runs at once instead of being queued */
 	BRK_CMD_EXEC = 1 << 14,    /* runs the queued commands: SLOWLOG logs those instead,
 				    * its reply holds theirs, a refusal ends the transaction */
+	BRK_CMD_PUBSUB = 1 << 15,  /* Pub/Sub (COMMAND INFO's "pubsub") */
+	BRK_CMD_SUBCTX = 1 << 16,  /* allowed to a RESP2 client while subscribed */
+	/* which arguments name channels, for ACL's & rules */
+	BRK_CMD_CHAN_FIRST = 1 << 17,   /* argv[1] */
+	BRK_CMD_CHAN_ALL = 1 << 18,     /* argv[1..] */
+	BRK_CMD_CHAN_PATTERN = 1 << 19, /* they are patterns (PSUBSCRIBE) */
 };
 #define BRK_MAX_PERMS 128 /* ACL permission slots: commands and subcommands */
 
@@ -523,6 +536,9 @@ BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DE
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
 BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
 BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(latency);
+BRK_DECL(subscribe); BRK_DECL(unsubscribe); BRK_DECL(psubscribe); BRK_DECL(punsubscribe);
+BRK_DECL(ssubscribe); BRK_DECL(sunsubscribe); BRK_DECL(publish); BRK_DECL(spublish);
+BRK_DECL(pubsub);
 #undef BRK_DECL
 
 /* ------------------------------------------------------------------------
@@ -551,7 +567,7 @@ void brk_slowlog_push(struct brk_server *srv, struct brk_conn *c, const struct b
 	const struct resp_arg *argv, uint64_t duration_us);
 void brk_slowlog_reset(struct brk_server *srv);
 /* ACL LOG: why the rules refused something, and where. */
-enum { BRK_ACLLOG_AUTH, BRK_ACLLOG_COMMAND, BRK_ACLLOG_KEY };
+enum { BRK_ACLLOG_AUTH, BRK_ACLLOG_COMMAND, BRK_ACLLOG_KEY, BRK_ACLLOG_CHANNEL };
 enum { BRK_ACLLOG_CTX_TOPLEVEL, BRK_ACLLOG_CTX_MULTI };
 /* Logs a refusal caused by c: object is the command's full name, the key,
  * or for a failed login the command as typed (AUTH, HELLO); user the user's
@@ -594,6 +610,23 @@ void brk_monitor_feed(struct brk_conn *c, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);
 /* Takes c off the monitors (RESET, closing). */
 void brk_monitor_remove(struct brk_conn *c);
+
+/* pubsub.c: channels, patterns, shard channels */
+/* Channels, patterns and shard channels c is subscribed to, in all. */
+int brk_pubsub_subscriptions(const struct brk_conn *c);
+void brk_pubsub_counts(const struct brk_conn *c, int *channels, int *patterns, int *shard);
+/* INFO: channels, patterns and shard channels with subscribers. */
+void brk_pubsub_stats(struct brk_server *srv, uint64_t *channels, uint64_t *patterns,
+	uint64_t *shard);
+/* Unsubscribes c from everything (RESET, closing). */
+void brk_pubsub_leave_all(struct brk_conn *c);
+void brk_pubsub_finish(struct brk_server *srv);
+/* The argv index of the first channel of a request u may not use, or -1. */
+int brk_pubsub_denied_channel(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
+	const struct resp_arg *argv);
+/* After an ACL change: closes subscribers whose user may no longer use a
+ * channel or pattern they are subscribed to. */
+void brk_pubsub_acl_changed(struct brk_server *srv);
 /* Counts a write command of c into the batch, whose generation c's next
  * WAITAOF waits for. */
 void brk_batch_wrote(struct brk_server *srv, struct brk_conn *c);
@@ -676,6 +709,8 @@ void brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool 
 void brk_conn_mark_held(struct brk_conn *c);
 /* Sends the first upto bytes of c->out to the socket (they are durable). */
 void brk_conn_flush(struct brk_conn *c, size_t upto);
+/* The hard output limit of c's class (pubsub when subscribed), 0: none. */
+size_t brk_conn_obuf_hard(const struct brk_conn *c);
 /* Formats a CLIENT LIST line for c into b. */
 void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
 /* Client names and CLIENT SETINFO values: printable ASCII without spaces,
@@ -697,6 +732,10 @@ bool brk_acl_nopass_default(struct brk_server *srv);
 bool brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);
 bool brk_acl_key_allowed(const struct brk_user *u, const void *key, size_t len);
+/* Whether u may use channel name; pattern: name is a PSUBSCRIBE pattern,
+ * allowed only when it is one of u's own patterns (or u has all). */
+bool brk_acl_channel_allowed(const struct brk_user *u, const void *name, size_t len,
+	bool pattern);
 /* The argv index of the first key of a request u may not touch, or -1. */
 int brk_acl_denied_key(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);

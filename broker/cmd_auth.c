@@ -137,7 +137,7 @@ dryrun(struct brk_ctx *x)
 	const struct resp_arg *name = &x->argv[2], *argv = x->argv + 3;
 	const struct brk_user *u = brk_acl_find(x->srv, name->p, name->len);
 	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
-	int argc = x->argc - 3, arity, key;
+	int argc = x->argc - 3, arity, key, chan = -1;
 	struct resp_buf b;
 	char full[80];
 
@@ -170,7 +170,7 @@ dryrun(struct brk_ctx *x)
 		return;
 	}
 	key = brk_acl_cmd_allowed(u, cmd, argc, argv) ? brk_acl_denied_key(u, cmd, argc, argv) : -2;
-	if (key == -1) {
+	if (key == -1 && (chan = brk_pubsub_denied_channel(u, cmd, argc, argv)) < 0) {
 		resp_add_simple(x->w, "OK");
 		return;
 	}
@@ -179,6 +179,9 @@ dryrun(struct brk_ctx *x)
 	if (key == -2) {
 		resp_buf_printf(&b, "User %s has no permissions to run the '%s' command",
 			brk_user_name(u), full);
+	} else if (key == -1) {
+		resp_buf_printf(&b, "User %s has no permissions to access the '%.*s' channel",
+			brk_user_name(u), (int)argv[chan].len, argv[chan].p);
 	} else {
 		resp_buf_printf(&b, "No permissions to access the '%.*s' key", (int)argv[key].len,
 			argv[key].p);

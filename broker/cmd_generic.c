@@ -25,7 +25,12 @@ brk_cmd_ping(struct brk_ctx *x)
 		resp_add_error(x->w, "ERR wrong number of arguments for 'ping' command");
 		return 0;
 	}
-	if (x->argc == 2) {
+	if (x->c->resp == 2 && brk_pubsub_subscriptions(x->c) > 0) {
+		/* in a RESP2 subscribed context a reply looks like a message */
+		resp_add_array(x->w, 2);
+		resp_add_bulk_cstr(x->w, "pong");
+		resp_add_bulk(x->w, x->argc == 2 ? x->argv[1].p : "", x->argc == 2 ? x->argv[1].len : 0);
+	} else if (x->argc == 2) {
 		resp_add_bulk(x->w, x->argv[1].p, x->argv[1].len);
 	} else {
 		resp_add_simple(x->w, "PONG");
@@ -124,6 +129,7 @@ brk_cmd_reset(struct brk_ctx *x)
 
 	brk_multi_reset(c);
 	brk_monitor_remove(c);
+	brk_pubsub_leave_all(c);
 	c->user = brk_acl_nopass_default(x->srv) ? brk_acl_find(x->srv, "default", 7) : NULL;
 	c->db = 0;
 	c->resp = 2;

@@ -216,6 +216,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");
+		uint64_t nch, npat, nshard;
 		resp_buf_printf(b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n",
 			(unsigned long long)s->total_connections, (unsigned long long)s->total_commands);
 		resp_buf_printf(b, "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n",
@@ -229,9 +230,13 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)s->expired_obuf);
 		resp_buf_printf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
 		resp_buf_printf(b, "acl_access_denied_auth:%llu\r\nacl_access_denied_cmd:%llu\r\n"
-			   "acl_access_denied_key:%llu\r\n",
+			   "acl_access_denied_key:%llu\r\nacl_access_denied_channel:%llu\r\n",
 			(unsigned long long)s->acl_denied_auth, (unsigned long long)s->acl_denied_cmd,
-			(unsigned long long)s->acl_denied_key);
+			(unsigned long long)s->acl_denied_key, (unsigned long long)s->acl_denied_channel);
+		brk_pubsub_stats(srv, &nch, &npat, &nshard);
+		resp_buf_printf(b, "pubsub_channels:%llu\r\npubsub_patterns:%llu\r\n"
+			   "pubsubshard_channels:%llu\r\n",
+			(unsigned long long)nch, (unsigned long long)npat, (unsigned long long)nshard);
 	}
 	if (secs & SEC_REPLICATION) {
 		SECTION("Replication");
@@ -696,6 +701,7 @@ client_kill(struct brk_ctx *x)
 	const struct resp_arg *id = NULL, *addr = NULL, *laddr = NULL;
 	const struct brk_user *user = NULL;
 	bool skipme = true, by_user = false, none = false;
+	int type = -1; /* TYPE: 0 normal, 1 pubsub (a client subscribed to something) */
 	long long killed = 0, idv = 0, maxage = 0;
 	uint64_t now = brk_now_ms();
 
@@ -743,9 +749,11 @@ client_kill(struct brk_ctx *x)
 		} else if (brk_arg_eq(&x->argv[i], "TYPE")) {
 			const struct resp_arg *t = &x->argv[i + 1];
 			if (brk_arg_eq(t, "master") || brk_arg_eq(t, "slave") ||
-				brk_arg_eq(t, "replica") || brk_arg_eq(t, "pubsub")) {
-				none = true; /* echd has only normal clients */
-			} else if (!brk_arg_eq(t, "normal")) {
+				brk_arg_eq(t, "replica")) {
+				none = true; /* echd has no replication clients */
+			} else if (brk_arg_eq(t, "normal") || brk_arg_eq(t, "pubsub")) {
+				type = brk_arg_eq(t, "pubsub");
+			} else {
 				resp_add_errorf(x->w, "ERR Unknown client type '%.*s'", (int)t->len, t->p);
 				return 0;
 			}
@@ -771,6 +779,9 @@ client_kill(struct brk_ctx *x)
 			continue;
 		}
 		if (by_user && c->user != user) {
+			continue;
+		}
+		if (type >= 0 && (brk_pubsub_subscriptions(c) > 0) != (type == 1)) {
 			continue;
 		}
 		/* MAXAGE n: connections at least n seconds old */
@@ -877,7 +888,9 @@ brk_cmd_client(struct brk_ctx *x)
 					(int)x->argv[3].len, x->argv[3].p);
 				return 0;
 			}
-			want = brk_arg_eq(&x->argv[3], "normal") ? 0 : -1;
+			want = brk_arg_eq(&x->argv[3], "normal")   ? 0
+			       : brk_arg_eq(&x->argv[3], "pubsub") ? 1
+								   : -1;
 			i = 4;
 		} else if (x->argc >= 4 && brk_arg_eq(&x->argv[2], "ID")) {
 			i = 3;
@@ -907,14 +920,17 @@ brk_cmd_client(struct brk_ctx *x)
 				}
 			}
 		}
-		if (i != 3 && want == 0) {
+		if (i != 3 && want >= 0) {
 			/* oldest first, as Redis lists them; the list is newest first */
 			struct brk_conn *o = x->srv->conns;
 			while (o != NULL && o->next != NULL) {
 				o = o->next;
 			}
 			for (; o != NULL; o = o->prev) {
-				brk_conn_describe(o, &b);
+				/* TYPE normal or pubsub: a subscribed client is pubsub */
+				if (i == 2 || (brk_pubsub_subscriptions(o) > 0) == (want == 1)) {
+					brk_conn_describe(o, &b);
+				}
 			}
 		}
 		if (b.oom) {
@@ -1002,7 +1018,7 @@ reply_info_entry(struct resp_writer *w, const struct brk_cmd *cmd, const struct 
 		const char *name;
 	} flagnames[] = {
 		{BRK_CMD_WRITE, "write"}, {BRK_CMD_READONLY, "readonly"},
-		{BRK_CMD_DENYOOM, "denyoom"}, {BRK_CMD_ADMIN, "admin"},
+		{BRK_CMD_DENYOOM, "denyoom"}, {BRK_CMD_ADMIN, "admin"}, {BRK_CMD_PUBSUB, "pubsub"},
 		{BRK_CMD_NOSCRIPT, "noscript"}, {BRK_CMD_BLOCKING, "blocking"},
 		{BRK_CMD_LOADING, "loading"}, {BRK_CMD_STALE, "stale"}, {BRK_CMD_FAST, "fast"},
 		{BRK_CMD_NOAUTH, "no_auth"}, {BRK_CMD_NOMULTI, "no_multi"},

@@ -27,6 +27,11 @@
 #define NA BRK_CMD_NOAUTH
 #define NQ BRK_CMD_NOQUEUE
 #define EX BRK_CMD_EXEC
+#define PS BRK_CMD_PUBSUB
+#define SC BRK_CMD_SUBCTX
+#define CH BRK_CMD_CHAN_ALL
+#define CH1 BRK_CMD_CHAN_FIRST
+#define CHP (BRK_CMD_CHAN_ALL | BRK_CMD_CHAN_PATTERN)
 
 #define SUBS(t) .subs = (t), .nsubs = sizeof(t) / sizeof((t)[0])
 #define KEY2 {2, 2, 1} /* a subcommand's key: the argument after its name */
@@ -162,13 +167,17 @@ static const struct brk_subcmd object_subs[] = {
 static const struct brk_subcmd memory_subs[] = {
 	{"usage", -3, 0, KEY2}, {"help", 2},
 };
+static const struct brk_subcmd pubsub_subs[] = {
+	{"channels", -2}, {"numpat", 2}, {"numsub", -2}, {"shardchannels", -2},
+	{"shardnumsub", -2}, {"help", 2},
+};
 static const struct brk_subcmd command_subs[] = {
 	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"getkeys", -4}, {"help", 2},
 };
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
-	{"ping", brk_cmd_ping, -1, NS | F | S, {0, 0, 0}, "@fast @connection", "connection", "1.0.0",
+	{"ping", brk_cmd_ping, -1, NS | F | S | SC, {0, 0, 0}, "@fast @connection", "connection", "1.0.0",
 		"Returns the server's liveliness response.", "O(1)",
 		.syntax = "[message]"},
 	{"echo", brk_cmd_echo, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
@@ -177,9 +186,9 @@ static const struct brk_cmd cmds[] = {
 	{"hello", brk_cmd_hello, -1, NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
 		"connection", "6.0.0", "Handshakes with the server.", "O(1)",
 		.syntax = "[protover [AUTH username password] [SETNAME clientname]]", .redact = redact_hello},
-	{"quit", brk_cmd_quit, -1, NS | F | L | S | NC | NA | NQ, {0, 0, 0}, "@fast @connection",
+	{"quit", brk_cmd_quit, -1, NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0}, "@fast @connection",
 		"connection", "1.0.0", "Closes the connection.", "O(1)"},
-	{"reset", brk_cmd_reset, 1, NS | F | L | S | NC | NA | NQ, {0, 0, 0}, "@fast @connection",
+	{"reset", brk_cmd_reset, 1, NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0}, "@fast @connection",
 		"connection", "6.2.0", "Resets the connection.", "O(1)"},
 	{"select", brk_cmd_select, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
 		"1.0.0", "Changes the selected database.", "O(1)",
@@ -328,6 +337,46 @@ static const struct brk_cmd cmds[] = {
 		"7.2.0", "Blocks until all of the preceding write commands sent by the connection are "
 			 "on disk. In echd they always are by the time this replies.", "O(1)",
 		.syntax = "numlocal numreplicas timeout"},
+	/* Pub/Sub (pubsub.c): not stored; shard channels are not keys to ACL */
+	{"subscribe", brk_cmd_subscribe, -2, NS | PS | NC | L | S | SC | CH, {0, 0, 0},
+		"@pubsub @slow", "pubsub", "2.0.0", "Listens for messages published to channels.",
+		"O(N) where N is the number of channels to subscribe to.",
+		.syntax = "channel [channel ...]"},
+	{"unsubscribe", brk_cmd_unsubscribe, -1, NS | PS | NC | L | S | SC, {0, 0, 0},
+		"@pubsub @slow", "pubsub", "2.0.0", "Stops listening to messages posted to channels.",
+		"O(N) where N is the number of channels to unsubscribe.",
+		.syntax = "[channel [channel ...]]"},
+	{"psubscribe", brk_cmd_psubscribe, -2, NS | PS | NC | L | S | SC | CHP, {0, 0, 0},
+		"@pubsub @slow", "pubsub", "2.0.0",
+		"Listens for messages published to channels that match one or more patterns.",
+		"O(N) where N is the number of patterns to subscribe to.",
+		.syntax = "pattern [pattern ...]"},
+	{"punsubscribe", brk_cmd_punsubscribe, -1, NS | PS | NC | L | S | SC, {0, 0, 0},
+		"@pubsub @slow", "pubsub", "2.0.0",
+		"Stops listening to messages published to channels that match one or more "
+		"patterns.", "O(N) where N is the number of patterns to unsubscribe.",
+		.syntax = "[pattern [pattern ...]]"},
+	{"ssubscribe", brk_cmd_ssubscribe, -2, NS | PS | NC | L | S | SC | CH, {0, 0, 0},
+		"@pubsub @slow", "pubsub", "7.0.0",
+		"Listens for messages published to shard channels.",
+		"O(N) where N is the number of shard channels to subscribe to.",
+		.syntax = "shardchannel [shardchannel ...]"},
+	{"sunsubscribe", brk_cmd_sunsubscribe, -1, NS | PS | NC | L | S | SC, {0, 0, 0},
+		"@pubsub @slow", "pubsub", "7.0.0",
+		"Stops listening to messages posted to shard channels.",
+		"O(N) where N is the number of shard channels to unsubscribe.",
+		.syntax = "[shardchannel [shardchannel ...]]"},
+	{"publish", brk_cmd_publish, 3, NS | PS | L | S | F | CH1, {0, 0, 0}, "@pubsub @fast",
+		"pubsub", "2.0.0", "Posts a message to a channel.",
+		"O(N+M) where N is the number of clients subscribed to the receiving channel and M "
+		"is the total number of subscribed patterns (by any client).",
+		.syntax = "channel message"},
+	{"spublish", brk_cmd_spublish, 3, NS | PS | L | S | F | CH1, {0, 0, 0}, "@pubsub @fast",
+		"pubsub", "7.0.0", "Post a message to a shard channel",
+		"O(N) where N is the number of clients subscribed to the receiving shard channel.",
+		.syntax = "shardchannel message"},
+	{"pubsub", brk_cmd_pubsub, -2, NS, {0, 0, 0}, "@slow", "pubsub", "2.8.0",
+		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
 	{"xadd", brk_cmd_xadd, -5, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
 		.syntax = "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "

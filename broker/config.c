@@ -67,9 +67,12 @@ static const struct opt opts[] = {
 		"TCP keepalive seconds; 0 = off"},
 	/* Redis' default, normal 0 0 0, lets one client that never reads grow
 	 * the server without bound; a broker's readers fetch in batches, so a
-	 * bound as generous as Redis' replica class costs them nothing. */
-	{"client-output-buffer-limit", OPT_SPECIAL, true, "normal 256mb 64mb 60", 0, 0, 0, NULL,
-		"normal <hard> <soft> <soft-seconds>: pending reply bytes before a client is closed"},
+	 * bound as generous as Redis' replica class costs them nothing. The
+	 * pubsub class is Redis' own. */
+	{"client-output-buffer-limit", OPT_SPECIAL, true, "normal 256mb 64mb 60 pubsub 32mb 8mb 60",
+		0, 0, 0, NULL,
+		"<class> <hard> <soft> <soft-seconds>: pending reply bytes before a client of class "
+		"normal or pubsub (subscribed to a channel) is closed"},
 	{"client-query-buffer-limit", OPT_MEM, true, "1gb", OFF(query_buf_limit), 1024 * 1024,
 		LLMAX, NULL, "unparsed input a client may send"},
 	{"proto-max-bulk-len", OPT_MEM, true, "512mb", OFF(proto_max_bulk_len), 1024 * 1024,
@@ -244,9 +247,9 @@ apply_bind(struct brk_config *cfg, int argc, char **argv, char *err, size_t errl
 static int
 apply_obuf(struct brk_config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
-	/* Classes come in fours: <class> <hard> <soft> <seconds>. Only the
-	 * normal class applies to echd; replica and pubsub are accepted. The
-	 * errors are Redis' words. */
+	/* Classes come in fours: <class> <hard> <soft> <seconds>. The normal
+	 * and pubsub classes apply to echd; replica is accepted. The errors
+	 * are Redis' words. */
 	if (argc % 4 != 0 || argc == 0) {
 		snprintf(err, errlen, "Wrong number of arguments in buffer limit configuration.");
 		return -1;
@@ -269,6 +272,10 @@ apply_obuf(struct brk_config *cfg, int argc, char **argv, char *err, size_t errl
 			cfg->obuf_hard = hard;
 			cfg->obuf_soft = soft;
 			cfg->obuf_soft_secs = secs;
+		} else if (strcasecmp(argv[i], "pubsub") == 0) {
+			cfg->obuf_pubsub_hard = hard;
+			cfg->obuf_pubsub_soft = soft;
+			cfg->obuf_pubsub_soft_secs = secs;
 		}
 	}
 	return 0;
@@ -697,8 +704,9 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 	} else {
 		/* Redis 7 still names the replica class "slave" here */
 		snprintf(buf, len, "normal %lld %lld %lld slave 268435456 67108864 60 pubsub "
-				   "33554432 8388608 60",
-			cfg->obuf_hard, cfg->obuf_soft, cfg->obuf_soft_secs);
+				   "%lld %lld %lld",
+			cfg->obuf_hard, cfg->obuf_soft, cfg->obuf_soft_secs, cfg->obuf_pubsub_hard,
+			cfg->obuf_pubsub_soft, cfg->obuf_pubsub_soft_secs);
 	}
 }
 

@@ -188,6 +188,7 @@ brk_conn_destroy(struct brk_conn *c)
 	brk_unblock(c);
 	brk_multi_reset(c);
 	brk_monitor_remove(c);
+	brk_pubsub_leave_all(c);
 	if (c->flags & BRK_CONN_PENDING) {
 		unlink_from(&srv->pending, c, offsetof(struct brk_conn, pending_next));
 	}
@@ -272,23 +273,38 @@ brk_conn_mark_pending(struct brk_conn *c)
  * Output
  * ---------------------------------------------------------------------- */
 
+size_t
+brk_conn_obuf_hard(const struct brk_conn *c)
+{
+	const struct brk_config *cfg = &c->srv->cfg;
+	long long hard = brk_pubsub_subscriptions(c) > 0 ? cfg->obuf_pubsub_hard : cfg->obuf_hard;
+
+	return hard > 0 ? (size_t)hard : 0;
+}
+
+/* client-output-buffer-limit of c's class: a client subscribed to a channel
+ * is a pubsub client, as in Redis. */
 static void
 check_output_limits(struct brk_conn *c, size_t pending)
 {
 	const struct brk_config *cfg = &c->srv->cfg;
+	bool sub = brk_pubsub_subscriptions(c) > 0;
+	long long soft = sub ? cfg->obuf_pubsub_soft : cfg->obuf_soft;
+	long long secs = sub ? cfg->obuf_pubsub_soft_secs : cfg->obuf_soft_secs;
+	size_t hard = brk_conn_obuf_hard(c);
 	uint64_t now;
 
 	if (c->flags & BRK_CONN_CLOSING) {
 		return; /* already on its way out: count and log it once */
 	}
-	if (cfg->obuf_hard > 0 && pending > (size_t)cfg->obuf_hard) {
+	if (hard > 0 && pending > hard) {
 		goto close;
 	}
-	if (cfg->obuf_soft > 0 && pending > (size_t)cfg->obuf_soft) {
+	if (soft > 0 && pending > (size_t)soft) {
 		now = brk_now_ms();
 		if (c->obuf_soft_since == 0) {
 			c->obuf_soft_since = now;
-		} else if (now - c->obuf_soft_since >= (uint64_t)cfg->obuf_soft_secs * 1000) {
+		} else if (now - c->obuf_soft_since >= (uint64_t)secs * 1000) {
 			goto close;
 		}
 		return;
@@ -318,8 +334,8 @@ reply_over_limit(struct brk_conn *c, size_t mark)
 	}
 	echd_log(ECHD_LOG_WARNING,
 		"client id=%llu addr=%s closed for overcoming of output buffer limits "
-		"(over %lld bytes while building a reply)",
-		(unsigned long long)c->id, c->addr, c->srv->cfg.obuf_hard);
+		"(over %zu bytes while building a reply)",
+		(unsigned long long)c->id, c->addr, brk_conn_obuf_hard(c));
 	c->srv->stats.expired_obuf++;
 	brk_conn_close_asap(c);
 }
@@ -898,6 +914,17 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
+	if (c->user != NULL && (denied = brk_pubsub_denied_channel(c->user, cmd, argc, argv)) >= 0) {
+		const char *uname = brk_user_name(c->user);
+		resp_add_error(&c->w, "NOPERM No permissions to access a channel");
+		srv->stats.acl_denied_channel++;
+		brk_acllog_add(srv, c, BRK_ACLLOG_CHANNEL,
+			c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, argv[denied].p,
+			argv[denied].len, uname, strlen(uname));
+		stat->rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
 	if (!brk_subcommand_ok(&x, cmd)) {
 		/* an unknown subcommand or its arity: refused before it runs */
 		stat->rejected++;
@@ -907,6 +934,15 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	if ((c->flags & BRK_CONN_MONITOR) && (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY))) {
 		/* a monitor is a replica to Redis */
 		resp_add_error(&c->w, "ERR Replica can't interact with the keyspace");
+		stat->rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (c->resp == 2 && !(cmd->flags & BRK_CMD_SUBCTX) && brk_pubsub_subscriptions(c) > 0) {
+		resp_add_errorf(&c->w,
+			"ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+			"QUIT / RESET are allowed in this context",
+			c->last_cmd);
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
 		goto replied;
@@ -929,7 +965,7 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		goto replied;
 	}
 	srv->stats.total_commands++; /* counted once it runs, as Redis does */
-	c->out.limit = srv->cfg.obuf_hard > 0 ? (size_t)srv->cfg.obuf_hard : 0;
+	c->out.limit = brk_conn_obuf_hard(c);
 	t0 = brk_now_us();
 	srv->cmd_ms = brk_now_ms(); /* one time for the whole command, EXEC's included */
 	x.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
@@ -1046,18 +1082,25 @@ brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 {
 	uint64_t now = brk_now_ms();
 	size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+	int nsub, npsub, nssub;
 
+	brk_pubsub_counts(c, &nsub, &npsub, &nssub);
 	/* Names and lib-name/lib-ver are limited only by proto-max-bulk-len:
 	 * resp_buf_printf() formats a line of any length. */
 	resp_buf_printf(b,
-		"id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=%u sub=0 "
-		"psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
+		"id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=%u sub=%d "
+		"psub=%d ssub=%d multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
 		"rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 "
 		"resp=%d lib-name=%s lib-ver=%s\n",
 		(unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
 		(unsigned long long)((now - c->ctime_ms) / 1000),
 		(unsigned long long)((now - c->last_ms) / 1000),
-		c->flags & BRK_CONN_MONITOR ? "O" : c->blk ? "b" : c->multi ? "x" : "N", c->db, c->multi ? c->nqueue : -1,
+		c->flags & BRK_CONN_MONITOR ? "O"
+		: nsub + npsub + nssub > 0  ? "P"
+		: c->blk                    ? "b"
+		: c->multi                  ? "x"
+					    : "N",
+		c->db, nsub, npsub, nssub, c->multi ? c->nqueue : -1,
 		resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd) - resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd), c->out.len, obl,

@@ -2030,6 +2030,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_conn_flush(c, c->out.len);
 		brk_conn_destroy(c);
 	}
+	brk_pubsub_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);
 	if (srv->st != NULL) {

@@ -33,7 +33,7 @@ TIMEOUT = 90
 
 HIREDIS_TESTS = ("basics", "binary", "pipeline", "groups", "blocking", "async", "errors")
 IOREDIS_TESTS = ("connect", "streams", "groups", "blocking", "pipeline", "binary", "errors",
-                 "auth")
+                 "auth", "pubsub")
 NODE_REDIS_TESTS = ("handshake", "maps", "blocking", "pipeline")
 
 

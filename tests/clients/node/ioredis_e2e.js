@@ -265,6 +265,33 @@ const TESTS = {
       await admin.acl("DELUSER", "io-user");
     }
   },
+
+  // Pub/Sub: ioredis' subscriber mode, a pattern, and its 'message' events.
+  async pubsub() {
+    const sub = await ready(connect());
+    const pub = await ready(connect());
+    const got = [];
+    const both = new Promise((resolve) => {
+      const add = (m) => {
+        got.push(m);
+        if (got.length === 2) {
+          resolve();
+        }
+      };
+      sub.on("message", (ch, msg) => add(["message", ch, msg]));
+      sub.on("pmessage", (pat, ch, msg) => add(["pmessage", pat, ch, msg]));
+    });
+    assert.equal(await sub.subscribe("pubsub:news"), 1);
+    assert.equal(await sub.psubscribe("pubsub:*"), 2);
+    assert.equal(await pub.publish("pubsub:news", "hello"), 2);
+    await both;
+    assert.deepEqual(got.sort(), [["message", "pubsub:news", "hello"],
+      ["pmessage", "pubsub:*", "pubsub:news", "hello"]]);
+    assert.deepEqual(await pub.pubsub("NUMSUB", "pubsub:news"), ["pubsub:news", 1]);
+    await sub.unsubscribe("pubsub:news");
+    await sub.punsubscribe("pubsub:*");
+    assert.equal(await pub.publish("pubsub:news", "again"), 0);
+  },
 };
 
 run("ioredis-e2e", TESTS, async () => {
