@@ -270,11 +270,24 @@ brk_cmd_acl(struct brk_ctx *x)
 				return 0;
 			}
 			h = resp_add_deferred(x->w);
-			for (size_t i = 0; i < brk_cmd_count(); i++) {
-				if (brk_acl_in_category(brk_cmd_at(i)->acl, x->argv[2].p, x->argv[2].len)) {
-					resp_add_bulk_cstr(x->w, brk_cmd_at(i)->name);
-					n++;
+			/* by permission slot: a subcommand with categories of its
+			 * own (pubsub|numsub) is listed by its full name */
+			for (size_t i = 0; i < brk_perm_count(); i++) {
+				const struct brk_cmd *cmd;
+				const struct brk_subcmd *sc;
+				brk_perm_at(i, &cmd, &sc);
+				if (!brk_acl_in_category(sc ? sc->acl : cmd->acl, x->argv[2].p,
+					    x->argv[2].len)) {
+					continue;
 				}
+				if (sc != NULL) {
+					char full[80];
+					snprintf(full, sizeof(full), "%s|%s", cmd->name, sc->name);
+					resp_add_bulk_cstr(x->w, full);
+				} else {
+					resp_add_bulk_cstr(x->w, cmd->name);
+				}
+				n++;
 			}
 			resp_set_deferred_len(x->w, h, '*', n);
 		}

@@ -167,9 +167,11 @@ static const struct brk_subcmd object_subs[] = {
 static const struct brk_subcmd memory_subs[] = {
 	{"usage", -3, 0, KEY2}, {"help", 2},
 };
+/* @pubsub as in Redis, which the container (@slow) is not */
 static const struct brk_subcmd pubsub_subs[] = {
-	{"channels", -2}, {"numpat", 2}, {"numsub", -2}, {"shardchannels", -2},
-	{"shardnumsub", -2}, {"help", 2},
+	{"channels", -2, 0, .acl = "@pubsub @slow"}, {"numpat", 2, 0, .acl = "@pubsub @slow"},
+	{"numsub", -2, 0, .acl = "@pubsub @slow"}, {"shardchannels", -2, 0, .acl = "@pubsub @slow"},
+	{"shardnumsub", -2, 0, .acl = "@pubsub @slow"}, {"help", 2},
 };
 static const struct brk_subcmd command_subs[] = {
 	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"getkeys", -4}, {"help", 2},

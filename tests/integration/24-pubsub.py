@@ -293,6 +293,23 @@ def test_redis_py_and_cli(server):
         proc.wait()
 
 
+def test_acl_pubsub_category(server):
+    a = server.raw()
+    a.call("ACL", "SETUSER", "ps", "on", "nopass", "-@all", "+@pubsub", "allchannels")
+    u = server.raw()
+    u.call("AUTH", "ps", "x")
+    assert u.call("PUBLISH", "c", "x") == 0
+    assert u.call("PUBSUB", "NUMSUB", "c") == [b"c", 0]
+    assert u.call("PUBSUB", "CHANNELS") == []
+    # HELP is @slow only, as the container
+    assert u.err("PUBSUB", "HELP").startswith("NOPERM")
+    assert u.err("XLEN", "s").startswith("NOPERM")
+    cat = a.call("ACL", "CAT", "pubsub")
+    for name in (b"publish", b"subscribe", b"ssubscribe", b"pubsub|numsub"):
+        assert name in cat, (name, cat)
+    assert b"pubsub|help" not in cat and b"xlen" not in cat
+
+
 @echd_only("Redis 7.4's NOPERM and DRYRUN words; 7.0 says 'this user has no permissions "
            "to access one of the channels used as arguments'")
 def test_acl_channels(server):
