@@ -832,6 +832,18 @@ note_batch_reply(struct brk_conn *c, size_t mark)
 	c->nranges++;
 }
 
+/* After an ACL refusal of c's request: ACL LOG's entry for what was refused
+ * (object), and a refused command in MULTI aborts its EXEC. */
+static void
+acl_refused(struct brk_conn *c, int reason, const void *object, size_t olen)
+{
+	const char *uname = brk_user_name(c->user);
+
+	brk_acllog_add(c->srv, c, reason, c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL,
+		object, olen, uname, strlen(uname));
+	c->multi_dirty |= c->multi;
+}
+
 void
 brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block)
 {
@@ -896,33 +908,22 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
 			uname, c->last_cmd);
 		srv->stats.acl_denied_cmd++;
-		brk_acllog_add(srv, c, BRK_ACLLOG_COMMAND,
-			c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, c->last_cmd,
-			strlen(c->last_cmd), uname, strlen(uname));
+		acl_refused(c, BRK_ACLLOG_COMMAND, c->last_cmd, strlen(c->last_cmd));
 		stat->rejected++;
-		c->multi_dirty |= c->multi;
 		goto replied;
 	}
 	if (c->user != NULL && (denied = brk_acl_denied_key(c->user, cmd, argc, argv)) >= 0) {
-		const char *uname = brk_user_name(c->user);
 		resp_add_error(&c->w, "NOPERM No permissions to access a key");
 		srv->stats.acl_denied_key++;
-		brk_acllog_add(srv, c, BRK_ACLLOG_KEY,
-			c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, argv[denied].p,
-			argv[denied].len, uname, strlen(uname));
+		acl_refused(c, BRK_ACLLOG_KEY, argv[denied].p, argv[denied].len);
 		stat->rejected++;
-		c->multi_dirty |= c->multi;
 		goto replied;
 	}
 	if (c->user != NULL && (denied = brk_pubsub_denied_channel(c->user, cmd, argc, argv)) >= 0) {
-		const char *uname = brk_user_name(c->user);
 		resp_add_error(&c->w, "NOPERM No permissions to access a channel");
 		srv->stats.acl_denied_channel++;
-		brk_acllog_add(srv, c, BRK_ACLLOG_CHANNEL,
-			c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL, argv[denied].p,
-			argv[denied].len, uname, strlen(uname));
+		acl_refused(c, BRK_ACLLOG_CHANNEL, argv[denied].p, argv[denied].len);
 		stat->rejected++;
-		c->multi_dirty |= c->multi;
 		goto replied;
 	}
 	if (!brk_subcommand_ok(&x, cmd)) {
