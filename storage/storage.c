@@ -8,6 +8,8 @@
 #include "storage_impl.h"
 
 #define DEFAULT_BACKEND "lmdb"
+/* storage_cursor.seen before the cursor's first seek. */
+#define CURSOR_UNSET UINT64_MAX
 
 /* NULL-terminated; backend_names[] mirrors it (storage_backends() returns
  * it, and a static initializer cannot read ops->name from another file). */
@@ -72,13 +74,47 @@ int
 storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	struct storage_txn **out)
 {
-	return st->ops->txn_begin(st, parent, flags, out);
+	struct storage_txn *t;
+	int rc;
+
+	rc = st->ops->txn_begin(st, parent, flags, &t);
+	if (rc != 0) {
+		return rc;
+	}
+	t->parent = parent;
+	memset(t->writes, 0, sizeof(t->writes));
+	*out = t;
+	return 0;
 }
 
 int
 storage_txn_commit(struct storage_txn *t)
 {
-	return t->st->ops->txn_commit(t);
+	struct storage_txn *parent = t->parent;
+	uint64_t writes[STORAGE_T__COUNT];
+	int rc;
+
+	memcpy(writes, t->writes, sizeof(writes)); /* t is freed by the commit */
+	rc = t->st->ops->txn_commit(t);
+	if (rc == 0 && parent != NULL) {
+		/* The child's rows are the parent's now: its cursors on those
+		 * tables must seek again, as after a write of their own. */
+		for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+			parent->writes[tb] += writes[tb];
+		}
+	}
+	return rc;
+}
+
+uint64_t
+storage_txn_writes(const struct storage_txn *t)
+{
+	uint64_t n = 0;
+
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		n += t->writes[tb];
+	}
+	return n;
 }
 
 void
@@ -100,19 +136,52 @@ int
 storage_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 	const struct st_buf *v, unsigned flags)
 {
-	return t->st->ops->put(t, tb, k, v, flags);
+	int rc = t->st->ops->put(t, tb, k, v, flags);
+
+	if (rc == 0) {
+		t->writes[tb]++;
+	}
+	return rc;
 }
 
 int
 storage_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k)
 {
-	return t->st->ops->del(t, tb, k);
+	int rc = t->st->ops->del(t, tb, k);
+
+	if (rc == 0) {
+		t->writes[tb]++;
+	}
+	return rc;
+}
+
+/* The cursor-versus-write rule of storage.h, kept here so that every
+ * backend, and every caller, is held to it alike: a cursor whose table
+ * was written since its last seek may not move on. */
+static bool
+cursor_placed(const struct storage_cursor *c)
+{
+	if (c->seen == CURSOR_UNSET || c->seen == c->txn->writes[c->tb]) {
+		return true;
+	}
+	assert(!"cursor moved on after a write to its table: seek again first");
+	return false;
 }
 
 int
 storage_cursor_open(struct storage_txn *t, enum storage_table tb, struct storage_cursor **out)
 {
-	return t->st->ops->cursor_open(t, tb, out);
+	struct storage_cursor *c;
+	int rc;
+
+	rc = t->st->ops->cursor_open(t, tb, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	c->tb = tb;
+	c->seen = CURSOR_UNSET;
+	*out = c;
+	return 0;
 }
 
 void
@@ -127,6 +196,7 @@ int
 storage_cursor_seek(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
 	struct st_buf *val)
 {
+	c->seen = c->txn->writes[c->tb];
 	return c->txn->st->ops->cursor_seek(c, k, key, val);
 }
 
@@ -134,25 +204,44 @@ int
 storage_cursor_seek_last(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
 	struct st_buf *val)
 {
+	c->seen = c->txn->writes[c->tb];
 	return c->txn->st->ops->cursor_seek_last(c, k, key, val);
 }
 
 int
 storage_cursor_next(struct storage_cursor *c, struct st_buf *key, struct st_buf *val)
 {
+	if (!cursor_placed(c)) {
+		return ECHD_EINVAL;
+	}
+	c->seen = c->txn->writes[c->tb];
 	return c->txn->st->ops->cursor_next(c, key, val);
 }
 
 int
 storage_cursor_prev(struct storage_cursor *c, struct st_buf *key, struct st_buf *val)
 {
+	if (!cursor_placed(c)) {
+		return ECHD_EINVAL;
+	}
+	c->seen = c->txn->writes[c->tb];
 	return c->txn->st->ops->cursor_prev(c, key, val);
 }
 
 int
 storage_cursor_del(struct storage_cursor *c)
 {
-	return c->txn->st->ops->cursor_del(c);
+	int rc;
+
+	if (!cursor_placed(c)) {
+		return ECHD_EINVAL;
+	}
+	rc = c->txn->st->ops->cursor_del(c);
+	if (rc == 0) {
+		c->txn->writes[c->tb]++;
+		c->seen = c->txn->writes[c->tb]; /* its own delete keeps its place */
+	}
+	return rc;
 }
 
 int

@@ -12,6 +12,18 @@
  *    the parent as it was.
  *  - Values returned by get or by a cursor are borrowed: valid until the
  *    next write in that transaction or the transaction's end.
+ *  - Cursors and writes (the rule every backend keeps and every caller
+ *    relies on, nothing more): a write to a table in a transaction - a put,
+ *    a del, another cursor's cursor_del, or the commit of a child that
+ *    wrote it - takes the place of every cursor open on that table in that
+ *    transaction. Such a cursor must be re-positioned with seek() or
+ *    seek_last() before next(), prev() or cursor_del(); it then sees the
+ *    transaction's state at that seek, writes included. Moving it without
+ *    the seek is a programmer error (an assert; ECHD_EINVAL when asserts
+ *    are off), checked in storage.c for every backend. A cursor's own
+ *    cursor_del() keeps its place, and writes to other tables do not touch
+ *    it. So an engine need not keep cursors stable under its own writes (a
+ *    B-tree may split the node a cursor stands on; SQL re-runs a query).
  *  - storage_txn_commit() of a top-level transaction returns 0 only once
  *    the data is durable as the open options ask (see sync_mode).
  *  - storage_grow() must be called with no transaction open.
@@ -79,6 +91,10 @@ int storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned f
 	struct storage_txn **out);
 /* Commits and frees t (even on failure). Returns 0, ECHD_EMAPFULL, -EIO, -ENOSPC ... */
 int storage_txn_commit(struct storage_txn *t);
+/* Rows t has written so far (successful puts, dels and cursor_dels, those
+ * of its committed children included), counted by storage.c for every
+ * backend: 0 means committing t would change nothing. */
+uint64_t storage_txn_writes(const struct storage_txn *t);
 /* Aborts and frees t; NULL is a no-op. */
 void storage_txn_abort(struct storage_txn *t);
 
@@ -92,7 +108,11 @@ int storage_put(struct storage_txn *t, enum storage_table tb, const struct st_bu
 /* Returns 0 or ECHD_ENOTFOUND. */
 int storage_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k);
 
-/* Cursors are valid until closed or their transaction ends. */
+/* Cursors are valid until closed or their transaction ends; see Caveats for
+ * what a write to their table does to them. A new cursor stands nowhere:
+ * next() returns the first row, prev() the last. A seek or move that finds
+ * nothing leaves it past that end (a forward miss: next() finds nothing,
+ * prev() returns the last row; a backward miss the other way round). */
 int storage_cursor_open(struct storage_txn *t, enum storage_table tb,
 	struct storage_cursor **out);
 void storage_cursor_close(struct storage_cursor *c);

@@ -43,11 +43,19 @@ struct storage_ops {
 struct storage {
 	const struct storage_ops *ops;
 };
+/* The backend sets st and txn; storage.c keeps the rest, for every
+ * backend alike (so a backend need not count writes or police cursors). */
 struct storage_txn {
 	struct storage *st;
+	struct storage_txn *parent;          /* storage.c */
+	uint64_t writes[STORAGE_T__COUNT];   /* storage.c: rows written per table,
+					      * committed children included */
 };
 struct storage_cursor {
 	struct storage_txn *txn;
+	enum storage_table tb; /* storage.c */
+	uint64_t seen;         /* storage.c: txn->writes[tb] at the last move;
+				* CURSOR_UNSET before the first */
 };
 
 extern const struct storage_ops st_lmdb_ops;

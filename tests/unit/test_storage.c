@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -716,7 +717,8 @@ END_TEST
 START_TEST(test_cursor_sees_txn_writes)
 {
 	enum storage_table tb = (enum storage_table)_i;
-	struct storage_txn *t;
+	enum storage_table other = (enum storage_table)((_i + 1) % STORAGE_T__COUNT);
+	struct storage_txn *t, *child;
 	struct storage_cursor *c;
 	struct st_buf key, k;
 
@@ -725,16 +727,74 @@ START_TEST(test_cursor_sees_txn_writes)
 	OK(storage_cursor_open(t, tb, &c));
 	k = B("20");
 	CUR(storage_cursor_seek(c, &k, &key, NULL), "20");
-	/* A put after the cursor's row shows up on next(). */
+	/* A write to another table leaves the cursor's place alone. */
+	put_s(t, other, "x", "1");
+	CUR(storage_cursor_next(c, &key, NULL), "30");
+	/* After a put to its table, a seek sees the new row. */
 	put_s(t, tb, "25", "v25");
+	CUR(storage_cursor_seek(c, &k, &key, NULL), "20");
 	CUR(storage_cursor_next(c, &key, NULL), "25");
-	/* Deleting the cursor's row through storage_del: next() is its successor. */
+	/* Deleting the cursor's row through storage_del: a seek lands on its
+	 * successor. */
 	k = B("25");
 	OK(storage_del(t, tb, &k));
-	CUR(storage_cursor_next(c, &key, NULL), "30");
+	CUR(storage_cursor_seek(c, &k, &key, NULL), "30");
 	CUR(storage_cursor_prev(c, &key, NULL), "20");
+	/* A child's writes reach the parent's cursors at the child's commit. */
+	OK(storage_txn_begin(st, t, 0, &child));
+	put_s(child, tb, "15", "v15");
+	OK(storage_txn_commit(child));
+	k = B("10");
+	CUR(storage_cursor_seek(c, &k, &key, NULL), "10");
+	CUR(storage_cursor_next(c, &key, NULL), "15");
 	storage_cursor_close(c);
 	OK(storage_txn_commit(t));
+}
+END_TEST
+
+/* The rule of storage.h: a cursor whose table was written since its last
+ * seek may not move on. Kept in storage.c, so every backend refuses alike:
+ * an assert, or ECHD_EINVAL when built without asserts. */
+static void
+cursor_moved_after_write(int how)
+{
+	enum storage_table tb = STORAGE_T_ENTRIES;
+	struct storage_txn *t, *child;
+	struct storage_cursor *c, *c2;
+	struct st_buf key, k = B("20");
+
+	fill(tb, k3);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_cursor_open(t, tb, &c));
+	CUR(storage_cursor_seek(c, &k, &key, NULL), "20");
+	switch (how) {
+	case 0:
+		put_s(t, tb, "25", "v25");
+		break;
+	case 1:
+		OK(storage_del(t, tb, &k));
+		break;
+	case 2: /* another cursor's delete */
+		OK(storage_cursor_open(t, tb, &c2));
+		CUR(storage_cursor_seek(c2, NULL, &key, NULL), "10");
+		OK(storage_cursor_del(c2));
+		CUR(storage_cursor_next(c2, &key, NULL), "20"); /* its own keeps its place */
+		break;
+	default: /* a child's committed write */
+		OK(storage_txn_begin(st, t, 0, &child));
+		put_s(child, tb, "25", "v25");
+		OK(storage_txn_commit(child));
+		break;
+	}
+	FAILS(how % 2 ? storage_cursor_prev(c, &key, NULL) : storage_cursor_next(c, &key, NULL),
+		ECHD_EINVAL);
+	FAILS(storage_cursor_del(c), ECHD_EINVAL);
+	storage_txn_abort(t);
+}
+
+START_TEST(test_cursor_moved_after_write)
+{
+	cursor_moved_after_write(_i);
 }
 END_TEST
 
@@ -1617,6 +1677,16 @@ lmdb_suite(void)
 
 	TC("cursor_lifetime");
 	EACH_TABLE(test_cursor_sees_txn_writes);
+#ifdef NDEBUG
+	tcase_add_loop_test(tc, test_cursor_moved_after_write, 0, 4);
+#else
+	/* The assert kills the process: only where Check forks per test
+	 * (valgrind's setup runs CK_FORK=no). */
+	if (getenv("CK_FORK") == NULL || strcmp(getenv("CK_FORK"), "no") != 0) {
+		tcase_add_loop_test_raise_signal(tc, test_cursor_moved_after_write, SIGABRT, 0,
+			4);
+	}
+#endif
 	EACH_TABLE(test_cursor_closed_by_txn_end);
 
 	TC("nested");
