@@ -415,8 +415,7 @@ struct brk_ctx {
 	uint64_t dirty;          /* changes made (Redis' dirty counter) */
 	bool from_block;         /* re-run of a blocked command */
 	bool in_exec;            /* run by EXEC: blocking commands do not block */
-	bool modified;           /* wrote rows without counting as a change (e.g.
-				  * a consumer's seen-time): keep the writes */
+	uint64_t writes0;        /* storage_txn_writes(txn) as the handler began */
 	bool blocked;            /* the handler blocked the client */
 	bool may_write;          /* a write command: brk_lookup() drops expired keys */
 };
@@ -424,6 +423,11 @@ struct brk_ctx {
 /* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
  * written, undo its writes), or a negative storage error (nothing useful
  * written: the dispatcher replies with the error). */
+/* Whether x's handler wrote rows so far (its own and those of children
+ * it committed): the storage layer counts them, so a handler that changes
+ * something need not say so for its writes to be kept. */
+bool brk_cmd_wrote(const struct brk_ctx *x);
+
 #define BRK_UNDO 1
 typedef int (*brk_cmd_fn)(struct brk_ctx *x);
 

@@ -396,7 +396,6 @@ brk_cmd_xtrim(struct brk_ctx *x)
 	 * change all the same, to be saved and committed like any other. */
 	if (rc == 0 && (removed > 0 || m.nodes != nodes)) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
-		x->modified = true;
 	}
 	if (rc != 0) {
 		return rc;

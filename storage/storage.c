@@ -82,6 +82,10 @@ storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags
 		return rc;
 	}
 	t->parent = parent;
+	t->child = NULL;
+	if (parent != NULL) {
+		parent->child = t;
+	}
 	memset(t->writes, 0, sizeof(t->writes));
 	*out = t;
 	return 0;
@@ -94,7 +98,19 @@ storage_txn_commit(struct storage_txn *t)
 	uint64_t writes[STORAGE_T__COUNT];
 	int rc;
 
+	if (t->child != NULL) {
+		/* An open child commits first (LMDB's way), here so that its
+		 * writes are counted in t like any other child's. */
+		rc = storage_txn_commit(t->child);
+		if (rc != 0) {
+			storage_txn_abort(t);
+			return rc;
+		}
+	}
 	memcpy(writes, t->writes, sizeof(writes)); /* t is freed by the commit */
+	if (parent != NULL) {
+		parent->child = NULL;
+	}
 	rc = t->st->ops->txn_commit(t);
 	if (rc == 0 && parent != NULL) {
 		/* The child's rows are the parent's now: its cursors on those
@@ -120,9 +136,14 @@ storage_txn_writes(const struct storage_txn *t)
 void
 storage_txn_abort(struct storage_txn *t)
 {
-	if (t != NULL) {
-		t->st->ops->txn_abort(t);
+	if (t == NULL) {
+		return;
 	}
+	storage_txn_abort(t->child);
+	if (t->parent != NULL) {
+		t->parent->child = NULL;
+	}
+	t->st->ops->txn_abort(t);
 }
 
 int

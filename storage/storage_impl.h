@@ -47,7 +47,7 @@ struct storage {
  * backend alike (so a backend need not count writes or police cursors). */
 struct storage_txn {
 	struct storage *st;
-	struct storage_txn *parent;          /* storage.c */
+	struct storage_txn *parent, *child;  /* storage.c */
 	uint64_t writes[STORAGE_T__COUNT];   /* storage.c: rows written per table,
 					      * committed children included */
 };

@@ -988,6 +988,50 @@ START_TEST(test_nested_many)
 }
 END_TEST
 
+START_TEST(test_txn_writes)
+{
+	struct storage_txn *t, *c1, *c2;
+	struct storage_cursor *c;
+	struct st_buf key, k = B("a"), v = B("v"), empty = {"", 0};
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	U64_EQ(storage_txn_writes(t), 0);
+	put_s(t, STORAGE_T_KEYS, "a", "1");
+	put_s(t, STORAGE_T_KEYS, "a", "2"); /* a rewrite is a write too */
+	U64_EQ(storage_txn_writes(t), 2);
+	/* What fails writes nothing. */
+	FAILS(storage_put(t, STORAGE_T_KEYS, &empty, &v, 0), ECHD_EINVAL);
+	FAILS(storage_del(t, STORAGE_T_KEYS, &v), ECHD_ENOTFOUND);
+	U64_EQ(storage_txn_writes(t), 2);
+	/* A child's writes count in the parent once it commits, not before
+	 * and not when it aborts; a grandchild's through its parent. */
+	OK(storage_txn_begin(st, t, 0, &c1));
+	OK(storage_del(c1, STORAGE_T_KEYS, &k));
+	OK(storage_txn_begin(st, c1, 0, &c2));
+	put_s(c2, STORAGE_T_META, "m", "1");
+	OK(storage_txn_commit(c2));
+	U64_EQ(storage_txn_writes(c1), 2);
+	U64_EQ(storage_txn_writes(t), 2);
+	storage_txn_abort(c1);
+	U64_EQ(storage_txn_writes(t), 2);
+	OK(storage_txn_begin(st, t, 0, &c1));
+	OK(storage_cursor_open(c1, STORAGE_T_KEYS, &c));
+	CUR(storage_cursor_seek(c, NULL, &key, NULL), "a");
+	OK(storage_cursor_del(c));
+	OK(storage_txn_begin(st, c1, 0, &c2));
+	put_s(c2, STORAGE_T_META, "m", "1");
+	/* c2 left open: committing c1 commits it, and counts it. */
+	OK(storage_txn_commit(c1));
+	U64_EQ(storage_txn_writes(t), 4);
+	storage_txn_abort(t);
+	/* A read txn writes nothing. */
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	ck_assert_int_lt(storage_put(t, STORAGE_T_KEYS, &k, &v, 0), 0);
+	U64_EQ(storage_txn_writes(t), 0);
+	storage_txn_abort(t);
+}
+END_TEST
+
 START_TEST(test_isolation_snapshot)
 {
 	enum storage_table tb = (enum storage_table)_i;
@@ -1694,6 +1738,7 @@ lmdb_suite(void)
 	tcase_add_test(tc, test_nested_open_child_at_parent_end);
 	tcase_add_test(tc, test_nested_misuse);
 	tcase_add_test(tc, test_nested_many);
+	tcase_add_test(tc, test_txn_writes);
 
 	TC("isolation");
 	EACH_TABLE(test_isolation_snapshot);
