@@ -1,6 +1,7 @@
 /* storage.c - the backend registry and the public storage functions, which
  * dispatch through the backend's struct storage_ops. */
 #include <assert.h>
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -16,11 +17,13 @@
 static const struct storage_ops *const backends[] = {
 	&st_lmdb_ops,
 	&st_fault_ops, /* tests only: lmdb with injected failures */
+	&st_mem_ops,   /* in memory: the contract kept without LMDB */
 	NULL,
 };
 static const char *const backend_names[] = {
 	"lmdb",
 	"fault",
+	"mem",
 	NULL,
 };
 _Static_assert(sizeof(backends) / sizeof(backends[0]) ==
@@ -58,6 +61,8 @@ storage_open(const char *backend, const struct storage_opts *o, struct storage *
 		return rc;
 	}
 	assert(st->ops == ops);
+	st->read_only = o->read_only;
+	st->writer = NULL;
 	*out = st;
 	return 0;
 }
@@ -70,19 +75,60 @@ storage_close(struct storage *st)
 	}
 }
 
+/* Closes the cursors t left open, before t ends. */
+static void
+cursors_close(struct storage_txn *t)
+{
+	while (t->cursors != NULL) {
+		storage_cursor_close(t->cursors);
+	}
+}
+
+/* Forgets t, about to end, in its parent or as the writer. */
+static void
+txn_unlink(struct storage_txn *t)
+{
+	if (t->parent != NULL) {
+		t->parent->child = NULL;
+	} else if (t->st->writer == t) {
+		t->st->writer = NULL;
+	}
+}
+
 int
 storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	struct storage_txn **out)
 {
+	bool rdonly = (flags & STORAGE_TXN_RDONLY) != 0;
 	struct storage_txn *t;
 	int rc;
 
+	if ((flags & ~STORAGE_TXN_RDONLY) != 0) {
+		return ECHD_EINVAL;
+	}
+	if (parent != NULL) {
+		if (rdonly || parent->rdonly || parent->child != NULL || parent->st != st) {
+			return ECHD_EINVAL;
+		}
+	} else if (!rdonly) {
+		if (st->read_only) {
+			return -EROFS;
+		}
+		if (st->writer != NULL) {
+			return -EBUSY; /* LMDB's second writer would wait forever */
+		}
+	}
 	rc = st->ops->txn_begin(st, parent, flags, &t);
 	if (rc != 0) {
 		return rc;
 	}
+	t->rdonly = rdonly;
+	if (parent == NULL && !rdonly) {
+		st->writer = t;
+	}
 	t->parent = parent;
 	t->child = NULL;
+	t->cursors = NULL;
 	if (parent != NULL) {
 		parent->child = t;
 	}
@@ -107,10 +153,9 @@ storage_txn_commit(struct storage_txn *t)
 			return rc;
 		}
 	}
+	cursors_close(t);
 	memcpy(writes, t->writes, sizeof(writes)); /* t is freed by the commit */
-	if (parent != NULL) {
-		parent->child = NULL;
-	}
+	txn_unlink(t);
 	rc = t->st->ops->txn_commit(t);
 	if (rc == 0 && parent != NULL) {
 		/* The child's rows are the parent's now: its cursors on those
@@ -140,9 +185,8 @@ storage_txn_abort(struct storage_txn *t)
 		return;
 	}
 	storage_txn_abort(t->child);
-	if (t->parent != NULL) {
-		t->parent->child = NULL;
-	}
+	cursors_close(t);
+	txn_unlink(t);
 	t->st->ops->txn_abort(t);
 }
 
@@ -153,12 +197,25 @@ storage_get(struct storage_txn *t, enum storage_table tb, const struct st_buf *k
 	return t->st->ops->get(t, tb, k, v);
 }
 
+/* Whether t may write now: not a read txn, nor one with a child open. */
+static int
+write_check(const struct storage_txn *t)
+{
+	if (t->rdonly) {
+		return -EACCES;
+	}
+	return t->child != NULL ? ECHD_EINVAL : 0;
+}
+
 int
 storage_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 	const struct st_buf *v, unsigned flags)
 {
-	int rc = t->st->ops->put(t, tb, k, v, flags);
+	int rc = write_check(t);
 
+	if (rc == 0) {
+		rc = t->st->ops->put(t, tb, k, v, flags);
+	}
 	if (rc == 0) {
 		t->writes[tb]++;
 	}
@@ -168,8 +225,11 @@ storage_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k
 int
 storage_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k)
 {
-	int rc = t->st->ops->del(t, tb, k);
+	int rc = write_check(t);
 
+	if (rc == 0) {
+		rc = t->st->ops->del(t, tb, k);
+	}
 	if (rc == 0) {
 		t->writes[tb]++;
 	}
@@ -201,6 +261,12 @@ storage_cursor_open(struct storage_txn *t, enum storage_table tb, struct storage
 	}
 	c->tb = tb;
 	c->seen = CURSOR_UNSET;
+	c->prev = NULL;
+	c->next = t->cursors;
+	if (t->cursors != NULL) {
+		t->cursors->prev = c;
+	}
+	t->cursors = c;
 	*out = c;
 	return 0;
 }
@@ -208,9 +274,18 @@ storage_cursor_open(struct storage_txn *t, enum storage_table tb, struct storage
 void
 storage_cursor_close(struct storage_cursor *c)
 {
-	if (c != NULL) {
-		c->txn->st->ops->cursor_close(c);
+	if (c == NULL) {
+		return;
 	}
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		c->txn->cursors = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	c->txn->st->ops->cursor_close(c);
 }
 
 int
@@ -257,12 +332,24 @@ storage_cursor_del(struct storage_cursor *c)
 	if (!cursor_placed(c)) {
 		return ECHD_EINVAL;
 	}
+	rc = write_check(c->txn);
+	if (rc != 0) {
+		return rc;
+	}
 	rc = c->txn->st->ops->cursor_del(c);
 	if (rc == 0) {
 		c->txn->writes[c->tb]++;
 		c->seen = c->txn->writes[c->tb]; /* its own delete keeps its place */
 	}
 	return rc;
+}
+
+void
+storage_cursor_ahead(struct storage_cursor *c, unsigned rows)
+{
+	if (c->txn->st->ops->cursor_ahead != NULL) {
+		c->txn->st->ops->cursor_ahead(c, rows);
+	}
 }
 
 int
@@ -274,7 +361,7 @@ storage_stat(struct storage *st, struct storage_stat *out)
 int
 storage_grow(struct storage *st, uint64_t max_bytes)
 {
-	return st->ops->grow(st, max_bytes);
+	return st->ops->grow == NULL ? 0 : st->ops->grow(st, max_bytes);
 }
 
 int
