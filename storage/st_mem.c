@@ -53,6 +53,7 @@ struct mem_txn {
 	struct storage_txn base;
 	struct mem_node *root[STORAGE_T__COUNT]; /* one reference each */
 	struct mem_txn *parent;
+	uint64_t bytes; /* of keys and values, as this txn sees them */
 	bool rdonly;
 };
 
@@ -82,6 +83,7 @@ struct st_mem {
 	struct mem_node *root[STORAGE_T__COUNT]; /* the committed state */
 	struct mem_node *pool;                   /* nodes allocated ahead of a write */
 	unsigned npool;
+	uint64_t bytes;                          /* of keys and values, committed */
 	uint64_t commits, syncs, txn_id;
 };
 
@@ -348,17 +350,6 @@ tree_edge(struct mem_node *n, bool last)
 	return n;
 }
 
-static uint64_t
-tree_bytes(const struct mem_node *n)
-{
-	uint64_t b = 0;
-
-	for (; n != NULL; n = n->right) {
-		b += n->row->klen + n->row->vlen + tree_bytes(n->left);
-	}
-	return b;
-}
-
 /* ---- environment -------------------------------------------------------- */
 
 static void
@@ -397,9 +388,7 @@ mem_stat(struct storage *st, struct storage_stat *out)
 
 	memset(out, 0, sizeof(*out));
 	out->map_size = UINT64_MAX; /* no map: the broker's headroom never asks to grow */
-	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
-		out->used_bytes += tree_bytes(s->root[tb]);
-	}
+	out->used_bytes = s->bytes;
 	out->last_txn_id = s->txn_id;
 	out->commits = s->commits;
 	out->syncs = s->syncs;
@@ -440,6 +429,7 @@ mem_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	t->rdonly = rdonly;
 	t->parent = p;
 	from = p != NULL ? p->root : s->root;
+	t->bytes = p != NULL ? p->bytes : s->bytes;
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 		t->root[tb] = node_ref(from[tb]);
 	}
@@ -478,6 +468,11 @@ mem_txn_commit(struct storage_txn *base)
 
 			to[tb] = t->root[tb]; /* the reference moves */
 			t->root[tb] = old;    /* and the old one goes in txn_end() */
+		}
+		if (t->parent != NULL) {
+			t->parent->bytes = t->bytes;
+		} else {
+			s->bytes = t->bytes;
 		}
 		if (t->parent == NULL) {
 			s->commits++;
@@ -530,6 +525,7 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 {
 	struct mem_txn *t = txn_from(base);
 	struct st_mem *s = mem_from(base->st);
+	struct mem_node *old;
 	struct mem_row *row;
 	int rc;
 
@@ -552,6 +548,11 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 	if (row == NULL) {
 		return -ENOMEM;
 	}
+	old = tree_find(t->root[tb], k->data, k->len, FIND_EQ);
+	if (old != NULL) {
+		t->bytes -= old->row->klen + old->row->vlen;
+	}
+	t->bytes += k->len + v->len;
 	row->refs = 1;
 	row->klen = k->len;
 	row->vlen = v->len;
@@ -567,15 +568,17 @@ static int
 del_key(struct mem_txn *t, enum storage_table tb, const void *k, size_t klen)
 {
 	struct st_mem *s = mem_from(t->base.st);
+	struct mem_node *old = tree_find(t->root[tb], k, klen, FIND_EQ);
 	int rc;
 
-	if (tree_find(t->root[tb], k, klen, FIND_EQ) == NULL) {
+	if (old == NULL) {
 		return ECHD_ENOTFOUND;
 	}
 	rc = pool_fill(s);
 	if (rc != 0) {
 		return rc;
 	}
+	t->bytes -= old->row->klen + old->row->vlen;
 	set_root(t, tb, tree_del(s, t->root[tb], k, klen));
 	return 0;
 }

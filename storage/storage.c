@@ -1,5 +1,9 @@
 /* storage.c - the backend registry and the public storage functions, which
- * dispatch through the backend's struct storage_ops. */
+ * dispatch through the backend's struct storage_ops, and what every backend
+ * shares on the way: the checks of txn_begin and of writes, nested
+ * transactions ended child first, open cursors closed at their
+ * transaction's end, the write counts (storage_txn_writes()) and the
+ * cursor-versus-write rule of storage.h. */
 #include <assert.h>
 #include <errno.h>
 #include <stddef.h>

@@ -1236,6 +1236,51 @@ START_TEST(test_random_against_model)
 }
 END_TEST
 
+START_TEST(test_stat_used_bytes)
+{
+	struct storage_stat s0, s1, s2;
+	struct storage_txn *t, *c;
+	char vbuf[1000], kbuf[16];
+	struct st_buf k, v = {vbuf, sizeof(vbuf)};
+
+	memset(vbuf, 'u', sizeof(vbuf));
+	OK(storage_stat(st, &s0));
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (int i = 0; i < 200; i++) {
+		snprintf(kbuf, sizeof(kbuf), "u%04d", i);
+		k = B(kbuf);
+		OK(storage_put(t, STORAGE_T_ENTRIES, &k, &v, 0));
+	}
+	/* An aborted child's rows are not counted. */
+	OK(storage_txn_begin(st, t, 0, &c));
+	k = B("aborted");
+	OK(storage_put(c, STORAGE_T_ENTRIES, &k, &v, 0));
+	storage_txn_abort(c);
+	OK(storage_stat(st, &s1));
+	U64_EQ(s1.used_bytes, s0.used_bytes); /* not committed yet */
+	OK(storage_txn_commit(t));
+	OK(storage_stat(st, &s1));
+	ck_assert_uint_ge(s1.used_bytes, s0.used_bytes + 200 * 1000);
+	U64_EQ(s1.commits, s0.commits + 1);
+	if (fixture_is("mem")) {
+		/* Exactly its keys and values: 200 of 5 + 1000 bytes. */
+		U64_EQ(s1.used_bytes, s0.used_bytes + 200 * 1005);
+		OK(storage_txn_begin(st, NULL, 0, &t));
+		for (int i = 0; i < 100; i++) {
+			snprintf(kbuf, sizeof(kbuf), "u%04d", i);
+			k = B(kbuf);
+			OK(storage_del(t, STORAGE_T_ENTRIES, &k));
+		}
+		k = B("u0100");
+		v = B("short");
+		OK(storage_put(t, STORAGE_T_ENTRIES, &k, &v, 0));
+		OK(storage_txn_commit(t));
+		OK(storage_stat(st, &s2));
+		U64_EQ(s2.used_bytes, s0.used_bytes + 99 * 1005 + 10);
+	}
+}
+END_TEST
+
 START_TEST(test_isolation_snapshot)
 {
 	enum storage_table tb = (enum storage_table)_i;
@@ -1949,6 +1994,9 @@ contract_suite(void)
 	TC("isolation");
 	EACH_TABLE(test_isolation_snapshot);
 	tcase_add_test(tc, test_aborted_write_invisible);
+
+	TC("stat");
+	tcase_add_test(tc, test_stat_used_bytes);
 
 	TC("model");
 	tcase_add_test(tc, test_random_against_model);
