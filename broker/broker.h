@@ -420,14 +420,14 @@ struct brk_ctx {
 	bool may_write;          /* a write command: brk_lookup() drops expired keys */
 };
 
-/* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
- * written, undo its writes), or a negative storage error (nothing useful
- * written: the dispatcher replies with the error). */
 /* Whether x's handler wrote rows so far (its own and those of children
  * it committed): the storage layer counts them, so a handler that changes
  * something need not say so for its writes to be kept. */
 bool brk_cmd_wrote(const struct brk_ctx *x);
 
+/* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
+ * written, undo its writes), or a negative storage error (nothing useful
+ * written: the dispatcher replies with the error). */
 #define BRK_UNDO 1
 typedef int (*brk_cmd_fn)(struct brk_ctx *x);
 
