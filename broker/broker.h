@@ -443,11 +443,15 @@ struct brk_ctx {
 	uint64_t dirty;          /* changes made (Redis' dirty counter) */
 	bool from_block;         /* re-run of a blocked command */
 	bool in_exec;            /* run by EXEC: blocking commands do not block */
-	bool modified;           /* wrote rows without counting as a change (e.g.
-				  * a consumer's seen-time): keep the writes */
+	uint64_t writes0;        /* storage_txn_writes(txn) as the handler began */
 	bool blocked;            /* the handler blocked the client */
 	bool may_write;          /* a write command: brk_lookup() drops expired keys */
 };
+
+/* Whether x's handler wrote rows so far (its own and those of children
+ * it committed): the storage layer counts them, so a handler that changes
+ * something need not say so for its writes to be kept. */
+bool brk_cmd_wrote(const struct brk_ctx *x);
 
 /* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
  * written, undo its writes), or a negative storage error (nothing useful

@@ -67,7 +67,6 @@ touch_consumer(struct brk_ctx *x, struct group_meta *g, const struct st_buf *nam
 			/* a change, as XGROUP CREATECONSUMER's is (Redis counts it
 			 * in streamCreateConsumer()) */
 			x->dirty++;
-			x->modified = true;
 			memset(before, 0, sizeof(*before)); /* never equal to c: saved */
 			return 0;
 		}
@@ -93,13 +92,11 @@ save_touched(struct brk_ctx *x, const struct stream_meta *m, const struct st_buf
 {
 	int rc = 0;
 
-	if (x->modified || x->dirty > 0 || memcmp(c, c_before, sizeof(*c)) != 0) {
+	if (brk_cmd_wrote(x) || x->dirty > 0 || memcmp(c, c_before, sizeof(*c)) != 0) {
 		rc = consumer_save(x->txn, g, cname, c);
-		x->modified = true;
 	}
 	if (rc == 0 && memcmp(g, g_before, sizeof(*g)) != 0) {
 		rc = group_save(x->txn, m, gname, g);
-		x->modified = true;
 	}
 	return rc;
 }
@@ -257,7 +254,6 @@ brk_cmd_xgroup(struct brk_ctx *x)
 			if (rc != 0) {
 				return rc;
 			}
-			x->modified = true;
 			brk_signal_key(x->srv, x->c->db, key.data, key.len);
 		}
 		if (have_group) {
@@ -425,7 +421,6 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 			r.delivery_time = now;
 			r.delivery_count++;
 			rc = pel_put(x->txn, g, c, &r, c->cid);
-			x->modified = true;
 		}
 		if (rc != 0) {
 			break;

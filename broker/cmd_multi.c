@@ -233,6 +233,7 @@ again:
 		sub.in_exec = true;
 		sub.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
 		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
+		sub.writes0 = storage_txn_writes(child);
 		rc = cmd->fn(&sub);
 		t0 = brk_now_us() - t0;
 		if (rc >= 0 && i >= counted) {
@@ -255,7 +256,7 @@ again:
 		if (rc > 0) {
 			rc = 0; /* BRK_UNDO cannot be honoured inside EXEC */
 		}
-		if (sub.dirty > 0 || sub.modified) {
+		if (sub.dirty > 0 || brk_cmd_wrote(&sub)) {
 			wrote = true;
 			c->write_gen = srv->commit_gen + 1; /* for a WAITAOF later in it */
 		}

@@ -42,6 +42,10 @@ brk_reply_entry(struct resp_writer *w, const struct stream_id *id, const struct 
 	}
 }
 
+/* Entries a range asks its backend to read ahead at most (a hint: what a
+ * batch of them costs in memory, not a limit on the reply). */
+#define RANGE_AHEAD_MAX 256
+
 /* Replies entries in [start, end] (count 0 = all); returns how many. */
 static int
 reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *start,
@@ -58,6 +62,8 @@ reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_
 	if (rc != 0) {
 		return rc;
 	}
+	stream_iter_ahead(it,
+		count == 0 || count > RANGE_AHEAD_MAX ? RANGE_AHEAD_MAX : (unsigned)count);
 	/* a reply that outgrew the output limit is dropped: stop building it */
 	while ((count == 0 || n < count) && !x->w->out->oom &&
 		(rc = stream_iter_next(it, &id, &fields)) == 0) {
@@ -396,7 +402,6 @@ brk_cmd_xtrim(struct brk_ctx *x)
 	 * change all the same, to be saved and committed like any other. */
 	if (rc == 0 && (removed > 0 || m.nodes != nodes)) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
-		x->modified = true;
 	}
 	if (rc != 0) {
 		return rc;

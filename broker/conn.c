@@ -777,6 +777,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 			return rc;
 		}
 		x->txn = batch;
+		x->writes0 = storage_txn_writes(batch);
 	}
 	if (!(cmd->flags & BRK_CMD_WRITE)) {
 		return cmd->fn(x);
@@ -786,7 +787,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	}
 	if (!srv->savepoints && bytes <= NEST_ARG_BYTES && !(cmd->flags & BRK_CMD_BULK)) {
 		rc = cmd->fn(x);
-		if (rc == 0 && (x->dirty > 0 || x->modified)) {
+		if (rc == 0 && (x->dirty > 0 || brk_cmd_wrote(x))) {
 			brk_batch_wrote(srv, x->c);
 			srv->stats.dirty += x->dirty;
 		}
@@ -798,8 +799,9 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 		return rc;
 	}
 	x->txn = child;
+	x->writes0 = 0;
 	rc = cmd->fn(x);
-	if (rc != 0 || (x->dirty == 0 && !x->modified)) {
+	if (rc != 0 || (x->dirty == 0 && !brk_cmd_wrote(x))) {
 		storage_txn_abort(child);
 		return rc;
 	}
@@ -809,6 +811,12 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 		srv->stats.dirty += x->dirty;
 	}
 	return rc;
+}
+
+bool
+brk_cmd_wrote(const struct brk_ctx *x)
+{
+	return x->txn != NULL && storage_txn_writes(x->txn) != x->writes0;
 }
 
 /* Remembers that the reply from mark on depends on the batch. */
@@ -972,7 +980,6 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 	x.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
 again:
 	x.dirty = 0;
-	x.modified = false;
 	x.blocked = false;
 	rc = run_handler(&x, cmd, &nested);
 	if (rc < 0) {

@@ -898,7 +898,6 @@ brk_lookup_in(struct brk_ctx *x, unsigned db, const struct st_buf *key, struct s
 	}
 	srv->stats.expired_keys++;
 	srv->gc_pending = true;
-	x->modified = true;
 	brk_signal_expired(srv, db, key->data, key->len);
 	return ECHD_ENOTFOUND;
 }

@@ -1001,6 +1001,8 @@ struct pel_iter {
 	const struct group_meta *g;
 	uint64_t gid, cid;
 	struct stream_id next, end;
+	struct storage_cursor *c; /* NULL before the first row */
+	uint64_t writes;          /* storage_txn_writes(t) at c's last move */
 	bool done;
 };
 
@@ -1028,7 +1030,6 @@ int
 pel_iter_next(struct pel_iter *it, struct pel_row *r)
 {
 	unsigned char sk[32];
-	struct storage_cursor *c;
 	struct st_buf key, val, seek = {sk, 0};
 	struct stream_id id;
 	size_t plen = it->cid ? 16 : 8;
@@ -1037,14 +1038,23 @@ pel_iter_next(struct pel_iter *it, struct pel_row *r)
 	if (it->done) {
 		return ECHD_ENOTFOUND;
 	}
-	/* A fresh seek per row lets callers change the PEL between calls. */
 	seek.len = it->cid ? cpel_key(sk, it->gid, it->cid, &it->next)
 			   : pel_key(sk, it->gid, &it->next);
-	rc = storage_cursor_open(it->t, it->cid ? STORAGE_T_CPEL : STORAGE_T_PEL, &c);
-	if (rc != 0) {
-		return rc;
+	if (it->c == NULL) {
+		rc = storage_cursor_open(it->t, it->cid ? STORAGE_T_CPEL : STORAGE_T_PEL, &it->c);
+		if (rc != 0) {
+			it->done = true;
+			return rc;
+		}
+		rc = storage_cursor_seek(it->c, &seek, &key, &val);
+	} else if (storage_txn_writes(it->t) != it->writes) {
+		/* The caller wrote since the last row (the rule in storage.h):
+		 * seek past that row again rather than move on. */
+		rc = storage_cursor_seek(it->c, &seek, &key, &val);
+	} else {
+		rc = storage_cursor_next(it->c, &key, &val);
 	}
-	rc = storage_cursor_seek(c, &seek, &key, &val);
+	it->writes = storage_txn_writes(it->t);
 	if (rc == 0 && (key.len != plen + 16 || memcmp(key.data, sk, plen) != 0)) {
 		rc = ECHD_ENOTFOUND;
 	}
@@ -1057,7 +1067,6 @@ pel_iter_next(struct pel_iter *it, struct pel_row *r)
 	if (rc == 0 && it->cid == 0) {
 		rc = pel_decode(&val, &id, r);
 	}
-	storage_cursor_close(c);
 	if (rc == 0 && it->cid != 0) {
 		rc = pel_get(it->t, it->g, &id, r);
 		if (rc == ECHD_ENOTFOUND) {
@@ -1078,5 +1087,8 @@ pel_iter_next(struct pel_iter *it, struct pel_row *r)
 void
 pel_iter_destroy(struct pel_iter *it)
 {
+	if (it != NULL) {
+		storage_cursor_close(it->c);
+	}
 	echd_free(it);
 }

@@ -155,12 +155,14 @@ int pel_run_end(struct storage_txn *t, const struct group_meta *g, struct pel_ru
 /* The highest id in the group PEL; ECHD_ENOTFOUND when it is empty. */
 int pel_last(struct storage_txn *t, const struct group_meta *g, struct stream_id *out);
 
-/* Iterates the group PEL (cid 0) or one consumer's PEL within [start, end]. */
+/* Iterates the group PEL (cid 0) or one consumer's PEL within [start, end],
+ * with one cursor of t: destroy the iterator before t ends. */
 struct pel_iter;
 int pel_iter_create(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
 	const struct stream_id *start, const struct stream_id *end, struct pel_iter **out);
 /* Returns 0 with *r, or ECHD_ENOTFOUND at the end. Writes between calls
- * are allowed: the iterator seeks past the last row it returned. */
+ * are allowed: after one, the iterator seeks past the last row it
+ * returned (storage.h's cursor rule); otherwise it moves on. */
 int pel_iter_next(struct pel_iter *it, struct pel_row *r);
 void pel_iter_destroy(struct pel_iter *it);
 

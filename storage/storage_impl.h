@@ -33,24 +33,44 @@ struct storage_ops {
 	int (*cursor_prev)(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
 	int (*cursor_del)(struct storage_cursor *c);
 	int (*stat)(struct storage *st, struct storage_stat *out);
-	int (*grow)(struct storage *st, uint64_t max_bytes);
+	int (*grow)(struct storage *st, uint64_t max_bytes); /* may be NULL: no map, 0 */
 	int (*sync)(struct storage *st);
 	int (*copy)(struct storage *st, const char *dir);
 	int (*free_bytes)(struct storage *st, uint64_t *out); /* may be NULL: 0 */
 	int (*reserve)(struct storage *st); /* may be NULL: 0 */
+	void (*cursor_ahead)(struct storage_cursor *c, unsigned rows); /* may be NULL */
 };
 
 struct storage {
 	const struct storage_ops *ops;
+	bool read_only;             /* storage.c: opened so */
+	struct storage_txn *writer; /* storage.c: the top-level write txn */
 };
+/* The backend sets ops, st and txn; storage.c keeps the rest, for every
+ * backend alike: it refuses a txn_begin that breaks storage.h's rules
+ * (bad flags, a read-only parent, a second child or writer, writing a
+ * read-only storage) before the backend sees it, counts writes, polices
+ * cursors (storage.h's rule), ends an open child before its parent, and
+ * closes the cursors a transaction left open before the backend's commit
+ * or abort sees it. */
 struct storage_txn {
 	struct storage *st;
+	struct storage_txn *parent, *child;  /* storage.c */
+	bool rdonly;                         /* storage.c */
+	uint64_t writes[STORAGE_T__COUNT];   /* storage.c: rows written per table,
+					      * committed children included */
+	struct storage_cursor *cursors;      /* storage.c: the open ones */
 };
 struct storage_cursor {
 	struct storage_txn *txn;
+	enum storage_table tb; /* storage.c */
+	uint64_t seen;         /* storage.c: txn->writes[tb] at the last move;
+				* CURSOR_UNSET before the first */
+	struct storage_cursor *prev, *next; /* storage.c: in txn->cursors */
 };
 
 extern const struct storage_ops st_lmdb_ops;
 extern const struct storage_ops st_fault_ops; /* st_fault.c: tests only */
+extern const struct storage_ops st_mem_ops;   /* st_mem.c: in memory, not persistent */
 
 #endif

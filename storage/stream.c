@@ -2182,6 +2182,12 @@ stream_iter_create(struct storage_txn *t, const struct stream_meta *m,
 	return 0;
 }
 
+void
+stream_iter_ahead(struct stream_iter *it, unsigned rows)
+{
+	storage_cursor_ahead(it->c, rows);
+}
+
 int
 stream_iter_next(struct stream_iter *it, struct stream_id *id, struct st_buf *fields)
 {

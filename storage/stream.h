@@ -180,6 +180,8 @@ int stream_iter_create(struct storage_txn *t, const struct stream_meta *m,
  * ECHD_ENOTFOUND at the end. */
 int stream_iter_next(struct stream_iter *it, struct stream_id *id, struct st_buf *fields);
 void stream_iter_destroy(struct stream_iter *it);
+/* A hint: about rows entries will be read (storage_cursor_ahead()). */
+void stream_iter_ahead(struct stream_iter *it, unsigned rows);
 
 /* Decodes an entry's field/value pairs: *count pairs. */
 size_t stream_fields_count(const struct st_buf *fields);

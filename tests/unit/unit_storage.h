@@ -9,7 +9,8 @@
  *
  * Each binary's main() calls fixture_init() with what differs between
  * them (the base directory's name, the backend, the map size), then
- * fixture_run(). Every test works in its own directory under base_dir:
+ * fixture_run(). The environment variable ECHD_TEST_BACKEND overrides the
+ * backend: meson runs each of these binaries once per backend (lmdb, mem). Every test works in its own directory under base_dir:
  * its setup is fixture_open() (or a setup() that calls it) and its
  * teardown is teardown(). fixture_run() removes base_dir at the end, so a
  * failed (forked-away) test leaves nothing.
@@ -128,9 +129,22 @@ fixture_init(const char *name, const char *backend, uint64_t map_size)
 		perror("mkdtemp");
 		return -err;
 	}
+	if (getenv("ECHD_TEST_BACKEND") != NULL) {
+		backend = getenv("ECHD_TEST_BACKEND");
+	}
 	fixture.backend = backend;
 	fixture.map_size = map_size;
+	fprintf(stderr, "%s: backend %s\n", name, backend != NULL ? backend : "(default)");
 	return 0;
+}
+
+/* Whether the tests run on the backend named (NULL: the default, lmdb). */
+static inline bool
+fixture_is(const char *backend)
+{
+	const char *b = fixture.backend != NULL ? fixture.backend : "lmdb";
+
+	return strcmp(b, backend) == 0;
 }
 
 /* Runs every suite in sr (takes it), then removes base_dir. Returns the
@@ -200,13 +214,19 @@ teardown(void)
 	rm_rf(dir);
 }
 
-/* Commits, closes, reopens the same directory and begins a new transaction. */
+/* Commits, closes, reopens the same directory and begins a new
+ * transaction. On mem, which keeps nothing past storage_close(), only
+ * commits and begins: the state is then read back from a new transaction. */
 static inline void
 reopen(void)
 {
 	struct storage_opts o = opts_default();
 
 	commit();
+	if (fixture_is("mem")) {
+		begin();
+		return;
+	}
 	storage_close(st);
 	st = NULL;
 	OK(storage_open(fixture.backend, &o, &st));
