@@ -382,6 +382,12 @@ struct brk_server {
 	char *exe_path;
 	char *config_file;
 	int lock_fd;              /* holds dir/echd.lock while open; 0: none taken */
+	/* The unix socket and pidfile this process made (st_ino 0: none): only
+	 * these are removed at exit, and only if still the same file. */
+	struct brk_made_file {
+		dev_t dev;
+		ino_t ino;
+	} made_socket, made_pidfile;
 	pid_t pid;
 };
 

@@ -1497,6 +1497,63 @@ listen_tcp(struct brk_server *srv, const char *spec, int port, bool tls)
 	return 0;
 }
 
+/* Remembers which file this process made at path, for made_remove(). */
+static void
+made_note(const char *path, struct brk_made_file *m)
+{
+	struct stat sb;
+
+	if (lstat(path, &sb) == 0) {
+		m->dev = sb.st_dev;
+		m->ino = sb.st_ino;
+	}
+}
+
+/* Removes path if it is still the file made_note() saw: not one that
+ * another process put there since, and nothing at all if this process
+ * never made one (it exits because it could not start, say, while the
+ * echd that made them runs on). */
+static void
+made_remove(const char *path, struct brk_made_file *m)
+{
+	struct stat sb;
+
+	if (m->ino != 0 && lstat(path, &sb) == 0 && sb.st_dev == m->dev && sb.st_ino == m->ino) {
+		unlink(path);
+	}
+	m->ino = 0;
+}
+
+/* A socket file left at path by a process that died is removed; one that
+ * a live process listens on, or a file that is no socket, is left alone
+ * and refused. Returns 0 when path is free to bind. */
+static int
+stale_socket_gone(const char *path, const struct sockaddr_un *sun)
+{
+	struct stat sb;
+	int fd, rc;
+
+	if (lstat(path, &sb) != 0) {
+		return 0;
+	}
+	if (!S_ISSOCK(sb.st_mode)) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket %s exists and is not a socket", path);
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	close(fd);
+	if (rc == 0) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket %s is in use by another process", path);
+		return -1;
+	}
+	unlink(path); /* nobody listens: left by a process that died */
+	return 0;
+}
+
 static int
 listen_unix(struct brk_server *srv)
 {
@@ -1511,7 +1568,9 @@ listen_unix(struct brk_server *srv)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, srv->cfg.unixsocket);
-	unlink(srv->cfg.unixsocket);
+	if (stale_socket_gone(srv->cfg.unixsocket, &sun) != 0) {
+		return -1;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		return -1;
@@ -1522,6 +1581,7 @@ listen_unix(struct brk_server *srv)
 		close(fd);
 		return -1;
 	}
+	made_note(srv->cfg.unixsocket, &srv->made_socket);
 	if (srv->cfg.unixsocketperm) {
 		chmod(srv->cfg.unixsocket, srv->cfg.unixsocketperm);
 	}
@@ -1888,6 +1948,7 @@ brk_server_init(struct brk_server *srv)
 		if (f != NULL) {
 			fprintf(f, "%d\n", (int)srv->pid);
 			fclose(f);
+			made_note(srv->cfg.pidfile, &srv->made_pidfile);
 		}
 	}
 	echd_log(ECHD_LOG_NOTICE, "echd %s started, pid %d, data in %s, appendfsync %s",
@@ -1973,6 +2034,24 @@ brk_server_run(struct brk_server *srv)
 	return srv->exit_code;
 }
 
+/* The pidfile goes if it is the one this process wrote and still holds its
+ * pid: an echd started later on the same path rewrote it in place. */
+static void
+pidfile_remove(struct brk_server *srv)
+{
+	char buf[32];
+	FILE *f;
+
+	if (srv->made_pidfile.ino == 0 || (f = fopen(srv->cfg.pidfile, "r")) == NULL) {
+		return;
+	}
+	if (fgets(buf, sizeof(buf), f) == NULL || strtol(buf, NULL, 10) != (long)srv->pid) {
+		srv->made_pidfile.ino = 0;
+	}
+	fclose(f);
+	made_remove(srv->cfg.pidfile, &srv->made_pidfile);
+}
+
 void
 brk_server_finish(struct brk_server *srv)
 {
@@ -1998,15 +2077,15 @@ brk_server_finish(struct brk_server *srv)
 		srv->st = NULL;
 		echd_log(ECHD_LOG_NOTICE, "storage closed; echd is now ready to exit, bye bye...");
 	}
-	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0]) {
-		unlink(srv->cfg.unixsocket);
+	if (srv->cfg.unixsocket) {
+		made_remove(srv->cfg.unixsocket, &srv->made_socket);
+	}
+	if (srv->cfg.pidfile) {
+		pidfile_remove(srv);
 	}
 	if (srv->lock_fd > 0) {
 		close(srv->lock_fd); /* after the storage: the next echd may open it now */
 		srv->lock_fd = 0;
-	}
-	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
-		unlink(srv->cfg.pidfile);
 	}
 	if (srv->sig_term) {
 		event_free(srv->sig_term);

@@ -5,7 +5,10 @@ keeps nothing without persistence, so against Redis these tests run with its AOF
 `appendfsync always`, its equivalent promise: that validates the tests themselves.
 """
 
+import os
+import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -362,6 +365,64 @@ def test_second_echd_on_the_same_dir_is_refused(server):
     # the lock dies with the process: a restart after kill -9 is not refused
     s.restart(kill=signal.SIGKILL)
     assert s.raw().call("XLEN", "s") == 2
+
+
+def unix_ping(path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as u:
+        u.settimeout(5)
+        u.connect(path)
+        u.sendall(b"PING\r\n")
+        return u.recv(64)
+
+
+@echd_only("echd's lock on its data directory")
+def test_echd_that_cannot_start_leaves_the_running_ones_files(server):
+    """An echd that exits because it could not start (the data directory is locked, the port
+    is taken, the unix socket is live) removes neither the unix socket nor the pidfile: they
+    are the running echd's. The running one removes its own when it stops."""
+    import tempfile
+    root = tempfile.mkdtemp(prefix="echd-e2e-files-")
+    sock, pidfile = os.path.join(root, "a.sock"), os.path.join(root, "a.pid")
+    s = server.spawn("--unixsocket", sock, "--pidfile", pidfile)
+    pid = s.proc.pid
+    assert unix_ping(sock) == b"+PONG\r\n"
+    other_dir = os.path.join(root, "other")
+    cases = [  # (why it cannot start, its data dir, its port)
+        ("in use by another echd", s.dir, free_port()),
+        ("failed listening on 127.0.0.1 port %d" % s.port, other_dir, s.port),
+        ("unixsocket %s is in use by another process" % sock, other_dir, free_port()),
+    ]
+    for why, d, port in cases:
+        p = subprocess.run([s.exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                            "--unixsocket", sock, "--pidfile", pidfile],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=20)
+        out = p.stdout.decode(errors="replace")
+        assert p.returncode == 1 and why in out, (why, p.returncode, out)
+        with open(pidfile) as f:
+            assert f.read() == "%d\n" % pid, why
+        assert unix_ping(sock) == b"+PONG\r\n", why
+    # a file at the socket's path that is no socket is not deleted to make room
+    with open(os.path.join(root, "plain"), "w") as f:
+        f.write("keep")
+    p = subprocess.run([s.exe, "--port", str(free_port()), "--bind", "127.0.0.1", "--dir",
+                        other_dir, "--unixsocket", os.path.join(root, "plain")],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=20)
+    assert p.returncode == 1 and b"is not a socket" in p.stdout, p.stdout
+    with open(os.path.join(root, "plain")) as f:
+        assert f.read() == "keep"
+    # the echd that made them removes them when it stops
+    assert s.stop() == 0
+    assert not os.path.exists(sock) and not os.path.exists(pidfile)
+    # a socket left by a killed echd is stale: the next one takes the path over
+    s.start()
+    s.kill()
+    assert os.path.exists(sock)
+    s.start()
+    assert unix_ping(sock) == b"+PONG\r\n"
+    s.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @echd_only("INFO persistence meta_flush_waits is echd's")
