@@ -558,7 +558,7 @@ static void
 map_headroom(struct brk_server *srv)
 {
 	struct storage_stat st;
-	uint64_t free_bytes = 0, live, reserve;
+	uint64_t free_bytes = 0, live, reserve, cap;
 
 	if (srv->batch != NULL || storage_stat(srv->st, &st) != 0) {
 		return;
@@ -569,7 +569,12 @@ map_headroom(struct brk_server *srv)
 	if (fs_full(srv, &st)) {
 		return;
 	}
-	if (st.used_bytes < st.map_size / 4 * 3) {
+	/* A maxdisk lowered below the map (CONFIG SET) bounds it from now on. */
+	cap = st.map_size;
+	if (srv->cfg.maxdisk != 0 && (uint64_t)srv->cfg.maxdisk < cap) {
+		cap = (uint64_t)srv->cfg.maxdisk;
+	}
+	if (st.used_bytes < cap / 4 * 3) {
 		return;
 	}
 	if (srv->cfg.maxdisk == 0 || st.map_size < (uint64_t)srv->cfg.maxdisk) {
@@ -582,8 +587,8 @@ map_headroom(struct brk_server *srv)
 		free_bytes = 0;
 	}
 	live = st.used_bytes > free_bytes ? st.used_bytes - free_bytes : 0;
-	reserve = st.map_size / 16 > 64 * st.page_size ? st.map_size / 16 : 64 * st.page_size;
-	srv->disk_full = live + reserve >= st.map_size;
+	reserve = cap / 16 > 64 * st.page_size ? cap / 16 : 64 * st.page_size;
+	srv->disk_full = live + reserve >= cap;
 }
 
 /* The end of a loop turn: commit, release replies, wake waiters.
@@ -1858,6 +1863,11 @@ brk_server_init(struct brk_server *srv)
 	memset(&so, 0, sizeof(so));
 	so.dir = srv->cfg.dir;
 	so.map_size = (uint64_t)srv->cfg.map_size;
+	if (srv->cfg.maxdisk != 0 && (uint64_t)srv->cfg.maxdisk < so.map_size) {
+		/* LMDB itself then refuses to grow past maxdisk from the first write. */
+		so.map_size = (uint64_t)srv->cfg.maxdisk;
+	}
+	so.map_max = (uint64_t)srv->cfg.maxdisk;
 	so.sync_mode = STORAGE_SYNC_DATA;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
 	if (rc != 0) {

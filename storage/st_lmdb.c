@@ -264,9 +264,10 @@ lmdb_close(struct storage *st)
 }
 
 /* The map is the larger of what the options ask and what the environment
- * already records: a map grown in an earlier run is never shrunk. */
+ * already records: a map grown in an earlier run is not shrunk, except to
+ * max (maxdisk lowered since), and LMDB never shrinks it below the data. */
 static int
-settle_map_size(struct st_lmdb *s, uint64_t want)
+settle_map_size(struct st_lmdb *s, uint64_t want, uint64_t max)
 {
 	MDB_envinfo info;
 	int rc;
@@ -282,6 +283,24 @@ settle_map_size(struct st_lmdb *s, uint64_t want)
 	}
 	if (info.me_mapsize < want) {
 		rc = mdb_env_set_mapsize(s->env, want);
+	} else if (max != 0 && info.me_mapsize > max && !s->read_only) {
+		MDB_stat ms;
+		uint64_t used, room;
+
+		/* Data already past max keep room to be trimmed in: a map
+		 * full to its last page cannot even commit a deletion. */
+		rc = mdb_env_stat(s->env, &ms);
+		if (rc != 0) {
+			return rc;
+		}
+		used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+		room = 64 * (uint64_t)ms.ms_psize;
+		room = max / 16 > room ? max / 16 : room;
+		room = (room + ms.ms_psize - 1) / ms.ms_psize * ms.ms_psize;
+		if (max < used + room) {
+			max = used + room < info.me_mapsize ? used + room : info.me_mapsize;
+		}
+		rc = mdb_env_set_mapsize(s->env, max);
 	}
 	return rc;
 }
@@ -327,6 +346,7 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	/* MDB_NOMEMINIT: LMDB would otherwise clear the unused part of every
 	 * page it allocates; the file never holds anything but our rows. */
 	unsigned flags = MDB_NOTLS | MDB_NOMEMINIT;
+	uint64_t os_page, map_size, map_max;
 	int dead = 0;
 	int rc;
 
@@ -355,8 +375,15 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	if (rc != 0) {
 		goto err;
 	}
-	if (o->map_size != 0) {
-		rc = mdb_env_set_mapsize(s->env, o->map_size);
+	/* LMDB wants a multiple of the OS page size (maxdisk may be any size). */
+	os_page = (uint64_t)sysconf(_SC_PAGESIZE);
+	map_size = o->map_size / os_page * os_page;
+	map_max = o->map_max / os_page * os_page;
+	if (map_size == 0 && o->map_size != 0) {
+		map_size = os_page; /* a tiny maxdisk: LMDB raises it to its minimum */
+	}
+	if (map_size != 0) {
+		rc = mdb_env_set_mapsize(s->env, map_size);
 		if (rc != 0) {
 			goto err;
 		}
@@ -374,7 +401,7 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 		echd_log(ECHD_LOG_WARNING, "lmdb: cleared %d stale reader slot(s) in %s", dead,
 			o->dir);
 	}
-	rc = settle_map_size(s, o->map_size);
+	rc = settle_map_size(s, map_size, map_max);
 	if (rc != 0) {
 		goto err;
 	}
