@@ -408,6 +408,7 @@ enum {
 	BRK_CMD_DENYOOM = 1 << 9,
 	BRK_CMD_NOMULTI = 1 << 10, /* refused inside MULTI */
 	BRK_CMD_BULK = 1 << 11,    /* may write rows without bound: always in a nested txn */
+	BRK_CMD_FREES = 1 << 12,   /* a write that makes room: runs while the disk is full */
 };
 
 /* What a command handler sees. */
@@ -735,6 +736,11 @@ void brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n);
 int brk_subcommand_arity(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* Whether sub is one of cmd's subcommands (true for a command without any). */
 bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
+/* Whether cmd (argv: its arguments, the name first) is a write that may add
+ * state (keys, entries, groups, consumers, pending entries): one that a
+ * full disk refuses, to keep the reserve for the writes that make room
+ * (BRK_CMD_FREES, and XGROUP DESTROY and DELCONSUMER). */
+bool brk_cmd_adds_data(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv);
 /* The i-th subcommand name of container cmd (lower case, static), or NULL past the last. */
 const char *brk_subcommand_at(const struct brk_cmd *cmd, size_t i);
 /* FLUSHDB/FLUSHALL: marks the watchers of watched keys that exist. */

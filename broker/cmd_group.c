@@ -130,6 +130,7 @@ static const char *const xgroup_help[] = {
 struct subcmd {
 	const char *name;
 	int arity;
+	bool frees; /* of a write container: makes room, runs while the disk is full */
 };
 
 /* Checks argv[1] against a container's subcommand table (cname: "xgroup"). */
@@ -156,8 +157,8 @@ sub_check(struct brk_ctx *x, const char *cname, const char *help, const struct s
 }
 
 static const struct subcmd xgroup_subs[] = {
-	{"create", -5}, {"setid", -5}, {"destroy", 4}, {"createconsumer", 5},
-	{"delconsumer", 5}, {"help", 2},
+	{"create", -5}, {"setid", -5}, {"destroy", 4, true}, {"createconsumer", 5},
+	{"delconsumer", 5, true}, {"help", 2, true},
 };
 static const struct subcmd xinfo_subs[] = {
 	{"stream", -3}, {"groups", 3}, {"consumers", 4}, {"help", 2},
@@ -268,6 +269,25 @@ brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		resp_add_simple(w, lines[i]);
 	}
+}
+
+bool
+brk_cmd_adds_data(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
+{
+	const char *cname;
+	size_t n;
+	const struct subcmd *subs;
+
+	if (!(cmd->flags & BRK_CMD_WRITE) || (cmd->flags & BRK_CMD_FREES)) {
+		return false;
+	}
+	subs = subs_of(cmd, &cname, &n);
+	for (size_t i = 0; subs != NULL && argc >= 2 && i < n; i++) {
+		if (brk_arg_eq(&argv[1], subs[i].name)) {
+			return !subs[i].frees;
+		}
+	}
+	return true;
 }
 
 const char *

@@ -19,6 +19,7 @@
 #define OM BRK_CMD_DENYOOM
 #define NM BRK_CMD_NOMULTI
 #define BULK BRK_CMD_BULK
+#define FR BRK_CMD_FREES
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
@@ -38,10 +39,10 @@ static const struct brk_cmd cmds[] = {
 		"Returns the number of keys in the database.", "O(1)"},
 	{"time", brk_cmd_time, 1, NS | F | L | S, 0, 0, 0, "@fast", "server", "2.6.0",
 		"Returns the server time.", "O(1)"},
-	{"del", brk_cmd_del, -2, W, 1, -1, 1, "@keyspace @write @slow", "generic", "1.0.0",
+	{"del", brk_cmd_del, -2, W | FR, 1, -1, 1, "@keyspace @write @slow", "generic", "1.0.0",
 		"Deletes one or more keys.", "O(N) keys; rows are reclaimed in the background"},
-	{"unlink", brk_cmd_del, -2, W | F, 1, -1, 1, "@keyspace @write @fast", "generic", "4.0.0",
-		"Asynchronously deletes one or more keys.", "O(1) per key"},
+	{"unlink", brk_cmd_del, -2, W | F | FR, 1, -1, 1, "@keyspace @write @fast", "generic",
+		"4.0.0", "Asynchronously deletes one or more keys.", "O(1) per key"},
 	{"exists", brk_cmd_exists, -2, R | F, 1, -1, 1, "@keyspace @read @fast", "generic",
 		"1.0.0", "Determines whether one or more keys exist.", "O(N)"},
 	{"expire", brk_cmd_expire, -3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic", "1.0.0",
@@ -64,7 +65,7 @@ static const struct brk_cmd cmds[] = {
 	{"pexpiretime", brk_cmd_pexpiretime, 2, R | F, 1, 1, 1, "@keyspace @read @fast",
 		"generic", "7.0.0",
 		"Returns the expiration time of a key as a Unix milliseconds timestamp.", "O(1)"},
-	{"persist", brk_cmd_persist, 2, W | F, 1, 1, 1, "@keyspace @write @fast", "generic",
+	{"persist", brk_cmd_persist, 2, W | F | FR, 1, 1, 1, "@keyspace @write @fast", "generic",
 		"2.2.0", "Removes the expiration time of a key.", "O(log N) keys with an expiry"},
 	{"touch", brk_cmd_touch, -2, R | F, 1, -1, 1, "@keyspace @read @fast", "generic", "3.2.1",
 		"Returns the number of existing keys out of those specified. echd keeps no access "
@@ -91,9 +92,9 @@ static const struct brk_cmd cmds[] = {
 		"O(N) in the entries, consumers and pending entries copied"},
 	{"move", brk_cmd_move, 3, W | F, 1, 1, 1, "@keyspace @write @fast", "generic", "1.0.0",
 		"Moves a key to another database.", "O(1)"},
-	{"flushdb", brk_cmd_flushdb, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous", "server",
-		"1.0.0", "Removes all keys from the current database.", "O(N)"},
-	{"flushall", brk_cmd_flushall, -1, W, 0, 0, 0, "@keyspace @write @slow @dangerous",
+	{"flushdb", brk_cmd_flushdb, -1, W | FR, 0, 0, 0, "@keyspace @write @slow @dangerous",
+		"server", "1.0.0", "Removes all keys from the current database.", "O(N)"},
+	{"flushall", brk_cmd_flushall, -1, W | FR, 0, 0, 0, "@keyspace @write @slow @dangerous",
 		"server", "1.0.0", "Removes all keys from all databases.", "O(N)"},
 	{"info", brk_cmd_info, -1, R | L | S, 0, 0, 0, "@slow @dangerous", "server", "1.0.0",
 		"Returns information and statistics about the server.", "O(1)"},
@@ -151,9 +152,9 @@ static const struct brk_cmd cmds[] = {
 	{"xrevrange", brk_cmd_xrevrange, -4, R, 1, 1, 1, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the messages from a stream within a range of IDs in reverse order.",
 		"O(log(N)+M)"},
-	{"xdel", brk_cmd_xdel, -3, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+	{"xdel", brk_cmd_xdel, -3, W | F | FR, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages after removing them from a stream.", "O(1) per id"},
-	{"xtrim", brk_cmd_xtrim, -4, W, 1, 1, 1, "@write @stream @slow", "stream", "5.0.0",
+	{"xtrim", brk_cmd_xtrim, -4, W | FR, 1, 1, 1, "@write @stream @slow", "stream", "5.0.0",
 		"Deletes messages from the beginning of a stream.", "O(N)"},
 	{"xread", brk_cmd_xread, -4, R | B, 0, 0, 0, "@read @stream @slow @blocking", "stream",
 		"5.0.0", "Returns messages from multiple streams with IDs greater than the ones "
@@ -170,7 +171,7 @@ static const struct brk_cmd cmds[] = {
 		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
 		"until a message is available otherwise.",
 		"For each stream mentioned: O(M) with M the number of elements returned."},
-	{"xack", brk_cmd_xack, -4, W | F, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
+	{"xack", brk_cmd_xack, -4, W | F | FR, 1, 1, 1, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "
 		"group member of a stream.",
 		"O(1) for each message ID processed."},

@@ -656,6 +656,109 @@ def test_maxdisk_full_then_trim_and_recover(server):
     assert [p[0] for p in c.call("XPENDING", "q", "g", "-", "+", 100)] == q_ids[10:]
 
 
+MAXDISK_8MB = ("ERR storage full: the data file may not grow beyond maxdisk (8388608 bytes); "
+               "trim or delete streams, or raise maxdisk")
+
+
+def until_refused(c, make, limit, batch=50):
+    """Sends make(i) for i = 0, 1, ... in pipelines of `batch` until one is refused; returns
+    how many succeeded. The refusal must be the up-front one naming maxdisk."""
+    n = 0
+    while n < limit:
+        for r in c.pipeline([make(n + k) for k in range(batch)]):
+            if is_err(r):
+                assert r.msg == MAXDISK_8MB, r.msg
+                return n
+            n += 1
+    raise AssertionError("%d accepted and none refused" % n)
+
+
+def room_again(c):
+    wait_until(lambda: info_field(c, "storage", "storage_disk_full") == "0", timeout=5,
+               what="storage_disk_full back to 0")
+
+
+@timeout(180)
+def test_maxdisk_every_kind_of_growth_refused_and_freed(server):
+    """At maxdisk every write that adds state is refused up front: entries and keys (XADD),
+    pending entries (XREADGROUP), consumers (XGROUP CREATECONSUMER), groups (XGROUP CREATE),
+    and a MULTI with any of them. The reserve then stays for the writes that free space
+    (XTRIM, XDEL, XACK, XGROUP DELCONSUMER and DESTROY, DEL), whose freed pages count at once:
+    each kind is driven to the limit and back, with no restart and no failed commit."""
+    s = server.spawn("--map-size", "1mb", "--maxdisk", "8mb")
+    c = s.raw()
+    value = "x" * 1000
+    # entries, up to the limit; then room by XTRIM and XDEL
+    n = until_refused(c, lambda i: ("XADD", "s", "*", "v", value), 20000)
+    assert n >= 3000, n
+    assert info_field(c, "storage", "storage_disk_full") == "1"
+    assert c.err("XADD", "s", "*", "v", "1") == MAXDISK_8MB
+    for cmd in [("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"),
+                ("XGROUP", "CREATE", "s", "g", "0"), ("XADD", "new", "*", "v", "1"),
+                ("XGROUP", "CREATECONSUMER", "s", "g", "c")]:
+        assert c.err(*cmd) == MAXDISK_8MB, cmd
+    assert c.call("MULTI") == "OK"
+    assert c.err("XADD", "s", "*", "v", "1") == MAXDISK_8MB     # not queued...
+    assert c.err("EXEC").startswith("EXECABORT")                   # ...so EXEC aborts
+    ids = [e[0] for e in c.call("XRANGE", "s", "-", "+", "COUNT", 2)]
+    assert c.call("XDEL", "s", *ids) == 2
+    assert c.call("XTRIM", "s", "MAXLEN", "=", n - 102) == 100
+    room_again(c)
+    assert not is_err(c.call("XADD", "s", "*", "v", "1"))
+    # pending entries: a group over what is left, read until the PEL fills the room
+    assert c.call("XGROUP", "CREATE", "s", "g", "0") == "OK"
+    read = 0
+
+    def xreadgroup(i):
+        return ("XREADGROUP", "GROUP", "g", "c%d" % (i % 4), "COUNT", "20", "STREAMS", "s", ">")
+    pending = until_refused(c, xreadgroup, 1000, batch=10)
+    read = c.call("XPENDING", "s", "g")[0]
+    assert pending >= 1 and read < n - 100, (pending, read)
+    assert c.err(*xreadgroup(0)) == MAXDISK_8MB
+    ids = [p[0] for p in c.call("XPENDING", "s", "g", "-", "+", read)]
+    for i in range(0, len(ids), 500):
+        assert c.call("XACK", "s", "g", *ids[i:i + 500]) == len(ids[i:i + 500])
+    room_again(c)
+    assert len(c.call("XREADGROUP", "GROUP", "g", "c0", "COUNT", "5", "STREAMS", "s", ">")
+               [0][1]) == 5
+    # consumers
+    made = until_refused(c, lambda i: ("XGROUP", "CREATECONSUMER", "s", "g", "k%d" % i), 100000,
+                         batch=100)
+    assert made >= 100, made
+    for i in range(made):
+        assert c.call("XGROUP", "DELCONSUMER", "s", "g", "k%d" % i) == 0
+    room_again(c)
+    assert c.call("XGROUP", "CREATECONSUMER", "s", "g", "k") == 1
+    # groups
+    made = until_refused(c, lambda i: ("XGROUP", "CREATE", "s", "g%d" % i, "$"), 100000,
+                         batch=100)
+    assert made >= 100, made
+    for i in range(made):
+        assert c.call("XGROUP", "DESTROY", "s", "g%d" % i) == 1
+    room_again(c)
+    assert c.call("XGROUP", "CREATE", "s", "g-again", "$") == "OK"
+    # keys, and a MULTI that adds one
+    made = until_refused(c, lambda i: ("XADD", "k%d" % i, "*", "v", value), 100000)
+    assert made >= 1, made
+    c.call("MULTI")
+    c.call("XDEL", "s", "0-1")
+    assert c.err("XADD", "k", "*", "v", "1") == MAXDISK_8MB
+    assert c.err("EXEC").startswith("EXECABORT")
+    assert c.call("DEL", *["k%d" % i for i in range(made)]) == made
+    room_again(c)
+    assert c.call("MULTI") == "OK"
+    assert c.call("XADD", "k", "*", "v", "1") == "QUEUED"
+    assert not is_err(c.call("EXEC")[0])
+    # and finally the whole stream goes: DEL frees its rows over the next loop turns
+    assert c.call("DEL", "s") == 1
+    room_again(c)
+    more = until_refused(c, lambda i: ("XADD", "s2", "*", "v", value), 20000)
+    assert more >= n - 200, (more, n)
+    assert info_field(c, "persistence", "commit_failures") == "0"
+    log = s.log_tail(500)
+    assert "failed" not in log and "storage full" not in log, log
+
+
 @timeout(120)
 def test_tmpfs_full(server):
     """The file system itself is full (a 4 MiB tmpfs): LMDB's writes fail (ENOSPC, or EIO
