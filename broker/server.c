@@ -510,7 +510,7 @@ flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 static bool
 fs_full(struct brk_server *srv, struct storage_stat *st)
 {
-	uint64_t now = brk_now_ms();
+	uint64_t now = brk_now_ms(), free_bytes = 0;
 	bool full;
 
 	if (st->reserve_error != 0 && now - srv->reserve_retry_ms >= FS_RETRY_MS) {
@@ -524,8 +524,23 @@ fs_full(struct brk_server *srv, struct storage_stat *st)
 	/* Another error (EIO, say) is not a full disk: the commits that
 	 * need the disk report it themselves. */
 	full = st->reserve_error == -ENOSPC || st->reserve_error == -EDQUOT;
+	if (full && storage_free_bytes(srv->st, &free_bytes) == 0) {
+		/* Pages freed inside the data file (XTRIM, DEL) are room that
+		 * needs no disk: the file grows only when they are used up. The
+		 * room asked is that of maxdisk's reserve, over the file's data;
+		 * what was written ahead stays the reserve. */
+		uint64_t room = st->used_bytes / 16;
+		if (room < 64 * st->page_size) {
+			room = 64 * st->page_size;
+		}
+		full = free_bytes < room;
+	}
 	if (!full) {
-		if (srv->fs_full) {
+		if (srv->fs_full && free_bytes != 0) {
+			echd_log(ECHD_LOG_NOTICE, "the data directory's file system is full, but "
+				"%llu bytes are free inside the data file: writes that add data are "
+				"accepted", (unsigned long long)free_bytes);
+		} else if (srv->fs_full) {
 			echd_log(ECHD_LOG_NOTICE, "the data directory's file system has room again: "
 						  "writes that add data are accepted");
 		}

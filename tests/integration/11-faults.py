@@ -759,29 +759,67 @@ def test_maxdisk_every_kind_of_growth_refused_and_freed(server):
     assert "failed" not in log and "storage full" not in log, log
 
 
-@timeout(120)
-def test_tmpfs_full(server):
-    """The file system itself is full (a 4 MiB tmpfs): LMDB's writes fail (ENOSPC, or EIO
-    for a short write). Needs root and permission to mount; without them this test says so
-    and checks nothing."""
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        print("# 11-faults::test_tmpfs_full: not root: skipped")
-        return
+@contextlib.contextmanager
+def tmpfs(server, size):
+    """A tmpfs of `size` mounted for the test, unmounted after it (and after the echd the test
+    spawned on it has stopped). Needs root, as CI runs."""
+    assert os.geteuid() == 0, "needs root to mount a tmpfs (CI runs as root)"
     mnt = tempfile.mkdtemp(prefix="echd-tmpfs-")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", mnt],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", mnt],
                        capture_output=True, text=True)
     if p.returncode != 0:
         os.rmdir(mnt)
-        print("# 11-faults::test_tmpfs_full: mount not permitted (%s): skipped"
-              % p.stderr.strip())
-        return
+        raise AssertionError("mount -t tmpfs failed: %s" % p.stderr.strip())
     try:
-        tmpfs_scenario(server, mnt)
+        yield mnt
     finally:
         server.cleanup_after_test()  # the spawned echd lets go of the mount first
         if subprocess.run(["umount", mnt]).returncode != 0:
             subprocess.run(["umount", "-l", mnt])
         os.rmdir(mnt)
+
+
+@timeout(120)
+def test_tmpfs_full(server):
+    """The file system itself is full (a 4 MiB tmpfs): LMDB's writes fail (ENOSPC, or EIO
+    for a short write). Needs root, to mount it."""
+    with tmpfs(server, "4m") as mnt:
+        tmpfs_scenario(server, mnt)
+
+
+@timeout(180)
+def test_full_file_system_recovers_by_trimming(server):
+    """A full file system (64 MiB tmpfs, no maxdisk): once XTRIM has freed pages inside
+    data.mdb they are room, although the file system stays full and data.mdb cannot grow:
+    XADD is accepted again, also after a restart."""
+    with tmpfs(server, "64m") as mnt:
+        s = server.spawn("--dir", os.path.join(mnt, "data"))
+        c = s.raw()
+        value = "z" * 1000
+        acked, first_error = fill_until_error(c, "s", value, 100000)
+        assert first_error == FS_FULL, first_error
+        assert len(acked) > 30000, len(acked)
+        assert info_field(c, "storage", "storage_fs_full") == "1"
+        assert c.call("XTRIM", "s", "MAXLEN", "=", 100) == len(acked) - 100
+        acked = acked[-100:]
+        wait_until(lambda: info_field(c, "storage", "storage_fs_full") == "0", timeout=5,
+                   what="storage_fs_full 0 after XTRIM")
+        assert info_field(c, "storage", "storage_disk_full") == "0"
+        assert "bytes are free inside the data file" in s.log_tail(20), s.log_tail(20)
+        more, err = fill_until_error(c, "s", value, 5000)
+        assert err is None, err
+        acked += more
+        # the room was inside the file: the file system is as full as before
+        st = os.statvfs(mnt)
+        assert st.f_bavail * st.f_frsize < 1 << 20, st.f_bavail * st.f_frsize
+        s.restart(kill=signal.SIGKILL)
+        c = s.raw()
+        more, err = fill_until_error(c, "s", value, 5000)
+        assert err is None, err
+        acked += more
+        assert info_field(c, "storage", "storage_fs_full") == "0"
+        assert [e[0] for e in c.call("XRANGE", "s", "-", "+")] == acked
+        s.stop()
 
 
 def tmpfs_scenario(server, mnt):
@@ -812,7 +850,10 @@ def tmpfs_scenario(server, mnt):
     # run, in the reserve
     for cmd in [("XADD", "s", "*", "v", value)] * 20 + [("XACK", "q", "g", "1-1", "2-1"),
                                                        ("XDEL", "s", acked[0]),
-                                                       ("XTRIM", "s", "MAXLEN", "=", 100)]:
+                                                       # 20 entries: freed pages too
+                                                       # few to be room on their own
+                                                       ("XTRIM", "s", "MAXLEN", "=",
+                                                        len(acked) - 21)]:
         before = snapshot(c)
         c.send(*cmd)
         r = c.read(cmd)
@@ -825,9 +866,10 @@ def tmpfs_scenario(server, mnt):
             assert r == 1
             acked.pop(0)
         else:
-            assert r == len(acked) - 100, (cmd, r)
-            acked = acked[-100:]
+            assert r == 20, (cmd, r)
+            acked = acked[20:]
         assert [e[0] for e in c.call("XRANGE", "s", "-", "+")] == acked, cmd
+    assert info_field(c, "storage", "storage_fs_full") == "1"
     # space comes back: echd notices with no commit to tell it (it asks again each second),
     # and XADD, XTRIM and XACK work again
     os.unlink(ballast)
