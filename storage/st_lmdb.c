@@ -339,6 +339,68 @@ open_tables(struct st_lmdb *s)
 	return mdb_txn_commit(mt);
 }
 
+/* Refuses a data.mdb that exists but is empty: LMDB would take it for a
+ * new environment and echd would serve an empty broker without a word. A
+ * new directory has no data.mdb at all. */
+static int
+check_not_emptied(const char *dir)
+{
+	char path[4096];
+	struct stat sb;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/data.mdb", dir) >= sizeof(path)) {
+		return -ENAMETOOLONG;
+	}
+	if (stat(path, &sb) != 0 || sb.st_size != 0) {
+		return 0; /* no file (a new directory), or LMDB's to judge */
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"lmdb: %s is empty (0 bytes): its data are lost (emptied, or a first start "
+		"that crashed before writing any). Restore it from a backup; to start afresh with "
+		"an empty broker, remove data.mdb and lock.mdb from %s",
+		path, dir);
+	return ECHD_ECORRUPT;
+}
+
+/* Refuses a data.mdb shorter than the pages its meta page says are in
+ * use (a copy or restore cut short): reading a page past the end of the
+ * file through the map would kill the process with SIGBUS. The meta
+ * pages themselves are read by LMDB with read(), not through the map. */
+static int
+check_not_truncated(struct st_lmdb *s, const char *dir)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	mdb_filehandle_t fd;
+	uint64_t size, need;
+	int rc;
+
+	rc = mdb_env_info(s->env, &info);
+	if (rc == 0) {
+		rc = mdb_env_stat(s->env, &ms);
+	}
+	if (rc == 0) {
+		rc = mdb_env_get_fd(s->env, &fd);
+	}
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	rc = file_size(fd, &size);
+	if (rc != 0) {
+		return rc;
+	}
+	need = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	if (size >= need) {
+		return 0;
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"lmdb: %s/data.mdb is %llu bytes, but its pages reach %llu bytes: the file was "
+		"cut short (a copy or restore that did not finish?). Restore it from a backup; "
+		"to start afresh with an empty broker, remove data.mdb and lock.mdb from %s",
+		dir, (unsigned long long)size, (unsigned long long)need, dir);
+	return ECHD_ECORRUPT;
+}
+
 static int
 lmdb_open(const struct storage_opts *o, struct storage **out)
 {
@@ -388,9 +450,19 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 			goto err;
 		}
 	}
+	rc = check_not_emptied(o->dir);
+	if (rc != 0) {
+		lmdb_close(&s->base);
+		return rc;
+	}
 	rc = mdb_env_open(s->env, o->dir, flags, ENV_FILE_MODE);
 	if (rc != 0) {
 		goto err;
+	}
+	rc = check_not_truncated(s, o->dir);
+	if (rc != 0) {
+		lmdb_close(&s->base);
+		return rc;
 	}
 	/* Slots of crashed readers would pin old pages forever. */
 	rc = mdb_reader_check(s->env, &dead);

@@ -13,7 +13,8 @@ import subprocess
 import threading
 import time
 
-from echdtest import Closed, RespConn, RespError, echd_only, fill, free_port, wait_until
+from echdtest import (Closed, RespConn, RespError, admin_exe, echd_only, fill, free_port,
+                      wait_until)
 
 # Redis: the AOF with an fsync before every reply. echd needs nothing: durable by default.
 REDIS_ARGS = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -423,6 +424,72 @@ def test_echd_that_cannot_start_leaves_the_running_ones_files(server):
     assert unix_ping(sock) == b"+PONG\r\n"
     s.stop()
     shutil.rmtree(root, ignore_errors=True)
+
+
+def start_fails(exe, d):
+    """Starts echd on dir d, expecting it to refuse: returns its output."""
+    p = subprocess.run([exe, "--port", str(free_port()), "--bind", "127.0.0.1", "--dir", d],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=20)
+    out = p.stdout.decode(errors="replace")
+    assert p.returncode == 1, (p.returncode, out)  # not -SIGBUS
+    assert "cannot open storage 'lmdb' in '%s': stored data is corrupt" % d in out, out
+    return out
+
+
+def check_fails(exe, d):
+    p = subprocess.run([admin_exe(exe), "check", d], capture_output=True, text=True,
+                       timeout=20)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)  # cannot open, no SIGBUS
+    assert "cannot open %s read-only: stored data is corrupt" % d in p.stderr, p.stderr
+    return p.stderr
+
+
+@echd_only("echd's data file")
+def test_truncated_or_emptied_data_file_is_refused(server):
+    """A data.mdb shorter than its pages (a copy cut short) is refused at start, by echd and
+    by echo-admin, instead of killing them with SIGBUS at the first page past its end; one
+    cut to exactly its pages (the zeroes written ahead gone) is whole. An emptied data.mdb
+    (0 bytes) is refused rather than opened as an empty broker: a new directory has none."""
+    s = server.spawn()
+    c = s.raw()
+    for i in range(30):
+        c.call("XADD", "big", "*", "v", "x" * 100000)
+    used = int([l for l in c.call("INFO", "storage").decode().split("\r\n")
+                if l.startswith("storage_used_bytes:")][0].split(":")[1])
+    assert s.stop() == 0
+    data = os.path.join(s.dir, "data.mdb")
+    whole = data + ".whole"
+    shutil.copyfile(data, whole)
+    assert os.path.getsize(data) > used > 3000000
+    for size in (1000000, used - 1):
+        os.truncate(data, size)
+        out = start_fails(s.exe, s.dir)
+        assert "data.mdb is %d bytes, but its pages reach %d bytes" % (size, used) in out, out
+        assert "cut short" in check_fails(s.exe, s.dir)
+        shutil.copyfile(whole, data)
+    os.truncate(data, used)
+    s.start()
+    assert s.raw().call("XLEN", "big") == 30
+    assert s.stop() == 0
+    # a small one: one entry, cut into its second page
+    small = server.spawn()
+    assert small.raw().call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    assert small.stop() == 0
+    os.truncate(os.path.join(small.dir, "data.mdb"), 5000)
+    assert "cut short" in start_fails(small.exe, small.dir)
+    assert "cut short" in check_fails(small.exe, small.dir)
+    # emptied: refused, with how to start afresh; which then works
+    with open(data, "w"):
+        pass
+    out = start_fails(s.exe, s.dir)
+    assert "data.mdb is empty (0 bytes)" in out and "remove data.mdb and lock.mdb" in out, out
+    assert "is empty (0 bytes)" in check_fails(s.exe, s.dir)
+    os.unlink(whole)
+    os.unlink(data)
+    os.unlink(os.path.join(s.dir, "lock.mdb"))
+    s.start()
+    assert s.raw().call("DBSIZE") == 0
 
 
 @echd_only("INFO persistence meta_flush_waits is echd's")
