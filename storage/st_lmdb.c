@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -157,6 +158,52 @@ cursor_from(struct storage_cursor *c)
 {
 	assert(c->txn->st->ops == &st_lmdb_ops);
 	return (struct lmdb_cursor *)c;
+}
+
+/* ---- corruption met by a read ---------------------------------------- */
+
+/* LMDB checks some of what it reads from a page with assertions, which
+ * call the env's assert function and then abort(): a page of the wrong
+ * kind where a leaf should be (IS_LEAF in mdb_cursor_next) killed the
+ * process serving a read. The reads (mdb_get, mdb_cursor_get) run under
+ * guarded_read(), and the assert function jumps back out of LMDB to it
+ * instead of returning, which turns the assertion into MDB_CORRUPTED.
+ * A read changes nothing LMDB keeps (no dirty page, no free list), so
+ * nothing is left half-done but the cursor, which the caller drops with
+ * the error. Writes are not guarded: a jump out of a half-done page split
+ * could leave the txn's page lists inconsistent, so there the abort
+ * stands. Thread-local: each thread's reads are its own. */
+static _Thread_local sigjmp_buf *read_guard;
+
+static void
+lmdb_assert(MDB_env *env, const char *msg)
+{
+	echd_log(ECHD_LOG_WARNING, "lmdb: %s: the data file is corrupt", msg);
+	if (read_guard != NULL) {
+		sigjmp_buf *jb = read_guard;
+
+		read_guard = NULL;
+		siglongjmp(*jb, 1);
+	}
+	/* not a guarded read: LMDB aborts */
+}
+
+/* mdb_cursor_get(), or mdb_get() when mc is NULL, with assertions in
+ * them returned as MDB_CORRUPTED. */
+static int
+guarded_read(MDB_cursor *mc, MDB_txn *mt, MDB_dbi dbi, MDB_val *k, MDB_val *v,
+	MDB_cursor_op op)
+{
+	sigjmp_buf jb;
+	int rc;
+
+	if (sigsetjmp(jb, 0) != 0) {
+		return MDB_CORRUPTED;
+	}
+	read_guard = &jb;
+	rc = mc != NULL ? mdb_cursor_get(mc, k, v, op) : mdb_get(mt, dbi, k, v);
+	read_guard = NULL;
+	return rc;
 }
 
 /* LMDB codes stop here. */
@@ -431,6 +478,10 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	rc = mdb_env_create(&s->env);
 	if (rc != 0) {
 		s->env = NULL;
+		goto err;
+	}
+	rc = mdb_env_set_assert(s->env, lmdb_assert);
+	if (rc != 0) {
 		goto err;
 	}
 	rc = mdb_env_set_maxdbs(s->env, STORAGE_T__COUNT);
@@ -954,7 +1005,7 @@ lmdb_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	if (s->absent & (1u << tb)) {
 		return ECHD_ENOTFOUND;
 	}
-	rc = mdb_get(t->mt, s->dbi[tb], &key, &val);
+	rc = guarded_read(NULL, t->mt, s->dbi[tb], &key, &val, MDB_SET);
 	if (rc != 0) {
 		return txn_err(t, rc);
 	}
@@ -1052,7 +1103,7 @@ cursor_move(struct lmdb_cursor *c, MDB_val *k, MDB_cursor_op op, enum cursor_pos
 	MDB_val v;
 	int rc;
 
-	rc = mdb_cursor_get(c->mc, k, &v, op);
+	rc = guarded_read(c->mc, NULL, 0, k, &v, op);
 	if (rc == MDB_NOTFOUND) {
 		c->pos = miss;
 		return ECHD_ENOTFOUND;
@@ -1100,7 +1151,7 @@ lmdb_cursor_seek_last(struct storage_cursor *base, const struct st_buf *k, struc
 		return ECHD_ENOTFOUND;
 	}
 	mk = to_val(k);
-	rc = mdb_cursor_get(c->mc, &mk, &v, MDB_SET_RANGE);
+	rc = guarded_read(c->mc, NULL, 0, &mk, &v, MDB_SET_RANGE);
 	if (rc == MDB_NOTFOUND) {
 		/* Every key is < k. */
 		return cursor_move(c, &mk, MDB_LAST, POS_BEFORE, key, val);

@@ -492,6 +492,54 @@ def test_truncated_or_emptied_data_file_is_refused(server):
     assert s.raw().call("DBSIZE") == 0
 
 
+def break_a_leaf(path, psize, needle):
+    """Clears the flags of a leaf page in the middle of those holding `needle`: LMDB then
+    meets a page that is no leaf where a cursor moves to the next one."""
+    with open(path, "r+b") as f:
+        data = f.read()
+        leaves = [pg for pg in range(2, len(data) // psize)
+                  if int.from_bytes(data[pg * psize:pg * psize + 8], "little") == pg
+                  and data[pg * psize + 10] & 0x02 and needle in data[pg * psize:(pg + 1) * psize]]
+        assert len(leaves) >= 3, leaves
+        f.seek(leaves[len(leaves) // 2] * psize + 10)
+        f.write(b"\0\0")
+
+
+@echd_only("echd's data file")
+def test_corrupt_page_fails_the_command_not_the_server(server):
+    """A corrupt page inside data.mdb passes the start; a command whose read meets it gets
+    the corruption error (LMDB's assertion is turned into an error), and echd goes on
+    serving everything else."""
+    s = server.spawn()
+    c = s.raw()
+    for i in range(200):
+        c.call("XADD", "s", "*", "v", "needle-" + "y" * 400)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XADD", "other", "1-1", "f", "v")
+    psize = int([l for l in c.call("INFO", "storage").decode().split("\r\n")
+                 if l.startswith("storage_page_size:")][0].split(":")[1])
+    assert s.stop() == 0
+    break_a_leaf(os.path.join(s.dir, "data.mdb"), psize, b"needle-")
+    s.start()
+    c = s.raw()
+    corrupt = RespError("ERR storage error: stored data is corrupt")
+    for cmd in [("XRANGE", "s", "-", "+"), ("XREVRANGE", "s", "+", "-"),
+                ("XINFO", "STREAM", "s", "FULL", "COUNT", "0"),
+                ("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">")]:
+        assert c.err(*cmd) == corrupt.msg, cmd
+        assert c.call("PING") == "PONG"
+    assert c.call("XLEN", "s") == 200
+    assert c.call("XRANGE", "other", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    assert c.call("XADD", "other", "2-1", "f", "v") == b"2-1"
+    assert "Assertion" in s.log_tail(20) and "the data file is corrupt" in s.log_tail(20)
+    assert s.stop() == 0
+    # echo-admin check meets it too, and says so rather than dying of SIGABRT
+    p = subprocess.run([admin_exe(s.exe), "check", s.dir], capture_output=True, text=True,
+                       timeout=20)
+    assert p.returncode == 5 and "check stopped: stored data is corrupt" in p.stderr, \
+        (p.returncode, p.stderr)
+
+
 @echd_only("INFO persistence meta_flush_waits is echd's")
 def test_lone_writer_beside_idle_connections_does_not_wait(server):
     """With appendfsync always a reply may wait flush-wait-us for the next commit, whose flush
