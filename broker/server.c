@@ -500,6 +500,13 @@ flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 	release_durable(srv, rc);
 }
 
+/* The room kept for the writes that free space, out of a limit of `bytes`. */
+static uint64_t
+reserve_for(uint64_t bytes, uint64_t page_size)
+{
+	return bytes / 16 > 64 * page_size ? bytes / 16 : 64 * page_size;
+}
+
 /* How often a full file system is asked again for room when nothing commits. */
 #define FS_RETRY_MS 1000
 
@@ -529,11 +536,7 @@ fs_full(struct brk_server *srv, struct storage_stat *st)
 		 * needs no disk: the file grows only when they are used up. The
 		 * room asked is that of maxdisk's reserve, over the file's data;
 		 * what was written ahead stays the reserve. */
-		uint64_t room = st->used_bytes / 16;
-		if (room < 64 * st->page_size) {
-			room = 64 * st->page_size;
-		}
-		full = free_bytes < room;
+		full = free_bytes < reserve_for(st->used_bytes, st->page_size);
 	}
 	if (!full) {
 		if (srv->fs_full && free_bytes != 0) {
@@ -573,7 +576,7 @@ static void
 map_headroom(struct brk_server *srv)
 {
 	struct storage_stat st;
-	uint64_t free_bytes = 0, live, reserve, cap;
+	uint64_t free_bytes = 0, live, cap;
 
 	if (srv->batch != NULL || storage_stat(srv->st, &st) != 0) {
 		return;
@@ -602,8 +605,7 @@ map_headroom(struct brk_server *srv)
 		free_bytes = 0;
 	}
 	live = st.used_bytes > free_bytes ? st.used_bytes - free_bytes : 0;
-	reserve = cap / 16 > 64 * st.page_size ? cap / 16 : 64 * st.page_size;
-	srv->disk_full = live + reserve >= cap;
+	srv->disk_full = live + reserve_for(cap, st.page_size) >= cap;
 }
 
 /* The end of a loop turn: commit, release replies, wake waiters.
@@ -1560,14 +1562,20 @@ stale_socket_gone(const char *path, const struct sockaddr_un *sun)
 		echd_log(ECHD_LOG_WARNING, "unixsocket %s exists and is not a socket", path);
 		return -1;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a live listener with a full backlog says EAGAIN. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		return -1;
 	}
-	rc = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) == 0 ? 0 : errno;
 	close(fd);
-	if (rc == 0) {
+	if (rc == 0 || rc == EAGAIN) {
 		echd_log(ECHD_LOG_WARNING, "unixsocket %s is in use by another process", path);
+		return -1;
+	}
+	if (rc != ECONNREFUSED) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket %s: cannot tell whether it is in use: %s",
+			path, strerror(rc));
 		return -1;
 	}
 	unlink(path); /* nobody listens: left by a process that died */
