@@ -399,6 +399,12 @@ struct brk_server {
 	char *exe_path;
 	char *config_file;
 	int lock_fd;              /* holds dir/echd.lock while open; 0: none taken */
+	/* The unix socket and pidfile this process made (st_ino 0: none): only
+	 * these are removed at exit, and only if still the same file. */
+	struct brk_made_file {
+		dev_t dev;
+		ino_t ino;
+	} made_socket, made_pidfile;
 	pid_t pid;
 };
 
@@ -429,6 +435,7 @@ enum {
 	BRK_CMD_CHAN_FIRST = 1 << 17,   /* argv[1] */
 	BRK_CMD_CHAN_ALL = 1 << 18,     /* argv[1..] */
 	BRK_CMD_CHAN_PATTERN = 1 << 19, /* they are patterns (PSUBSCRIBE) */
+	BRK_CMD_FREES = 1 << 20,   /* a write that makes room: runs while the disk is full */
 };
 #define BRK_MAX_PERMS 128 /* ACL permission slots: commands and subcommands */
 
@@ -478,7 +485,8 @@ typedef bool (*brk_redact_fn)(int argc, const struct resp_arg *argv, int i);
 struct brk_subcmd {
 	const char *name;         /* lower case */
 	int arity;                /* counting the container's name */
-	unsigned flags;           /* BRK_CMD_ADMIN: hidden from MONITOR (the rest: the container's) */
+	unsigned flags;           /* BRK_CMD_ADMIN: hidden from MONITOR; BRK_CMD_FREES: makes room
+				   * (the rest: the container's) */
 	struct brk_keyspec keys;
 	const char *acl;          /* categories of its own, with an ACL permission of its own
 				   * (acl|whoami); NULL: the container's */
@@ -840,6 +848,11 @@ void brk_reply_help(struct resp_writer *w, const char *const *lines, size_t n);
 int brk_subcommand_arity(const struct brk_cmd *cmd, const struct resp_arg *sub);
 /* Whether sub is one of cmd's subcommands (true for a command without any). */
 bool brk_subcommand_known(const struct brk_cmd *cmd, const struct resp_arg *sub);
+/* Whether cmd (argv: its arguments, the name first) is a write that may add
+ * state (keys, entries, groups, consumers, pending entries): one that a
+ * full disk refuses, to keep the reserve for the writes that make room
+ * (BRK_CMD_FREES, and XGROUP DESTROY and DELCONSUMER). */
+bool brk_cmd_adds_data(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv);
 /* The i-th subcommand name of container cmd (lower case, static), or NULL past the last. */
 const char *brk_subcommand_at(const struct brk_cmd *cmd, size_t i);
 /* FLUSHDB/FLUSHALL: marks the watchers of watched keys that exist. */

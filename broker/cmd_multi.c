@@ -171,6 +171,21 @@ watched_expired(struct brk_ctx *x)
 	return 0;
 }
 
+/* Whether a command c queued may add state (brk_cmd_adds_data). */
+static bool
+queue_adds_data(const struct brk_conn *c)
+{
+	for (int i = 0; i < c->nqueue; i++) {
+		const struct brk_argv *q = &c->queue[i];
+		const struct brk_cmd *cmd = brk_cmd_lookup(q->argv[0].p, q->argv[0].len);
+
+		if (cmd != NULL && brk_cmd_adds_data(cmd, q->argc, q->argv)) {
+			return true;
+		}
+	}
+	return false;
+}
+
 int
 brk_cmd_exec(struct brk_ctx *x)
 {
@@ -190,6 +205,15 @@ brk_cmd_exec(struct brk_ctx *x)
 	if (c->multi_dirty) {
 		brk_multi_reset(c);
 		resp_add_error(x->w, "EXECABORT Transaction discarded because of previous errors.");
+		return 0;
+	}
+	if (srv->disk_full && queue_adds_data(c)) {
+		/* The disk filled after the commands were queued: as Redis'
+		 * EXEC under maxmemory, the transaction is discarded. */
+		char msg[256];
+		brk_multi_reset(c);
+		brk_error_text(srv, srv->disk_full_rc, msg, sizeof(msg));
+		resp_add_error(x->w, msg);
 		return 0;
 	}
 	if (!c->watch_dirty && c->nwatched > 0) {

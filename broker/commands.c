@@ -27,6 +27,7 @@
 #define NA BRK_CMD_NOAUTH
 #define NQ BRK_CMD_NOQUEUE
 #define EX BRK_CMD_EXEC
+#define FR BRK_CMD_FREES
 #define PS BRK_CMD_PUBSUB
 #define SC BRK_CMD_SUBCTX
 #define CH BRK_CMD_CHAN_ALL
@@ -129,9 +130,10 @@ redact_config_set(int argc, const struct resp_arg *argv, int i)
  * Subcommands: name, arity, flags, keys, categories, secrets
  * ---------------------------------------------------------------------- */
 
+/* DESTROY and DELCONSUMER make room: they run while the disk is full */
 static const struct brk_subcmd xgroup_subs[] = {
-	{"create", -5, 0, KEY2}, {"setid", -5, 0, KEY2}, {"destroy", 4, 0, KEY2},
-	{"createconsumer", 5, 0, KEY2}, {"delconsumer", 5, 0, KEY2}, {"help", 2},
+	{"create", -5, 0, KEY2}, {"setid", -5, 0, KEY2}, {"destroy", 4, FR, KEY2},
+	{"createconsumer", 5, 0, KEY2}, {"delconsumer", 5, FR, KEY2}, {"help", 2, FR},
 };
 static const struct brk_subcmd xinfo_subs[] = {
 	{"stream", -3, 0, KEY2}, {"groups", 3, 0, KEY2}, {"consumers", 4, 0, KEY2}, {"help", 2},
@@ -199,10 +201,10 @@ static const struct brk_cmd cmds[] = {
 		"Returns the number of keys in the database.", "O(1)"},
 	{"time", brk_cmd_time, 1, NS | F | L | S, {0, 0, 0}, "@fast", "server", "2.6.0",
 		"Returns the server time.", "O(1)"},
-	{"del", brk_cmd_del, -2, W, {1, -1, 1}, "@keyspace @write @slow", "generic", "1.0.0",
+	{"del", brk_cmd_del, -2, W | FR, {1, -1, 1}, "@keyspace @write @slow", "generic", "1.0.0",
 		"Deletes one or more keys.", "O(N) keys; rows are reclaimed in the background",
 		.syntax = "key [key ...]"},
-	{"unlink", brk_cmd_del, -2, W | F, {1, -1, 1}, "@keyspace @write @fast", "generic", "4.0.0",
+	{"unlink", brk_cmd_del, -2, W | F | FR, {1, -1, 1}, "@keyspace @write @fast", "generic", "4.0.0",
 		"Asynchronously deletes one or more keys.", "O(1) per key",
 		.syntax = "key [key ...]"},
 	{"exists", brk_cmd_exists, -2, R | F, {1, -1, 1}, "@keyspace @read @fast", "generic",
@@ -236,7 +238,7 @@ static const struct brk_cmd cmds[] = {
 		"generic", "7.0.0",
 		"Returns the expiration time of a key as a Unix milliseconds timestamp.", "O(1)",
 		.syntax = "key"},
-	{"persist", brk_cmd_persist, 2, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
+	{"persist", brk_cmd_persist, 2, W | F | FR, {1, 1, 1}, "@keyspace @write @fast", "generic",
 		"2.2.0", "Removes the expiration time of a key.", "O(log N) keys with an expiry",
 		.syntax = "key"},
 	{"touch", brk_cmd_touch, -2, R | F, {1, -1, 1}, "@keyspace @read @fast", "generic", "3.2.1",
@@ -275,10 +277,10 @@ static const struct brk_cmd cmds[] = {
 	{"move", brk_cmd_move, 3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic", "1.0.0",
 		"Moves a key to another database.", "O(1)",
 		.syntax = "key db"},
-	{"flushdb", brk_cmd_flushdb, -1, W, {0, 0, 0}, "@keyspace @write @slow @dangerous", "server",
+	{"flushdb", brk_cmd_flushdb, -1, W | FR, {0, 0, 0}, "@keyspace @write @slow @dangerous", "server",
 		"1.0.0", "Removes all keys from the current database.", "O(N)",
 		.syntax = "[<ASYNC | SYNC>]"},
-	{"flushall", brk_cmd_flushall, -1, W, {0, 0, 0}, "@keyspace @write @slow @dangerous",
+	{"flushall", brk_cmd_flushall, -1, W | FR, {0, 0, 0}, "@keyspace @write @slow @dangerous",
 		"server", "1.0.0", "Removes all keys from all databases.", "O(N)",
 		.syntax = "[<ASYNC | SYNC>]"},
 	{"info", brk_cmd_info, -1, R | L | S, {0, 0, 0}, "@slow @dangerous", "server", "1.0.0",
@@ -393,10 +395,10 @@ static const struct brk_cmd cmds[] = {
 		"Returns the messages from a stream within a range of IDs in reverse order.",
 		"O(log(N)+M)",
 		.syntax = "key end start [COUNT count]"},
-	{"xdel", brk_cmd_xdel, -3, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+	{"xdel", brk_cmd_xdel, -3, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages after removing them from a stream.", "O(1) per id",
 		.syntax = "key id [id ...]"},
-	{"xtrim", brk_cmd_xtrim, -4, W, {1, 1, 1}, "@write @stream @slow", "stream", "5.0.0",
+	{"xtrim", brk_cmd_xtrim, -4, W | FR, {1, 1, 1}, "@write @stream @slow", "stream", "5.0.0",
 		"Deletes messages from the beginning of a stream.", "O(N)",
 		.syntax = "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]"},
 	{"xread", brk_cmd_xread, -4, R | B, {0, 0, 0}, "@read @stream @slow @blocking", "stream",
@@ -421,7 +423,7 @@ static const struct brk_cmd cmds[] = {
 		"For each stream mentioned: O(M) with M the number of elements returned.",
 		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
 		       "key [key ...] id [id ...]", .find_keys = xreadgroup_keys},
-	{"xack", brk_cmd_xack, -4, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+	{"xack", brk_cmd_xack, -4, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "
 		"group member of a stream.",
 		"O(1) for each message ID processed.",
@@ -498,6 +500,18 @@ brk_cmd_lookup(const char *name, size_t len)
 		}
 	}
 	return NULL;
+}
+
+bool
+brk_cmd_adds_data(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
+{
+	const struct brk_subcmd *sc;
+
+	if (!(cmd->flags & BRK_CMD_WRITE) || (cmd->flags & BRK_CMD_FREES)) {
+		return false;
+	}
+	sc = argc >= 2 ? brk_subcmd_find(cmd, &argv[1]) : NULL;
+	return sc == NULL || !(sc->flags & BRK_CMD_FREES);
 }
 
 size_t

@@ -962,15 +962,17 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty = true;
 		goto replied;
 	}
-	if (c->multi && !(cmd->flags & BRK_CMD_NOQUEUE)) {
-		brk_multi_queue(&x);
-		goto replied;
-	}
-	if (srv->disk_full && (cmd->flags & BRK_CMD_DENYOOM)) {
+	if (srv->disk_full && brk_cmd_adds_data(cmd, x.argc, x.argv)) {
+		/* Refused (in MULTI: not queued, as Redis' OOM) while the disk is full. */
 		char msg[256];
 		brk_error_text(srv, srv->disk_full_rc, msg, sizeof(msg));
 		resp_add_error(&c->w, msg);
 		stat->rejected++;
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
+	if (c->multi && !(cmd->flags & BRK_CMD_NOQUEUE)) {
+		brk_multi_queue(&x);
 		goto replied;
 	}
 	srv->stats.total_commands++; /* counted once it runs, as Redis does */

@@ -500,6 +500,13 @@ flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 	release_durable(srv, rc);
 }
 
+/* The room kept for the writes that free space, out of a limit of `bytes`. */
+static uint64_t
+reserve_for(uint64_t bytes, uint64_t page_size)
+{
+	return bytes / 16 > 64 * page_size ? bytes / 16 : 64 * page_size;
+}
+
 /* How often a full file system is asked again for room when nothing commits. */
 #define FS_RETRY_MS 1000
 
@@ -510,7 +517,7 @@ flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 static bool
 fs_full(struct brk_server *srv, struct storage_stat *st)
 {
-	uint64_t now = brk_now_ms();
+	uint64_t now = brk_now_ms(), free_bytes = 0;
 	bool full;
 
 	if (st->reserve_error != 0 && now - srv->reserve_retry_ms >= FS_RETRY_MS) {
@@ -524,8 +531,19 @@ fs_full(struct brk_server *srv, struct storage_stat *st)
 	/* Another error (EIO, say) is not a full disk: the commits that
 	 * need the disk report it themselves. */
 	full = st->reserve_error == -ENOSPC || st->reserve_error == -EDQUOT;
+	if (full && storage_free_bytes(srv->st, &free_bytes) == 0) {
+		/* Pages freed inside the data file (XTRIM, DEL) are room that
+		 * needs no disk: the file grows only when they are used up. The
+		 * room asked is that of maxdisk's reserve, over the file's data;
+		 * what was written ahead stays the reserve. */
+		full = free_bytes < reserve_for(st->used_bytes, st->page_size);
+	}
 	if (!full) {
-		if (srv->fs_full) {
+		if (srv->fs_full && free_bytes != 0) {
+			echd_log(ECHD_LOG_NOTICE, "the data directory's file system is full, but "
+				"%llu bytes are free inside the data file: writes that add data are "
+				"accepted", (unsigned long long)free_bytes);
+		} else if (srv->fs_full) {
 			echd_log(ECHD_LOG_NOTICE, "the data directory's file system has room again: "
 						  "writes that add data are accepted");
 		}
@@ -558,7 +576,7 @@ static void
 map_headroom(struct brk_server *srv)
 {
 	struct storage_stat st;
-	uint64_t free_bytes = 0, live, reserve;
+	uint64_t free_bytes = 0, live, cap;
 
 	if (srv->batch != NULL || storage_stat(srv->st, &st) != 0) {
 		return;
@@ -569,7 +587,12 @@ map_headroom(struct brk_server *srv)
 	if (fs_full(srv, &st)) {
 		return;
 	}
-	if (st.used_bytes < st.map_size / 4 * 3) {
+	/* A maxdisk lowered below the map (CONFIG SET) bounds it from now on. */
+	cap = st.map_size;
+	if (srv->cfg.maxdisk != 0 && (uint64_t)srv->cfg.maxdisk < cap) {
+		cap = (uint64_t)srv->cfg.maxdisk;
+	}
+	if (st.used_bytes < cap / 4 * 3) {
 		return;
 	}
 	if (srv->cfg.maxdisk == 0 || st.map_size < (uint64_t)srv->cfg.maxdisk) {
@@ -582,8 +605,7 @@ map_headroom(struct brk_server *srv)
 		free_bytes = 0;
 	}
 	live = st.used_bytes > free_bytes ? st.used_bytes - free_bytes : 0;
-	reserve = st.map_size / 16 > 64 * st.page_size ? st.map_size / 16 : 64 * st.page_size;
-	srv->disk_full = live + reserve >= st.map_size;
+	srv->disk_full = live + reserve_for(cap, st.page_size) >= cap;
 }
 
 /* The end of a loop turn: commit, release replies, wake waiters.
@@ -1509,6 +1531,69 @@ listen_tcp(struct brk_server *srv, const char *spec, int port, bool tls)
 	return 0;
 }
 
+/* Remembers which file this process made at path, for made_remove(). */
+static void
+made_note(const char *path, struct brk_made_file *m)
+{
+	struct stat sb;
+
+	if (lstat(path, &sb) == 0) {
+		m->dev = sb.st_dev;
+		m->ino = sb.st_ino;
+	}
+}
+
+/* Removes path if it is still the file made_note() saw: not one that
+ * another process put there since, and nothing at all if this process
+ * never made one (it exits because it could not start, say, while the
+ * echd that made them runs on). */
+static void
+made_remove(const char *path, struct brk_made_file *m)
+{
+	struct stat sb;
+
+	if (m->ino != 0 && lstat(path, &sb) == 0 && sb.st_dev == m->dev && sb.st_ino == m->ino) {
+		unlink(path);
+	}
+	m->ino = 0;
+}
+
+/* A socket file left at path by a process that died is removed; one that
+ * a live process listens on, or a file that is no socket, is left alone
+ * and refused. Returns 0 when path is free to bind. */
+static int
+stale_socket_gone(const char *path, const struct sockaddr_un *sun)
+{
+	struct stat sb;
+	int fd, rc;
+
+	if (lstat(path, &sb) != 0) {
+		return 0;
+	}
+	if (!S_ISSOCK(sb.st_mode)) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket %s exists and is not a socket", path);
+		return -1;
+	}
+	/* Non-blocking: a live listener with a full backlog says EAGAIN. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -1;
+	}
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) == 0 ? 0 : errno;
+	close(fd);
+	if (rc == 0 || rc == EAGAIN) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket %s is in use by another process", path);
+		return -1;
+	}
+	if (rc != ECONNREFUSED) {
+		echd_log(ECHD_LOG_WARNING, "unixsocket %s: cannot tell whether it is in use: %s",
+			path, strerror(rc));
+		return -1;
+	}
+	unlink(path); /* nobody listens: left by a process that died */
+	return 0;
+}
+
 static int
 listen_unix(struct brk_server *srv)
 {
@@ -1523,7 +1608,9 @@ listen_unix(struct brk_server *srv)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, srv->cfg.unixsocket);
-	unlink(srv->cfg.unixsocket);
+	if (stale_socket_gone(srv->cfg.unixsocket, &sun) != 0) {
+		return -1;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		return -1;
@@ -1534,6 +1621,7 @@ listen_unix(struct brk_server *srv)
 		close(fd);
 		return -1;
 	}
+	made_note(srv->cfg.unixsocket, &srv->made_socket);
 	if (srv->cfg.unixsocketperm) {
 		chmod(srv->cfg.unixsocket, srv->cfg.unixsocketperm);
 	}
@@ -1836,6 +1924,11 @@ brk_server_init(struct brk_server *srv)
 	memset(&so, 0, sizeof(so));
 	so.dir = srv->cfg.dir;
 	so.map_size = (uint64_t)srv->cfg.map_size;
+	if (srv->cfg.maxdisk != 0 && (uint64_t)srv->cfg.maxdisk < so.map_size) {
+		/* LMDB itself then refuses to grow past maxdisk from the first write. */
+		so.map_size = (uint64_t)srv->cfg.maxdisk;
+	}
+	so.map_max = (uint64_t)srv->cfg.maxdisk;
 	so.sync_mode = STORAGE_SYNC_DATA;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
 	if (rc != 0) {
@@ -1926,6 +2019,7 @@ brk_server_init(struct brk_server *srv)
 		if (f != NULL) {
 			fprintf(f, "%d\n", (int)srv->pid);
 			fclose(f);
+			made_note(srv->cfg.pidfile, &srv->made_pidfile);
 		}
 	}
 	echd_log(ECHD_LOG_NOTICE, "echd %s started, pid %d, data in %s, appendfsync %s",
@@ -2011,6 +2105,24 @@ brk_server_run(struct brk_server *srv)
 	return srv->exit_code;
 }
 
+/* The pidfile goes if it is the one this process wrote and still holds its
+ * pid: an echd started later on the same path rewrote it in place. */
+static void
+pidfile_remove(struct brk_server *srv)
+{
+	char buf[32];
+	FILE *f;
+
+	if (srv->made_pidfile.ino == 0 || (f = fopen(srv->cfg.pidfile, "r")) == NULL) {
+		return;
+	}
+	if (fgets(buf, sizeof(buf), f) == NULL || strtol(buf, NULL, 10) != (long)srv->pid) {
+		srv->made_pidfile.ino = 0;
+	}
+	fclose(f);
+	made_remove(srv->cfg.pidfile, &srv->made_pidfile);
+}
+
 void
 brk_server_finish(struct brk_server *srv)
 {
@@ -2037,15 +2149,15 @@ brk_server_finish(struct brk_server *srv)
 		srv->st = NULL;
 		echd_log(ECHD_LOG_NOTICE, "storage closed; echd is now ready to exit, bye bye...");
 	}
-	if (srv->cfg.unixsocket && srv->cfg.unixsocket[0]) {
-		unlink(srv->cfg.unixsocket);
+	if (srv->cfg.unixsocket) {
+		made_remove(srv->cfg.unixsocket, &srv->made_socket);
+	}
+	if (srv->cfg.pidfile) {
+		pidfile_remove(srv);
 	}
 	if (srv->lock_fd > 0) {
 		close(srv->lock_fd); /* after the storage: the next echd may open it now */
 		srv->lock_fd = 0;
-	}
-	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
-		unlink(srv->cfg.pidfile);
 	}
 	if (srv->sig_term) {
 		event_free(srv->sig_term);

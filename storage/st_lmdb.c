@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <lmdb.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,6 +161,52 @@ cursor_from(struct storage_cursor *c)
 	return (struct lmdb_cursor *)c;
 }
 
+/* ---- corruption met by a read ---------------------------------------- */
+
+/* LMDB checks some of what it reads from a page with assertions, which
+ * call the env's assert function and then abort(): a page of the wrong
+ * kind where a leaf should be (IS_LEAF in mdb_cursor_next) killed the
+ * process serving a read. The reads (mdb_get, mdb_cursor_get) run under
+ * guarded_read(), and the assert function jumps back out of LMDB to it
+ * instead of returning, which turns the assertion into MDB_CORRUPTED.
+ * A read changes nothing LMDB keeps (no dirty page, no free list), so
+ * nothing is left half-done but the cursor, which the caller drops with
+ * the error. Writes are not guarded: a jump out of a half-done page split
+ * could leave the txn's page lists inconsistent, so there the abort
+ * stands. Thread-local: each thread's reads are its own. */
+static _Thread_local sigjmp_buf *read_guard;
+
+static void
+lmdb_assert(MDB_env *env, const char *msg)
+{
+	echd_log(ECHD_LOG_WARNING, "lmdb: %s: the data file is corrupt", msg);
+	if (read_guard != NULL) {
+		sigjmp_buf *jb = read_guard;
+
+		read_guard = NULL;
+		siglongjmp(*jb, 1);
+	}
+	/* not a guarded read: LMDB aborts */
+}
+
+/* mdb_cursor_get(), or mdb_get() when mc is NULL, with assertions in
+ * them returned as MDB_CORRUPTED. */
+static int
+guarded_read(MDB_cursor *mc, MDB_txn *mt, MDB_dbi dbi, MDB_val *k, MDB_val *v,
+	MDB_cursor_op op)
+{
+	sigjmp_buf jb;
+	int rc;
+
+	if (sigsetjmp(jb, 0) != 0) {
+		return MDB_CORRUPTED;
+	}
+	read_guard = &jb;
+	rc = mc != NULL ? mdb_cursor_get(mc, k, v, op) : mdb_get(mt, dbi, k, v);
+	read_guard = NULL;
+	return rc;
+}
+
 /* LMDB codes stop here. */
 static int
 xlate(int rc)
@@ -265,9 +312,10 @@ lmdb_close(struct storage *st)
 }
 
 /* The map is the larger of what the options ask and what the environment
- * already records: a map grown in an earlier run is never shrunk. */
+ * already records: a map grown in an earlier run is not shrunk, except to
+ * max (maxdisk lowered since), and LMDB never shrinks it below the data. */
 static int
-settle_map_size(struct st_lmdb *s, uint64_t want)
+settle_map_size(struct st_lmdb *s, uint64_t want, uint64_t max)
 {
 	MDB_envinfo info;
 	int rc;
@@ -283,6 +331,24 @@ settle_map_size(struct st_lmdb *s, uint64_t want)
 	}
 	if (info.me_mapsize < want) {
 		rc = mdb_env_set_mapsize(s->env, want);
+	} else if (max != 0 && info.me_mapsize > max && !s->read_only) {
+		MDB_stat ms;
+		uint64_t used, room;
+
+		/* Data already past max keep room to be trimmed in: a map
+		 * full to its last page cannot even commit a deletion. */
+		rc = mdb_env_stat(s->env, &ms);
+		if (rc != 0) {
+			return rc;
+		}
+		used = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+		room = 64 * (uint64_t)ms.ms_psize;
+		room = max / 16 > room ? max / 16 : room;
+		room = (room + ms.ms_psize - 1) / ms.ms_psize * ms.ms_psize;
+		if (max < used + room) {
+			max = used + room < info.me_mapsize ? used + room : info.me_mapsize;
+		}
+		rc = mdb_env_set_mapsize(s->env, max);
 	}
 	return rc;
 }
@@ -321,6 +387,68 @@ open_tables(struct st_lmdb *s)
 	return mdb_txn_commit(mt);
 }
 
+/* Refuses a data.mdb that exists but is empty: LMDB would take it for a
+ * new environment and echd would serve an empty broker without a word. A
+ * new directory has no data.mdb at all. */
+static int
+check_not_emptied(const char *dir)
+{
+	char path[4096];
+	struct stat sb;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/data.mdb", dir) >= sizeof(path)) {
+		return -ENAMETOOLONG;
+	}
+	if (stat(path, &sb) != 0 || sb.st_size != 0) {
+		return 0; /* no file (a new directory), or LMDB's to judge */
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"lmdb: %s is empty (0 bytes): its data are lost (emptied, or a first start "
+		"that crashed before writing any). Restore it from a backup; to start afresh with "
+		"an empty broker, remove data.mdb and lock.mdb from %s",
+		path, dir);
+	return ECHD_ECORRUPT;
+}
+
+/* Refuses a data.mdb shorter than the pages its meta page says are in
+ * use (a copy or restore cut short): reading a page past the end of the
+ * file through the map would kill the process with SIGBUS. The meta
+ * pages themselves are read by LMDB with read(), not through the map. */
+static int
+check_not_truncated(struct st_lmdb *s, const char *dir)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	mdb_filehandle_t fd;
+	uint64_t size, need;
+	int rc;
+
+	rc = mdb_env_info(s->env, &info);
+	if (rc == 0) {
+		rc = mdb_env_stat(s->env, &ms);
+	}
+	if (rc == 0) {
+		rc = mdb_env_get_fd(s->env, &fd);
+	}
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	rc = file_size(fd, &size);
+	if (rc != 0) {
+		return rc;
+	}
+	need = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
+	if (size >= need) {
+		return 0;
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"lmdb: %s/data.mdb is %llu bytes, but its pages reach %llu bytes: the file was "
+		"cut short (a copy or restore that did not finish?). Restore it from a backup; "
+		"to start afresh with an empty broker, remove data.mdb and lock.mdb from %s",
+		dir, (unsigned long long)size, (unsigned long long)need, dir);
+	return ECHD_ECORRUPT;
+}
+
 static int
 lmdb_open(const struct storage_opts *o, struct storage **out)
 {
@@ -328,6 +456,7 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	/* MDB_NOMEMINIT: LMDB would otherwise clear the unused part of every
 	 * page it allocates; the file never holds anything but our rows. */
 	unsigned flags = MDB_NOTLS | MDB_NOMEMINIT;
+	uint64_t os_page, map_size, map_max;
 	int dead = 0;
 	int rc;
 
@@ -352,19 +481,40 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 		s->env = NULL;
 		goto err;
 	}
+	rc = mdb_env_set_assert(s->env, lmdb_assert);
+	if (rc != 0) {
+		goto err;
+	}
 	rc = mdb_env_set_maxdbs(s->env, STORAGE_T__COUNT);
 	if (rc != 0) {
 		goto err;
 	}
-	if (o->map_size != 0) {
-		rc = mdb_env_set_mapsize(s->env, o->map_size);
+	/* LMDB wants a multiple of the OS page size (maxdisk may be any size). */
+	os_page = (uint64_t)sysconf(_SC_PAGESIZE);
+	map_size = o->map_size / os_page * os_page;
+	map_max = o->map_max / os_page * os_page;
+	if (map_size == 0 && o->map_size != 0) {
+		map_size = os_page; /* a tiny maxdisk: LMDB raises it to its minimum */
+	}
+	if (map_size != 0) {
+		rc = mdb_env_set_mapsize(s->env, map_size);
 		if (rc != 0) {
 			goto err;
 		}
 	}
+	rc = check_not_emptied(o->dir);
+	if (rc != 0) {
+		lmdb_close(&s->base);
+		return rc;
+	}
 	rc = mdb_env_open(s->env, o->dir, flags, ENV_FILE_MODE);
 	if (rc != 0) {
 		goto err;
+	}
+	rc = check_not_truncated(s, o->dir);
+	if (rc != 0) {
+		lmdb_close(&s->base);
+		return rc;
 	}
 	/* Slots of crashed readers would pin old pages forever. */
 	rc = mdb_reader_check(s->env, &dead);
@@ -375,7 +525,7 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 		echd_log(ECHD_LOG_WARNING, "lmdb: cleared %d stale reader slot(s) in %s", dead,
 			o->dir);
 	}
-	rc = settle_map_size(s, o->map_size);
+	rc = settle_map_size(s, map_size, map_max);
 	if (rc != 0) {
 		goto err;
 	}
@@ -856,7 +1006,7 @@ lmdb_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	if (s->absent & (1u << tb)) {
 		return ECHD_ENOTFOUND;
 	}
-	rc = mdb_get(t->mt, s->dbi[tb], &key, &val);
+	rc = guarded_read(NULL, t->mt, s->dbi[tb], &key, &val, MDB_SET);
 	if (rc != 0) {
 		return txn_err(t, rc);
 	}
@@ -954,7 +1104,7 @@ cursor_move(struct lmdb_cursor *c, MDB_val *k, MDB_cursor_op op, enum cursor_pos
 	MDB_val v;
 	int rc;
 
-	rc = mdb_cursor_get(c->mc, k, &v, op);
+	rc = guarded_read(c->mc, NULL, 0, k, &v, op);
 	if (rc == MDB_NOTFOUND) {
 		c->pos = miss;
 		return ECHD_ENOTFOUND;
@@ -1002,7 +1152,7 @@ lmdb_cursor_seek_last(struct storage_cursor *base, const struct st_buf *k, struc
 		return ECHD_ENOTFOUND;
 	}
 	mk = to_val(k);
-	rc = mdb_cursor_get(c->mc, &mk, &v, MDB_SET_RANGE);
+	rc = guarded_read(c->mc, NULL, 0, &mk, &v, MDB_SET_RANGE);
 	if (rc == MDB_NOTFOUND) {
 		/* Every key is < k. */
 		return cursor_move(c, &mk, MDB_LAST, POS_BEFORE, key, val);

@@ -76,6 +76,8 @@ enum storage_sync_mode {
 struct storage_opts {
 	const char *dir;    /* borrowed; must exist */
 	uint64_t map_size;  /* initial map size in bytes */
+	uint64_t map_max;   /* 0, or the largest map: a larger one recorded is shrunk to it
+			     * (never below the data) */
 	enum storage_sync_mode sync_mode;
 	bool read_only;     /* open for inspection only (echo-admin) */
 };

@@ -5,12 +5,16 @@ keeps nothing without persistence, so against Redis these tests run with its AOF
 `appendfsync always`, its equivalent promise: that validates the tests themselves.
 """
 
+import os
+import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
 
-from echdtest import Closed, RespConn, RespError, echd_only, fill, free_port, wait_until
+from echdtest import (Closed, RespConn, RespError, admin_exe, echd_only, fill, free_port,
+                      wait_until)
 
 # Redis: the AOF with an fsync before every reply. echd needs nothing: durable by default.
 REDIS_ARGS = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -362,6 +366,178 @@ def test_second_echd_on_the_same_dir_is_refused(server):
     # the lock dies with the process: a restart after kill -9 is not refused
     s.restart(kill=signal.SIGKILL)
     assert s.raw().call("XLEN", "s") == 2
+
+
+def unix_ping(path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as u:
+        u.settimeout(5)
+        u.connect(path)
+        u.sendall(b"PING\r\n")
+        return u.recv(64)
+
+
+@echd_only("echd's lock on its data directory")
+def test_echd_that_cannot_start_leaves_the_running_ones_files(server):
+    """An echd that exits because it could not start (the data directory is locked, the port
+    is taken, the unix socket is live) removes neither the unix socket nor the pidfile: they
+    are the running echd's. The running one removes its own when it stops."""
+    import tempfile
+    root = tempfile.mkdtemp(prefix="echd-e2e-files-")
+    sock, pidfile = os.path.join(root, "a.sock"), os.path.join(root, "a.pid")
+    s = server.spawn("--unixsocket", sock, "--pidfile", pidfile)
+    pid = s.proc.pid
+    assert unix_ping(sock) == b"+PONG\r\n"
+    other_dir = os.path.join(root, "other")
+    cases = [  # (why it cannot start, its data dir, its port)
+        ("in use by another echd", s.dir, free_port()),
+        ("failed listening on 127.0.0.1 port %d" % s.port, other_dir, s.port),
+        ("unixsocket %s is in use by another process" % sock, other_dir, free_port()),
+    ]
+    for why, d, port in cases:
+        p = subprocess.run([s.exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                            "--unixsocket", sock, "--pidfile", pidfile],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=20)
+        out = p.stdout.decode(errors="replace")
+        assert p.returncode == 1 and why in out, (why, p.returncode, out)
+        with open(pidfile) as f:
+            assert f.read() == "%d\n" % pid, why
+        assert unix_ping(sock) == b"+PONG\r\n", why
+    # a file at the socket's path that is no socket is not deleted to make room
+    with open(os.path.join(root, "plain"), "w") as f:
+        f.write("keep")
+    p = subprocess.run([s.exe, "--port", str(free_port()), "--bind", "127.0.0.1", "--dir",
+                        other_dir, "--unixsocket", os.path.join(root, "plain")],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=20)
+    assert p.returncode == 1 and b"is not a socket" in p.stdout, p.stdout
+    with open(os.path.join(root, "plain")) as f:
+        assert f.read() == "keep"
+    # the echd that made them removes them when it stops
+    assert s.stop() == 0
+    assert not os.path.exists(sock) and not os.path.exists(pidfile)
+    # a socket left by a killed echd is stale: the next one takes the path over
+    s.start()
+    s.kill()
+    assert os.path.exists(sock)
+    s.start()
+    assert unix_ping(sock) == b"+PONG\r\n"
+    s.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def start_fails(exe, d):
+    """Starts echd on dir d, expecting it to refuse: returns its output."""
+    p = subprocess.run([exe, "--port", str(free_port()), "--bind", "127.0.0.1", "--dir", d],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=20)
+    out = p.stdout.decode(errors="replace")
+    assert p.returncode == 1, (p.returncode, out)  # not -SIGBUS
+    assert "cannot open storage 'lmdb' in '%s': stored data is corrupt" % d in out, out
+    return out
+
+
+def check_fails(exe, d):
+    p = subprocess.run([admin_exe(exe), "check", d], capture_output=True, text=True,
+                       timeout=20)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)  # cannot open, no SIGBUS
+    assert "cannot open %s read-only: stored data is corrupt" % d in p.stderr, p.stderr
+    return p.stderr
+
+
+@echd_only("echd's data file")
+def test_truncated_or_emptied_data_file_is_refused(server):
+    """A data.mdb shorter than its pages (a copy cut short) is refused at start, by echd and
+    by echo-admin, instead of killing them with SIGBUS at the first page past its end; one
+    cut to exactly its pages (the zeroes written ahead gone) is whole. An emptied data.mdb
+    (0 bytes) is refused rather than opened as an empty broker: a new directory has none."""
+    s = server.spawn()
+    c = s.raw()
+    for i in range(30):
+        c.call("XADD", "big", "*", "v", "x" * 100000)
+    used = int([l for l in c.call("INFO", "storage").decode().split("\r\n")
+                if l.startswith("storage_used_bytes:")][0].split(":")[1])
+    assert s.stop() == 0
+    data = os.path.join(s.dir, "data.mdb")
+    whole = data + ".whole"
+    shutil.copyfile(data, whole)
+    assert os.path.getsize(data) > used > 3000000
+    for size in (1000000, used - 1):
+        os.truncate(data, size)
+        out = start_fails(s.exe, s.dir)
+        assert "data.mdb is %d bytes, but its pages reach %d bytes" % (size, used) in out, out
+        assert "cut short" in check_fails(s.exe, s.dir)
+        shutil.copyfile(whole, data)
+    os.truncate(data, used)
+    s.start()
+    assert s.raw().call("XLEN", "big") == 30
+    assert s.stop() == 0
+    # a small one: one entry, cut into its second page
+    small = server.spawn()
+    assert small.raw().call("XADD", "s", "1-1", "f", "v") == b"1-1"
+    assert small.stop() == 0
+    os.truncate(os.path.join(small.dir, "data.mdb"), 5000)
+    assert "cut short" in start_fails(small.exe, small.dir)
+    assert "cut short" in check_fails(small.exe, small.dir)
+    # emptied: refused, with how to start afresh; which then works
+    with open(data, "w"):
+        pass
+    out = start_fails(s.exe, s.dir)
+    assert "data.mdb is empty (0 bytes)" in out and "remove data.mdb and lock.mdb" in out, out
+    assert "is empty (0 bytes)" in check_fails(s.exe, s.dir)
+    os.unlink(whole)
+    os.unlink(data)
+    os.unlink(os.path.join(s.dir, "lock.mdb"))
+    s.start()
+    assert s.raw().call("DBSIZE") == 0
+
+
+def break_a_leaf(path, psize, needle):
+    """Clears the flags of a leaf page in the middle of those holding `needle`: LMDB then
+    meets a page that is no leaf where a cursor moves to the next one."""
+    with open(path, "r+b") as f:
+        data = f.read()
+        leaves = [pg for pg in range(2, len(data) // psize)
+                  if int.from_bytes(data[pg * psize:pg * psize + 8], "little") == pg
+                  and data[pg * psize + 10] & 0x02 and needle in data[pg * psize:(pg + 1) * psize]]
+        assert len(leaves) >= 3, leaves
+        f.seek(leaves[len(leaves) // 2] * psize + 10)
+        f.write(b"\0\0")
+
+
+@echd_only("echd's data file")
+def test_corrupt_page_fails_the_command_not_the_server(server):
+    """A corrupt page inside data.mdb passes the start; a command whose read meets it gets
+    the corruption error (LMDB's assertion is turned into an error), and echd goes on
+    serving everything else."""
+    s = server.spawn()
+    c = s.raw()
+    for i in range(200):
+        c.call("XADD", "s", "*", "v", "needle-" + "y" * 400)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XADD", "other", "1-1", "f", "v")
+    psize = int([l for l in c.call("INFO", "storage").decode().split("\r\n")
+                 if l.startswith("storage_page_size:")][0].split(":")[1])
+    assert s.stop() == 0
+    break_a_leaf(os.path.join(s.dir, "data.mdb"), psize, b"needle-")
+    s.start()
+    c = s.raw()
+    corrupt = RespError("ERR storage error: stored data is corrupt")
+    for cmd in [("XRANGE", "s", "-", "+"), ("XREVRANGE", "s", "+", "-"),
+                ("XINFO", "STREAM", "s", "FULL", "COUNT", "0"),
+                ("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">")]:
+        assert c.err(*cmd) == corrupt.msg, cmd
+        assert c.call("PING") == "PONG"
+    assert c.call("XLEN", "s") == 200
+    assert c.call("XRANGE", "other", "-", "+") == [[b"1-1", [b"f", b"v"]]]
+    assert c.call("XADD", "other", "2-1", "f", "v") == b"2-1"
+    assert "Assertion" in s.log_tail(20) and "the data file is corrupt" in s.log_tail(20)
+    assert s.stop() == 0
+    # echo-admin check meets it too, and says so rather than dying of SIGABRT
+    p = subprocess.run([admin_exe(s.exe), "check", s.dir], capture_output=True, text=True,
+                       timeout=20)
+    assert p.returncode == 5 and "check stopped: stored data is corrupt" in p.stderr, \
+        (p.returncode, p.stderr)
 
 
 @echd_only("INFO persistence meta_flush_waits is echd's")

@@ -4,6 +4,7 @@ Each test starts its own server with the limit it needs (server.spawn).
 """
 
 import os
+import signal
 import socket
 import time
 
@@ -209,3 +210,66 @@ def test_map_growth_and_maxdisk(server):
     acked = c.call("XLEN", "s")
     s.restart()
     assert s.raw().call("XLEN", "s") == acked
+
+
+def storage_info(c, name):
+    text = c.call("INFO", "storage").decode()
+    return int([l.split(":", 1)[1] for l in text.split("\r\n") if l.startswith(name + ":")][0])
+
+
+def xadd_until_refused(c, key, value, limit):
+    acked = 0
+    while acked < limit:
+        for r in c.pipeline([("XADD", key, "*", "f", value)] * 100):
+            if isinstance(r, RespError):
+                return acked, r.msg
+            acked += 1
+    return acked, None
+
+
+@echd_only("echd's own options: maxdisk bounds the LMDB map")
+def test_maxdisk_below_map_size(server):
+    """A maxdisk below map-size (256mb by default) holds from the first write: the map
+    starts at maxdisk. An environment whose map is larger (grown in a run without maxdisk)
+    is shrunk to maxdisk at start (never below its data), and a maxdisk lowered at run time
+    below the map refuses new data once the live data reach it."""
+    s = server.spawn("--maxdisk", "8mb")
+    c = s.raw()
+    value = "x" * 1000
+    assert storage_info(c, "storage_map_bytes") == 8 << 20
+    acked, err = xadd_until_refused(c, "s", value, 40000)
+    assert err is not None and "maxdisk (8388608 bytes)" in err, (acked, err)
+    assert 3000 <= acked < 8200, acked
+    assert os.path.getsize(os.path.join(s.dir, "data.mdb")) <= 8 << 20
+    # a MULTI of 10 MB does not fit either, and changes nothing
+    assert c.call("DEL", "s") == 1
+    wait_until(lambda: storage_info(c, "storage_disk_full") == 0, what="room after DEL")
+    replies = c.pipeline([("MULTI",)] + [("XADD", "m", "*", "f", value)] * 10000 + [("EXEC",)])
+    assert isinstance(replies[-1], RespError) and "maxdisk" in replies[-1].msg, replies[-1]
+    assert c.call("EXISTS", "m") == 0
+    assert os.path.getsize(os.path.join(s.dir, "data.mdb")) <= 8 << 20
+    # a run without maxdisk grows the map (256mb) and writes 12 MB...
+    s.extra_args = []
+    s.restart(kill=signal.SIGTERM)
+    c = s.raw()
+    assert storage_info(c, "storage_map_bytes") == 256 << 20
+    acked, err = xadd_until_refused(c, "big", value, 12000)
+    assert err is None, err
+    # ...a maxdisk set at run time below that refuses XADD at once...
+    assert c.call("CONFIG", "SET", "maxdisk", "8mb") == "OK"
+    c.call("PING")
+    assert "maxdisk (8388608 bytes)" in c.err("XADD", "big", "*", "f", value)
+    assert storage_info(c, "storage_disk_full") == 1
+    # ...and a start with maxdisk shrinks the map to the data, which are all there
+    s.extra_args = ["--maxdisk", "8mb"]
+    s.restart(kill=signal.SIGTERM)
+    c = s.raw()
+    used = storage_info(c, "storage_used_bytes")
+    map_bytes = storage_info(c, "storage_map_bytes")
+    assert used > 8 << 20 and used < map_bytes <= used + (1 << 20), (used, map_bytes)
+    assert c.call("XLEN", "big") == 12000
+    assert "maxdisk" in c.err("XADD", "big", "*", "f", value)
+    # trimming the live data below maxdisk makes room again
+    assert c.call("XTRIM", "big", "MAXLEN", "=", 2000) == 10000
+    wait_until(lambda: storage_info(c, "storage_disk_full") == 0, what="room after XTRIM")
+    assert not isinstance(c.call("XADD", "big", "*", "f", value), RespError)

@@ -656,29 +656,172 @@ def test_maxdisk_full_then_trim_and_recover(server):
     assert [p[0] for p in c.call("XPENDING", "q", "g", "-", "+", 100)] == q_ids[10:]
 
 
-@timeout(120)
-def test_tmpfs_full(server):
-    """The file system itself is full (a 4 MiB tmpfs): LMDB's writes fail (ENOSPC, or EIO
-    for a short write). Needs root and permission to mount; without them this test says so
-    and checks nothing."""
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        print("# 11-faults::test_tmpfs_full: not root: skipped")
-        return
+MAXDISK_8MB = ("ERR storage full: the data file may not grow beyond maxdisk (8388608 bytes); "
+               "trim or delete streams, or raise maxdisk")
+
+
+def until_refused(c, make, limit, batch=50):
+    """Sends make(i) for i = 0, 1, ... in pipelines of `batch` until one is refused; returns
+    how many succeeded. The refusal must be the up-front one naming maxdisk."""
+    n = 0
+    while n < limit:
+        for r in c.pipeline([make(n + k) for k in range(batch)]):
+            if is_err(r):
+                assert r.msg == MAXDISK_8MB, r.msg
+                return n
+            n += 1
+    raise AssertionError("%d accepted and none refused" % n)
+
+
+def room_again(c):
+    wait_until(lambda: info_field(c, "storage", "storage_disk_full") == "0", timeout=5,
+               what="storage_disk_full back to 0")
+
+
+@timeout(180)
+def test_maxdisk_every_kind_of_growth_refused_and_freed(server):
+    """At maxdisk every write that adds state is refused up front: entries and keys (XADD),
+    pending entries (XREADGROUP), consumers (XGROUP CREATECONSUMER), groups (XGROUP CREATE),
+    and a MULTI with any of them. The reserve then stays for the writes that free space
+    (XTRIM, XDEL, XACK, XGROUP DELCONSUMER and DESTROY, DEL), whose freed pages count at once:
+    each kind is driven to the limit and back, with no restart and no failed commit."""
+    s = server.spawn("--map-size", "1mb", "--maxdisk", "8mb")
+    c = s.raw()
+    value = "x" * 1000
+    # entries, up to the limit; then room by XTRIM and XDEL
+    n = until_refused(c, lambda i: ("XADD", "s", "*", "v", value), 20000)
+    assert n >= 3000, n
+    assert info_field(c, "storage", "storage_disk_full") == "1"
+    assert c.err("XADD", "s", "*", "v", "1") == MAXDISK_8MB
+    for cmd in [("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">"),
+                ("XGROUP", "CREATE", "s", "g", "0"), ("XADD", "new", "*", "v", "1"),
+                ("XGROUP", "CREATECONSUMER", "s", "g", "c")]:
+        assert c.err(*cmd) == MAXDISK_8MB, cmd
+    assert c.call("MULTI") == "OK"
+    assert c.err("XADD", "s", "*", "v", "1") == MAXDISK_8MB     # not queued...
+    assert c.err("EXEC").startswith("EXECABORT")                   # ...so EXEC aborts
+    ids = [e[0] for e in c.call("XRANGE", "s", "-", "+", "COUNT", 2)]
+    assert c.call("XDEL", "s", *ids) == 2
+    assert c.call("XTRIM", "s", "MAXLEN", "=", n - 102) == 100
+    room_again(c)
+    assert not is_err(c.call("XADD", "s", "*", "v", "1"))
+    # pending entries: a group over what is left, read until the PEL fills the room
+    assert c.call("XGROUP", "CREATE", "s", "g", "0") == "OK"
+    read = 0
+
+    def xreadgroup(i):
+        return ("XREADGROUP", "GROUP", "g", "c%d" % (i % 4), "COUNT", "20", "STREAMS", "s", ">")
+    pending = until_refused(c, xreadgroup, 1000, batch=10)
+    read = c.call("XPENDING", "s", "g")[0]
+    assert pending >= 1 and read < n - 100, (pending, read)
+    assert c.err(*xreadgroup(0)) == MAXDISK_8MB
+    ids = [p[0] for p in c.call("XPENDING", "s", "g", "-", "+", read)]
+    for i in range(0, len(ids), 500):
+        assert c.call("XACK", "s", "g", *ids[i:i + 500]) == len(ids[i:i + 500])
+    room_again(c)
+    assert len(c.call("XREADGROUP", "GROUP", "g", "c0", "COUNT", "5", "STREAMS", "s", ">")
+               [0][1]) == 5
+    # consumers
+    made = until_refused(c, lambda i: ("XGROUP", "CREATECONSUMER", "s", "g", "k%d" % i), 100000,
+                         batch=100)
+    assert made >= 100, made
+    for i in range(0, made, 100):
+        assert c.pipeline([("XGROUP", "DELCONSUMER", "s", "g", "k%d" % j)
+                           for j in range(i, min(made, i + 100))]) == [0] * min(100, made - i)
+    room_again(c)
+    assert c.call("XGROUP", "CREATECONSUMER", "s", "g", "k") == 1
+    # groups
+    made = until_refused(c, lambda i: ("XGROUP", "CREATE", "s", "g%d" % i, "$"), 100000,
+                         batch=100)
+    assert made >= 100, made
+    for i in range(0, made, 100):
+        assert c.pipeline([("XGROUP", "DESTROY", "s", "g%d" % j)
+                           for j in range(i, min(made, i + 100))]) == [1] * min(100, made - i)
+    room_again(c)
+    assert c.call("XGROUP", "CREATE", "s", "g-again", "$") == "OK"
+    # keys, and a MULTI that adds one
+    made = until_refused(c, lambda i: ("XADD", "k%d" % i, "*", "v", value), 100000)
+    assert made >= 1, made
+    c.call("MULTI")
+    c.call("XDEL", "s", "0-1")
+    assert c.err("XADD", "k", "*", "v", "1") == MAXDISK_8MB
+    assert c.err("EXEC").startswith("EXECABORT")
+    assert c.call("DEL", *["k%d" % i for i in range(made)]) == made
+    room_again(c)
+    assert c.call("MULTI") == "OK"
+    assert c.call("XADD", "k", "*", "v", "1") == "QUEUED"
+    assert not is_err(c.call("EXEC")[0])
+    # and finally the whole stream goes: DEL frees its rows over the next loop turns
+    assert c.call("DEL", "s") == 1
+    room_again(c)
+    more = until_refused(c, lambda i: ("XADD", "s2", "*", "v", value), 20000)
+    assert more >= n - 200, (more, n)
+    assert info_field(c, "persistence", "commit_failures") == "0"
+    log = s.log_tail(500)
+    assert "failed" not in log and "storage full" not in log, log
+
+
+@contextlib.contextmanager
+def tmpfs(server, size):
+    """A tmpfs of `size` mounted for the test, unmounted after it (and after the echd the test
+    spawned on it has stopped). Needs root, as CI runs."""
+    assert os.geteuid() == 0, "needs root to mount a tmpfs (CI runs as root)"
     mnt = tempfile.mkdtemp(prefix="echd-tmpfs-")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", mnt],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", mnt],
                        capture_output=True, text=True)
     if p.returncode != 0:
         os.rmdir(mnt)
-        print("# 11-faults::test_tmpfs_full: mount not permitted (%s): skipped"
-              % p.stderr.strip())
-        return
+        raise AssertionError("mount -t tmpfs failed: %s" % p.stderr.strip())
     try:
-        tmpfs_scenario(server, mnt)
+        yield mnt
     finally:
         server.cleanup_after_test()  # the spawned echd lets go of the mount first
         if subprocess.run(["umount", mnt]).returncode != 0:
             subprocess.run(["umount", "-l", mnt])
         os.rmdir(mnt)
+
+
+@timeout(120)
+def test_tmpfs_full(server):
+    """The file system itself is full (a 4 MiB tmpfs): LMDB's writes fail (ENOSPC, or EIO
+    for a short write). Needs root, to mount it."""
+    with tmpfs(server, "4m") as mnt:
+        tmpfs_scenario(server, mnt)
+
+
+@timeout(180)
+def test_full_file_system_recovers_by_trimming(server):
+    """A full file system (64 MiB tmpfs, no maxdisk): once XTRIM has freed pages inside
+    data.mdb they are room, although the file system stays full and data.mdb cannot grow:
+    XADD is accepted again, also after a restart."""
+    with tmpfs(server, "64m") as mnt:
+        s = server.spawn("--dir", os.path.join(mnt, "data"))
+        c = s.raw()
+        value = "z" * 1000
+        acked, first_error = fill_until_error(c, "s", value, 100000)
+        assert first_error == FS_FULL, first_error
+        assert len(acked) > 30000, len(acked)
+        assert info_field(c, "storage", "storage_fs_full") == "1"
+        assert c.call("XTRIM", "s", "MAXLEN", "=", 100) == len(acked) - 100
+        acked = acked[-100:]
+        wait_until(lambda: info_field(c, "storage", "storage_fs_full") == "0", timeout=5,
+                   what="storage_fs_full 0 after XTRIM")
+        assert info_field(c, "storage", "storage_disk_full") == "0"
+        assert "bytes are free inside the data file" in s.log_tail(20), s.log_tail(20)
+        more, err = fill_until_error(c, "s", value, 5000)
+        assert err is None, err
+        acked += more
+        # the room was inside the file: the file system is as full as before
+        st = os.statvfs(mnt)
+        assert st.f_bavail * st.f_frsize < 1 << 20, st.f_bavail * st.f_frsize
+        s.restart(kill=signal.SIGKILL)
+        c = s.raw()
+        more, err = fill_until_error(c, "s", value, 5000)
+        assert err is None, err
+        acked += more
+        assert info_field(c, "storage", "storage_fs_full") == "0"
+        assert [e[0] for e in c.call("XRANGE", "s", "-", "+")] == acked
+        s.stop()
 
 
 def tmpfs_scenario(server, mnt):
@@ -709,7 +852,10 @@ def tmpfs_scenario(server, mnt):
     # run, in the reserve
     for cmd in [("XADD", "s", "*", "v", value)] * 20 + [("XACK", "q", "g", "1-1", "2-1"),
                                                        ("XDEL", "s", acked[0]),
-                                                       ("XTRIM", "s", "MAXLEN", "=", 100)]:
+                                                       # 20 entries: freed pages too
+                                                       # few to be room on their own
+                                                       ("XTRIM", "s", "MAXLEN", "=",
+                                                        len(acked) - 21)]:
         before = snapshot(c)
         c.send(*cmd)
         r = c.read(cmd)
@@ -722,9 +868,10 @@ def tmpfs_scenario(server, mnt):
             assert r == 1
             acked.pop(0)
         else:
-            assert r == len(acked) - 100, (cmd, r)
-            acked = acked[-100:]
+            assert r == 20, (cmd, r)
+            acked = acked[20:]
         assert [e[0] for e in c.call("XRANGE", "s", "-", "+")] == acked, cmd
+    assert info_field(c, "storage", "storage_fs_full") == "1"
     # space comes back: echd notices with no commit to tell it (it asks again each second),
     # and XADD, XTRIM and XACK work again
     os.unlink(ballast)

@@ -1688,6 +1688,79 @@ START_TEST(test_map_size_kept_on_reopen)
 	reopen_with(&o);
 	OK(storage_stat(st, &s));
 	ck_assert_uint_eq(s.map_size, 80 * MIB);
+	/* map_max (maxdisk lowered since the map grew) shrinks it... */
+	o.map_size = 2 * MIB;
+	o.map_max = 8 * MIB;
+	reopen_with(&o);
+	OK(storage_stat(st, &s));
+	ck_assert_uint_eq(s.map_size, 8 * MIB);
+	/* ...never below the data and room to trim them in... */
+	o.map_max = 64 * 1024;
+	reopen_with(&o);
+	OK(storage_stat(st, &s));
+	ck_assert_uint_ge(s.map_size, s.used_bytes + 64 * s.page_size);
+	ck_assert_uint_lt(s.map_size, 8 * MIB);
+	/* ...and only while asked: LMDB records growth, not shrinking */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_META, "k", "w");
+	OK(storage_txn_commit(t));
+	o.map_max = 0;
+	reopen_with(&o);
+	OK(storage_stat(st, &s));
+	ck_assert_uint_eq(s.map_size, 66 * MIB);
+}
+END_TEST
+
+/* The size LMDB's pages take in data.mdb, after a commit; closes st. */
+static uint64_t
+used_and_close(void)
+{
+	struct storage_stat s;
+	struct storage_txn *t;
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "k", "v");
+	OK(storage_txn_commit(t));
+	OK(storage_stat(st, &s));
+	storage_close(st);
+	st = NULL;
+	return s.used_bytes;
+}
+
+START_TEST(test_truncated_data_file_refused)
+{
+	struct storage_opts o = opts_default();
+	char path[PATH_MAX + 16];
+	uint64_t used = used_and_close();
+	struct storage_txn *t;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	/* cut into the last page: refused before a page is read through the map */
+	ck_assert_int_eq(truncate(path, (off_t)used - 1), 0);
+	ck_assert_int_eq(storage_open("lmdb", &o, &st), ECHD_ECORRUPT);
+	o.read_only = true;
+	ck_assert_int_eq(storage_open("lmdb", &o, &st), ECHD_ECORRUPT);
+	/* cut to the last page's end (the zeroes written ahead gone): whole */
+	ck_assert_int_eq(truncate(path, (off_t)used), 0);
+	OK(storage_open("lmdb", &o, &st));
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "k", "v");
+	storage_txn_abort(t);
+}
+END_TEST
+
+START_TEST(test_emptied_data_file_refused)
+{
+	struct storage_opts o = opts_default();
+	char path[PATH_MAX + 16];
+
+	(void)used_and_close();
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	ck_assert_int_eq(truncate(path, 0), 0);
+	ck_assert_int_eq(storage_open("lmdb", &o, &st), ECHD_ECORRUPT);
+	/* without data.mdb the directory is new */
+	ck_assert_int_eq(unlink(path), 0);
+	OK(storage_open("lmdb", &o, &st));
 }
 END_TEST
 
@@ -2017,6 +2090,8 @@ lmdb_suite(void)
 	TC("reopen");
 	tcase_add_test(tc, test_reopen_keeps_state);
 	tcase_add_test(tc, test_open_missing_dir);
+	tcase_add_test(tc, test_truncated_data_file_refused);
+	tcase_add_test(tc, test_emptied_data_file_refused);
 
 	TC("stat");
 	tcase_add_test(tc, test_stat_counts);
