@@ -1,4 +1,6 @@
-/* broker.h - internal header of the broker: server, connections, commands.
+/* broker.h - internal header of the broker: the server's and connections'
+ * state, and what the modules of broker/ share. The options are in
+ * config.h, the command table's types in commands.h; this includes both.
  *
  * Only broker/ includes this. The broker owns the event loop (libevent),
  * the connections, command dispatch, blocking and the group commit; it
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "commands.h"
+#include "config.h"
 #include "echd.h"
 #include "hist.h"
 #include "resp.h"
@@ -25,116 +29,6 @@ struct event;
 struct bufferevent;
 struct evconnlistener;
 struct ssl_ctx_st;
-
-/* ------------------------------------------------------------------------
- * Configuration
- * ---------------------------------------------------------------------- */
-
-#define BRK_MAX_BIND 16
-
-/* The longest line of a config file, and so of an option's value: the
- * loader refuses a longer line, and CONFIG SET a value that would not fit
- * in one with its name (BRK_CONFIG_VALUE_MAX), so what CONFIG GET shows and
- * CONFIG REWRITE writes is never cut. */
-#define BRK_CONFIG_LINE_MAX  4096
-#define BRK_CONFIG_VALUE_MAX (BRK_CONFIG_LINE_MAX - 128)
-
-/* How many percentiles latency-tracking-info-percentiles may list. */
-#define BRK_MAX_LATENCY_PCTS 16
-
-struct brk_config {
-	char *bind[BRK_MAX_BIND];
-	int nbind;
-	int port;
-	char *unixsocket;
-	unsigned unixsocketperm;
-	char *dir;
-	char *logfile;
-	int loglevel; /* enum echd_log_level */
-	char *pidfile;
-	int databases;
-	long long maxclients;
-	long long timeout; /* seconds idle before a client is closed; 0 = never */
-	long long tls_handshake_timeout; /* seconds from accept to the end of the handshake */
-	long long auth_timeout;  /* seconds from accept to a login, when one is needed */
-	long long tcp_backlog;
-	long long tcp_keepalive;
-	long long obuf_hard; /* client-output-buffer-limit normal: hard bytes */
-	long long obuf_soft;
-	long long obuf_soft_secs;
-	long long obuf_pubsub_hard; /* client-output-buffer-limit pubsub: subscribers */
-	long long obuf_pubsub_soft;
-	long long obuf_pubsub_soft_secs;
-	long long query_buf_limit;   /* client-query-buffer-limit */
-	long long proto_max_bulk_len;
-	long long proto_max_multibulk_len;
-	long long proto_inline_max_size;
-	long long stream_node_max_entries;
-	long long stream_node_max_bytes;
-	int appendfsync;         /* BRK_FSYNC_* */
-	long long map_size;      /* initial LMDB map size in bytes */
-	long long maxdisk;       /* map growth limit in bytes; 0 = none */
-	char *storage_backend;
-	long long batch_max_commands; /* commands in one group commit */
-	long long slowlog_log_slower_than; /* microseconds; -1 = off */
-	long long slowlog_max_len;
-	long long acllog_max_len;     /* ACL LOG entries kept */
-	bool latency_tracking;              /* per-command histograms */
-	long long latency_monitor_threshold; /* ms; 0 = the latency monitor is off */
-	double latency_pcts[BRK_MAX_LATENCY_PCTS]; /* INFO latencystats' percentiles */
-	int nlatency_pcts;
-	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
-	long long active_expire_keys; /* expired keys dropped per turn; 0 = lazily only */
-	long long flush_wait_us;      /* wait for a next commit before flushing alone */
-	long long multi_max_commands; /* commands one MULTI may queue */
-	bool daemonize;               /* accepted, must be no */
-	char *requirepass;            /* the default user's password */
-	char *aclfile;
-	bool protected_mode;          /* no password: loopback and unix clients only */
-	int tls_port;                 /* 0: no TLS listener */
-	char *tls_cert_file, *tls_key_file, *tls_key_file_pass;
-	char *tls_ca_cert_file, *tls_ca_cert_dir;
-	int tls_auth_clients;         /* BRK_TLS_AUTH_* */
-	int tls_auth_clients_user;    /* BRK_TLS_USER_*: log mutual-TLS clients in by CN */
-	char *tls_protocols, *tls_ciphers, *tls_ciphersuites;
-	bool tls_prefer_server_ciphers;
-	bool tls_session_caching;
-};
-
-enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };
-enum { BRK_TLS_AUTH_YES, BRK_TLS_AUTH_NO, BRK_TLS_AUTH_OPTIONAL };
-enum { BRK_TLS_USER_OFF, BRK_TLS_USER_CN };
-
-void brk_config_defaults(struct brk_config *cfg);
-void brk_config_finish(struct brk_config *cfg);
-/* Applies "name value..." (argv without the leading dashes). Returns 0 or
- * writes a message naming the option into err and returns -1. from_set
- * rejects options that cannot change at run time. */
-int brk_config_apply(struct brk_config *cfg, int argc, char **argv, bool from_set, char *err,
-	size_t errlen);
-/* Loads a redis.conf style file. Returns 0 or -1 with err set. */
-int brk_config_load_file(struct brk_config *cfg, const char *path, char *err, size_t errlen);
-/* CONFIG REWRITE: writes the options in force to path, keeping its
- * comments and the place of each option it names, adding at the end those
- * that differ from their defaults. Atomic (a new file renamed over it) and
- * durable. Returns 0, or non-zero with the reason in err. */
-int brk_config_rewrite(const struct brk_config *cfg, const char *path, char *err, size_t errlen);
-/* Parses the command line: [CONFIG_FILE] [--name value ...].
- * Returns 0, 1 when --help/--version was handled, or -1 with err set. */
-int brk_config_from_args(struct brk_config *cfg, int argc, char **argv, char *err,
-	size_t errlen);
-void brk_config_usage(FILE *f);
-
-/* Iterates options for CONFIG GET: calls fn(name, value) for each option
- * whose name matches the glob pattern. */
-typedef void (*brk_config_fn)(const char *name, const char *value, void *ud);
-void brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn,
-	void *ud);
-/* The option name (any case) is known as: its own name (static), and
- * *runtime, whether CONFIG SET may change it; NULL when unknown. */
-const char *brk_config_lookup(const char *name, bool *runtime);
-/* Formats the value of option name (any case) into buf; false when unknown. */
-bool brk_config_value(const struct brk_config *cfg, const char *name, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------
  * Connections and the server
@@ -407,151 +301,6 @@ struct brk_server {
 	} made_socket, made_pidfile;
 	pid_t pid;
 };
-
-/* ------------------------------------------------------------------------
- * Commands
- * ---------------------------------------------------------------------- */
-
-enum {
-	BRK_CMD_WRITE = 1 << 0,    /* changes data: runs in a nested write txn */
-	BRK_CMD_READONLY = 1 << 1, /* reads data */
-	BRK_CMD_ADMIN = 1 << 2,
-	BRK_CMD_BLOCKING = 1 << 3,
-	BRK_CMD_FAST = 1 << 4,
-	BRK_CMD_NOSTORE = 1 << 5,  /* touches no storage */
-	BRK_CMD_LOADING = 1 << 6,
-	BRK_CMD_STALE = 1 << 7,
-	BRK_CMD_NOSCRIPT = 1 << 8,
-	BRK_CMD_DENYOOM = 1 << 9,
-	BRK_CMD_NOMULTI = 1 << 10, /* refused inside MULTI */
-	BRK_CMD_BULK = 1 << 11,    /* may write rows without bound: always in a nested txn */
-	BRK_CMD_NOAUTH = 1 << 12,  /* runs before AUTH, and no ACL rule refuses it */
-	BRK_CMD_NOQUEUE = 1 << 13, /* inside MULTI runs at once instead of being queued */
-	BRK_CMD_EXEC = 1 << 14,    /* runs the queued commands: SLOWLOG logs those instead,
-				    * its reply holds theirs, a refusal ends the transaction */
-	BRK_CMD_PUBSUB = 1 << 15,  /* Pub/Sub (COMMAND INFO's "pubsub") */
-	BRK_CMD_SUBCTX = 1 << 16,  /* allowed to a RESP2 client while subscribed */
-	/* which arguments name channels, for ACL's & rules */
-	BRK_CMD_CHAN_FIRST = 1 << 17,   /* argv[1] */
-	BRK_CMD_CHAN_ALL = 1 << 18,     /* argv[1..] */
-	BRK_CMD_CHAN_PATTERN = 1 << 19, /* they are patterns (PSUBSCRIBE) */
-	BRK_CMD_FREES = 1 << 20,   /* a write that makes room: runs while the disk is full */
-};
-#define BRK_MAX_PERMS 128 /* ACL permission slots: commands and subcommands */
-
-/* What a command handler sees. */
-struct brk_ctx {
-	struct brk_server *srv;
-	struct brk_conn *c;
-	struct resp_writer *w;
-	int argc;
-	struct resp_arg *argv;
-	struct storage_txn *txn; /* read: the batch; write: a child of it */
-	uint64_t dirty;          /* changes made (Redis' dirty counter) */
-	bool from_block;         /* re-run of a blocked command */
-	bool in_exec;            /* run by EXEC: blocking commands do not block */
-	uint64_t writes0;        /* storage_txn_writes(txn) as the handler began */
-	bool blocked;            /* the handler blocked the client */
-	bool may_write;          /* a write command: brk_lookup() drops expired keys */
-};
-
-/* Whether x's handler wrote rows so far (its own and those of children
- * it committed): the storage layer counts them, so a handler that changes
- * something need not say so for its writes to be kept. */
-bool brk_cmd_wrote(const struct brk_ctx *x);
-
-/* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
- * written, undo its writes), or a negative storage error (nothing useful
- * written: the dispatcher replies with the error). */
-#define BRK_UNDO 1
-typedef int (*brk_cmd_fn)(struct brk_ctx *x);
-
-/* Where a request's keys are: argv[first..last], every step-th; last < 0
- * counts from the end (-1: the last argument). first 0: no keys. */
-struct brk_keyspec {
-	int first, last, step;
-};
-
-/* For a command whose keys move (XREAD's follow STREAMS, after options):
- * sets *ks to where the request's keys are, or returns false when it has
- * none, which is so only for a request its handler refuses. */
-typedef bool (*brk_keys_fn)(int argc, const struct resp_arg *argv, struct brk_keyspec *ks);
-/* Whether argv[i] of a request is a secret: SLOWLOG and MONITOR show
- * "(redacted)" instead, as Redis does. */
-typedef bool (*brk_redact_fn)(int argc, const struct resp_arg *argv, int i);
-
-/* A container's subcommand (XGROUP CREATE): Redis looks it up as a
- * command of its own, with its own arity, keys and flags. */
-struct brk_subcmd {
-	const char *name;         /* lower case */
-	int arity;                /* counting the container's name */
-	unsigned flags;           /* BRK_CMD_ADMIN: hidden from MONITOR; BRK_CMD_FREES: makes room
-				   * (the rest: the container's) */
-	struct brk_keyspec keys;
-	const char *acl;          /* categories of its own, with an ACL permission of its own
-				   * (acl|whoami); NULL: the container's */
-	brk_redact_fn redact;     /* NULL: no secrets */
-};
-
-/* One row of the command table: everything the dispatcher, the ACL,
- * COMMAND, SLOWLOG and MONITOR know about a command. */
-struct brk_cmd {
-	const char *name;     /* lower case */
-	brk_cmd_fn fn;
-	int arity;            /* Redis convention: -N means at least N */
-	unsigned flags;
-	struct brk_keyspec keys; /* COMMAND INFO's first, last, step */
-	const char *acl;      /* space separated categories, e.g. "@write @stream @fast" */
-	const char *group;    /* COMMAND DOCS group */
-	const char *since;
-	const char *summary;
-	const char *complexity;
-	const char *syntax;   /* arguments in the notation of Redis' docs, for COMMAND DOCS */
-	brk_keys_fn find_keys; /* keys that move (COMMAND INFO: movablekeys); NULL: .keys */
-	const struct brk_subcmd *subs; /* a container's subcommands; NULL: none */
-	size_t nsubs;
-	brk_redact_fn redact; /* NULL: no secrets (a subcommand's own apply first) */
-};
-
-const struct brk_cmd *brk_cmd_lookup(const char *name, size_t len);
-size_t brk_cmd_count(void);
-const struct brk_cmd *brk_cmd_at(size_t i);
-/* The subcommand of container cmd that sub names (any case); NULL when cmd
- * has no such subcommand, or none at all. */
-const struct brk_subcmd *brk_subcmd_find(const struct brk_cmd *cmd, const struct resp_arg *sub);
-/* Where the keys of a request are, resolved for its argc (first >= 1,
- * last < argc); false when it has none. The ACL, ACL DRYRUN and COMMAND
- * GETKEYS all ask here. Borrows argv. */
-bool brk_keys_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
-	struct brk_keyspec *out);
-/* ACL permission slots: one per command, then one per subcommand with
- * categories of its own. brk_perm_at() sets *cmd, and *sub for a
- * subcommand's slot (NULL for a command's). */
-size_t brk_perm_count(void);
-void brk_perm_at(size_t i, const struct brk_cmd **cmd, const struct brk_subcmd **sub);
-/* The slot a request needs: its subcommand's own, else its command's. */
-size_t brk_perm_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv);
-
-/* cmd_generic.c / cmd_stream.c / cmd_server.c handlers */
-#define BRK_DECL(n) int brk_cmd_##n(struct brk_ctx *x)
-BRK_DECL(ping); BRK_DECL(echo); BRK_DECL(hello); BRK_DECL(quit); BRK_DECL(reset);
-BRK_DECL(select); BRK_DECL(dbsize); BRK_DECL(time); BRK_DECL(del); BRK_DECL(exists);
-BRK_DECL(expire); BRK_DECL(pexpire); BRK_DECL(expireat); BRK_DECL(pexpireat); BRK_DECL(ttl);
-BRK_DECL(pttl); BRK_DECL(expiretime); BRK_DECL(pexpiretime); BRK_DECL(persist);
-BRK_DECL(type); BRK_DECL(keys); BRK_DECL(scan); BRK_DECL(rename); BRK_DECL(renamenx);
-BRK_DECL(flushdb); BRK_DECL(flushall); BRK_DECL(info); BRK_DECL(config); BRK_DECL(client);
-BRK_DECL(command); BRK_DECL(shutdown); BRK_DECL(lastsave); BRK_DECL(save);
-BRK_DECL(xadd); BRK_DECL(xlen); BRK_DECL(xrange); BRK_DECL(xrevrange); BRK_DECL(xdel);
-BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
-BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
-BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
-BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
-BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
-BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(latency);
-BRK_DECL(subscribe); BRK_DECL(unsubscribe); BRK_DECL(psubscribe); BRK_DECL(punsubscribe);
-BRK_DECL(ssubscribe); BRK_DECL(sunsubscribe); BRK_DECL(publish); BRK_DECL(spublish);
-BRK_DECL(pubsub);
-#undef BRK_DECL
 
 /* ------------------------------------------------------------------------
  * Server internals shared by the modules
