@@ -1,4 +1,4 @@
-/* stream_impl.h - helpers shared by stream.c and group.c (not API). */
+/* stream_impl.h - helpers shared by stream.c, stream_entry.c and group.c (not API). */
 #ifndef ECHD_STORAGE_STREAM_IMPL_H
 #define ECHD_STORAGE_STREAM_IMPL_H
 
@@ -7,10 +7,18 @@
 #include "storage.h"
 #include "stream.h"
 
+void st_put_u32(unsigned char *p, uint32_t v);
+uint32_t st_get_u32(const unsigned char *p);
 void st_put_u64(unsigned char *p, uint64_t v);
 uint64_t st_get_u64(const unsigned char *p);
 void st_put_id(unsigned char *p, const struct stream_id *id);
 void st_get_id(const unsigned char *p, struct stream_id *id);
+/* A node row's value: this many bytes of counts and ids, then the node's
+ * master fields. */
+#define ST_NODE_FIXED (8 * 3 + 16 + 4)
+
+/* An entries row's key, sid(8) ms(8) seq(8), into k; returns its length. */
+size_t st_entry_key(unsigned char *k, uint64_t sid, const struct stream_id *id);
 
 /* Allocates a fresh internal id (streams, groups and consumers share the
  * counter; 0 is never used). */
