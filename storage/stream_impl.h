@@ -7,12 +7,55 @@
 #include "storage.h"
 #include "stream.h"
 
-void st_put_u32(unsigned char *p, uint32_t v);
-uint32_t st_get_u32(const unsigned char *p);
-void st_put_u64(unsigned char *p, uint64_t v);
-uint64_t st_get_u64(const unsigned char *p);
-void st_put_id(unsigned char *p, const struct stream_id *id);
-void st_get_id(const unsigned char *p, struct stream_id *id);
+/* Big-endian integers and ids in rows, so that byte order is numeric
+ * order. Inline: every row read or written goes through them. */
+static inline void
+st_put_u32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static inline uint32_t
+st_get_u32(const unsigned char *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static inline void
+st_put_u64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)(v & 0xff);
+		v >>= 8;
+	}
+}
+
+static inline uint64_t
+st_get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++) {
+		v = (v << 8) | p[i];
+	}
+	return v;
+}
+
+static inline void
+st_put_id(unsigned char *p, const struct stream_id *id)
+{
+	st_put_u64(p, id->ms);
+	st_put_u64(p + 8, id->seq);
+}
+
+static inline void
+st_get_id(const unsigned char *p, struct stream_id *id)
+{
+	id->ms = st_get_u64(p);
+	id->seq = st_get_u64(p + 8);
+}
 /* A node row's value: this many bytes of counts and ids, then the node's
  * master fields. */
 #define ST_NODE_FIXED (8 * 3 + 16 + 4)
