@@ -235,6 +235,12 @@ brk_cmd_xgroup(struct brk_ctx *x)
 		} else if (!brk_parse_strict_id(x, ida, 0, &id)) {
 			return 0;
 		}
+		/* As Redis 8.2.2: a count past what was ever added is clamped to
+		 * it (a new MKSTREAM stream has added nothing). */
+		if (entries_read > 0 &&
+			(uint64_t)entries_read > (have_stream ? m.entries_added : 0)) {
+			entries_read = have_stream ? (long long)m.entries_added : 0;
+		}
 		if (setid) {
 			g.last_delivered = id;
 			g.entries_read = entries_read;

@@ -248,6 +248,25 @@ def test_xgroup_create_entriesread(server):
     assert "x" not in [g["name"].decode() for g in groups(c, "s")]
 
 
+@echd_only("Redis 8.2.2 clamps ENTRIESREAD; 7.0 keeps the value given")
+def test_xgroup_entriesread_clamped(server):
+    c = server.raw()
+    fill(c, "s", 5)
+    c.call("XDEL", "s", "5-1")                          # added stays 5, length 4
+    assert c.call("XGROUP", "CREATE", "s", "g", "0", "ENTRIESREAD", "99") == "OK"
+    g = group(c, "s", "g")
+    assert g["entries-read"] == 5
+    assert c.call("XGROUP", "SETID", "s", "g", "2-1", "ENTRIESREAD", "1000") == "OK"
+    assert group(c, "s", "g")["entries-read"] == 5
+    # lag stays the count of what the group will still get
+    assert group(c, "s", "g")["lag"] == 2
+    assert c.call("XGROUP", "CREATE", "new", "g", "$", "ENTRIESREAD", "7", "MKSTREAM") == "OK"
+    assert group(c, "new", "g")["entries-read"] == 0
+    # a value within range is kept
+    assert c.call("XGROUP", "SETID", "s", "g", "2-1", "ENTRIESREAD", "3") == "OK"
+    assert group(c, "s", "g")["entries-read"] == 3
+
+
 def test_xgroup_create_bad_ids(server):
     c = server.raw()
     fill(c, "s", 2)
