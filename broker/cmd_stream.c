@@ -694,9 +694,11 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 			ro->streams_arg = i + 1;
 			ro->nstreams = x->argc - ro->streams_arg;
 			if (ro->nstreams % 2 != 0) {
+				/* Redis 8's texts: XREAD names '+' since it learnt it */
 				resp_add_errorf(x->w, "ERR Unbalanced '%s' list of streams: for each "
-						      "stream key an ID or '%c' must be specified.",
-					group ? "xreadgroup" : "xread", group ? '>' : '$');
+						      "stream key an ID%s must be specified.",
+					group ? "xreadgroup" : "xread",
+					group ? " or '>'" : ", '+', or '$'");
 				return false;
 			}
 			ro->nstreams /= 2;

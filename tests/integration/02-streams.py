@@ -589,12 +589,11 @@ def test_xread_errors(server):
         "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
 
 
-@echd_only("Redis 7.0 says \"Unbalanced XREAD list\"; 7.4 quotes the command name")
+@echd_only("Redis 7.0 says \"Unbalanced XREAD list\"; Redis 8 quotes the command and names '+'")
 def test_xread_unbalanced(server):
-    # Redis 7.4.0 text. (Redis 8 reworded it to "an ID, '+', or '$'" when it noticed that
-    # XREAD had learnt '+' in 7.4; this test follows 7.4.)
+    # Redis 8's text (7.4.0 said "an ID or '$'" though XREAD had learnt '+')
     c = server.raw()
-    msg = ("ERR Unbalanced 'xread' list of streams: for each stream key an ID or '$' "
+    msg = ("ERR Unbalanced 'xread' list of streams: for each stream key an ID, '+', or '$' "
            "must be specified.")
     assert c.err("XREAD", "STREAMS", "a", "b", "0") == msg
     assert c.err("XREAD", "COUNT", "2", "STREAMS", "a", "b", "c", "0", "0") == msg
