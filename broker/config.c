@@ -95,6 +95,9 @@ static const struct opt opts[] = {
 		"storage backend name"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
+	{"batch-max-reply-bytes", OPT_MEM, true, "4mb", OFF(batch_max_reply_bytes), 1024, LLMAX,
+		NULL, "reply bytes one connection's pipeline may add to a loop turn before the rest "
+		"of it waits for the next turn"},
 	{"flush-wait-us", OPT_INT, true, "200", OFF(flush_wait_us), 0, 1000000, NULL,
 		"appendfsync always: how long replies may wait for the next commit's flush "
 		"before their commit is flushed alone"},

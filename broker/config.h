@@ -56,6 +56,7 @@ struct brk_config {
 	long long maxdisk;       /* map growth limit in bytes; 0 = none */
 	char *storage_backend;
 	long long batch_max_commands; /* commands in one group commit */
+	long long batch_max_reply_bytes; /* one connection's replies per loop turn */
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */
 	long long slowlog_max_len;
 	long long acllog_max_len;     /* ACL LOG entries kept */

@@ -569,9 +569,12 @@ brk_conn_process(struct brk_conn *c)
 		struct resp_arg *argv;
 		int argc, rc;
 
-		if (srv->batch_cmds >= (uint64_t)srv->cfg.batch_max_commands) {
-			/* Close this batch so its clients get their replies; the
-			 * rest of this pipeline runs in the next one. */
+		/* Close this batch so its clients get their replies; the rest of
+		 * this pipeline runs in the next one. The byte cap keeps one
+		 * pipeline of big reads from holding every other client for the
+		 * seconds its replies take to build. */
+		if (srv->batch_cmds >= (uint64_t)srv->cfg.batch_max_commands ||
+			c->out.len - c->batch_mark >= (size_t)srv->cfg.batch_max_reply_bytes) {
 			if (resp_reader_pending(c->rd) > 0) {
 				brk_conn_mark_pending(c);
 			}

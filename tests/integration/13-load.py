@@ -365,6 +365,36 @@ def test_reader_that_never_reads(server):
     check_rss(s, "growth after", after - base, 48 * MiB)
 
 
+def test_big_replies_end_the_turn(server):
+    """batch-max-reply-bytes: once one connection's pipeline has added that many reply bytes
+    in a loop turn, the rest of it waits for the next turn, so a pipeline of big reads
+    cannot hold every other client for the seconds its replies take to build. Seen through
+    the commits: a pipeline of (XRANGE, XADD) pairs shares one commit under the default
+    cap and takes a commit per pair when each XRANGE alone passes the cap."""
+    c = server.raw()
+    for i in range(20):
+        c.call("XADD", "big", "*", "f", "x" * 200)          # XRANGE answers ~4.5 kB
+
+    def run():
+        before = info_field(c, "persistence", "commits")
+        c.send_raw(b"".join(encode_command("XRANGE", "big", "-", "+") +
+                            encode_command("XADD", "w", "*", "f", "v") for _ in range(40)))
+        for _ in range(40):
+            assert len(c.read()) == 20
+            assert isinstance(c.read(), bytes)
+        return info_field(c, "persistence", "commits") - before
+    shared = run()
+    assert shared <= 10, "40 pipelined XADDs took %d commits under a 4 MB cap" % shared
+    assert c.call("CONFIG", "SET", "batch-max-reply-bytes", "1024") == "OK"
+    try:
+        split = run()
+    finally:
+        c.call("CONFIG", "SET", "batch-max-reply-bytes", "4mb")
+    assert split >= 40, "40 XADDs, each after a reply over the cap, took %d commits" % split
+    assert c.call("XLEN", "w") == 80
+    assert c.err("CONFIG", "SET", "batch-max-reply-bytes", "100").startswith("ERR")
+
+
 @timeout(180)
 def test_default_limit_bounds_a_reader_that_never_reads(server):
     """With the default settings, a client that pipelines XRANGEs of 10 MB each (1 GB of
