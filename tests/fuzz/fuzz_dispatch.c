@@ -201,61 +201,6 @@ time_out(struct brk_conn *c)
 	brk_block_end(c, false);
 }
 
-/* gc_step(): deferred deletion of dropped streams inside the batch. */
-static void
-gc_step(struct brk_server *srv)
-{
-	struct storage_txn *t, *child;
-	bool more = false;
-	int rc;
-
-	t = brk_batch_txn(srv, &rc);
-	if (t == NULL) {
-		return;
-	}
-	rc = stream_gc_pending(t, &more);
-	if (rc != 0 || !more) {
-		srv->gc_pending = rc != 0;
-		return;
-	}
-	if (storage_txn_begin(srv->st, t, 0, &child) != 0) {
-		return;
-	}
-	rc = stream_gc_step(child, (unsigned)srv->cfg.gc_batch_rows, &more);
-	if (rc != 0) {
-		storage_txn_abort(child);
-		return;
-	}
-	if (storage_txn_commit(child) == 0) {
-		srv->batch_writes++;
-		srv->gc_pending = more;
-	}
-}
-
-/* expire_step(): active expiry of keys whose time passed, in the batch. */
-static void
-expire_step(struct brk_server *srv)
-{
-	struct storage_txn *t, *child;
-	uint64_t next;
-	unsigned n;
-	int rc;
-
-	t = brk_batch_txn(srv, &rc);
-	if (t == NULL || storage_txn_begin(srv->st, t, 0, &child) != 0) {
-		return;
-	}
-	rc = stream_expire_due(child, brk_now_ms(), 64, NULL, NULL, &n, &next);
-	if (rc != 0 || n == 0) {
-		storage_txn_abort(child);
-		return;
-	}
-	if (storage_txn_commit(child) == 0) {
-		srv->batch_writes++;
-		srv->gc_pending = true;
-	}
-}
-
 static void
 note_proto(struct brk_conn *const *conns)
 {
@@ -270,9 +215,9 @@ turn_end(struct brk_server *srv, struct brk_conn *const *conns)
 {
 	struct brk_conn *c, *next;
 
-	expire_step(srv);
+	brk_expire_step(srv);
 	if (srv->gc_pending) {
-		gc_step(srv);
+		brk_gc_step(srv);
 	}
 	if (brk_batch_commit(srv) == ECHD_EMAPFULL) {
 		(void)brk_storage_grow(srv);
@@ -311,7 +256,8 @@ turn_end(struct brk_server *srv, struct brk_conn *const *conns)
 	brk_wake_touched(srv);
 }
 
-/* serve_ready(): clients whose keys changed run their command again. */
+/* brk_serve_ready() without its hand-over to run_pending(), which the harness
+ * does not have: pick() feeds each client its next request instead. */
 static bool
 serve_ready(struct brk_server *srv)
 {
