@@ -593,8 +593,10 @@ trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
-	/* Nothing to trim writes nothing (the caller does not count it). */
-	return *deleted == before ? 0 : node_save_or_drop(t, m, n);
+	/* Nothing to trim writes nothing (the caller does not count it). A
+	 * node left empty stays, as Redis keeps its listpack, until a later
+	 * trim removes it whole. */
+	return *deleted == before ? 0 : node_save(t, m->sid, n);
 }
 
 /* What trim_node() tells the trimming loop. */
