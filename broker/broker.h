@@ -578,6 +578,12 @@ struct brk_read_opts {
 	bool noack;
 };
 bool brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro);
+/* A deletion policy word (KEEPREF, DELREF, ACKED): true and *out. */
+bool brk_parse_ref_policy(const struct resp_arg *a, enum stream_ref_policy *out);
+/* stream_trim() under a deletion policy (cmd_delpol.c): the groups are
+ * loaded, asked and updated when the policy needs them. */
+int brk_trim_with_policy(struct storage_txn *t, struct stream_meta *m, struct stream_trim *tr,
+	enum stream_ref_policy policy, uint64_t *removed);
 int brk_reply_full_groups(struct brk_ctx *x, const struct stream_meta *m, uint64_t count);
 int brk_xinfo_groups(struct brk_ctx *x);
 int brk_xinfo_consumers(struct brk_ctx *x);

@@ -121,6 +121,7 @@ brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missin
 
 struct add_args {
 	struct stream_trim trim;
+	enum stream_ref_policy policy; /* KEEPREF | DELREF | ACKED for the trimming */
 	bool nomkstream;
 	bool id_given;
 	bool seq_given;
@@ -197,6 +198,8 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 			}
 			limit_given = true;
 			i++;
+		} else if (brk_parse_ref_policy(o, &a->policy)) {
+			continue;
 		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
 			a->nomkstream = true;
 		} else if (xadd) {
@@ -362,7 +365,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 		echd_free(fvp);
 	}
 	if (rc == 0 && a.trim.strategy != STREAM_TRIM_NONE) {
-		rc = stream_trim(x->txn, &m, &a.trim, &removed);
+		rc = brk_trim_with_policy(x->txn, &m, &a.trim, a.policy, &removed);
 	}
 	if (rc == 0) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
@@ -397,7 +400,7 @@ brk_cmd_xtrim(struct brk_ctx *x)
 		return rc;
 	}
 	nodes = m.nodes;
-	rc = stream_trim(x->txn, &m, &a.trim, &removed);
+	rc = brk_trim_with_policy(x->txn, &m, &a.trim, a.policy, &removed);
 	/* A node left with no live entries goes with no entry removed: a
 	 * change all the same, to be saved and committed like any other. */
 	if (rc == 0 && (removed > 0 || m.nodes != nodes)) {

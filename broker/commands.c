@@ -383,8 +383,8 @@ static const struct brk_cmd cmds[] = {
 		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
 	{"xadd", brk_cmd_xadd, -5, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
-		.syntax = "key [NOMKSTREAM] [<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
-		 "<* | id> field value [field value ...]"},
+		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<MAXLEN | MINID> [<= | ~>] "
+		 "threshold [LIMIT count]] <* | id> field value [field value ...]"},
 	{"xlen", brk_cmd_xlen, 2, R | F, {1, 1, 1}, "@read @stream @fast", "stream", "5.0.0",
 		"Return the number of messages in a stream.", "O(1)",
 		.syntax = "key"},
@@ -400,7 +400,12 @@ static const struct brk_cmd cmds[] = {
 		.syntax = "key id [id ...]"},
 	{"xtrim", brk_cmd_xtrim, -4, W | FR, {1, 1, 1}, "@write @stream @slow", "stream", "5.0.0",
 		"Deletes messages from the beginning of a stream.", "O(N)",
-		.syntax = "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]"},
+		.syntax = "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count] "
+			  "[KEEPREF | DELREF | ACKED]"},
+	{"xdelex", brk_cmd_xdelex, -5, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream",
+		"8.2.0", "Deletes one or multiple entries from the stream.",
+		"O(1) for each single item to delete in the stream, regardless of the stream size.",
+		.syntax = "key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"},
 	{"xread", brk_cmd_xread, -4, R | B, {0, 0, 0}, "@read @stream @slow @blocking", "stream",
 		"5.0.0", "Returns messages from multiple streams with IDs greater than the ones "
 			 "requested. Blocks until a message is available otherwise.",
@@ -428,6 +433,12 @@ static const struct brk_cmd cmds[] = {
 		"group member of a stream.",
 		"O(1) for each message ID processed.",
 		.syntax = "key group id [id ...]"},
+	{"xackdel", brk_cmd_xackdel, -6, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream",
+		"8.2.0",
+		"Acknowledges and conditionally deletes one or multiple entries for a stream consumer "
+		"group.",
+		"O(1) for each entry ID processed.",
+		.syntax = "key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"},
 	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",

@@ -154,7 +154,7 @@ BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
 BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(latency);
 BRK_DECL(subscribe); BRK_DECL(unsubscribe); BRK_DECL(psubscribe); BRK_DECL(punsubscribe);
 BRK_DECL(ssubscribe); BRK_DECL(sunsubscribe); BRK_DECL(publish); BRK_DECL(spublish);
-BRK_DECL(pubsub);
+BRK_DECL(pubsub); BRK_DECL(xdelex); BRK_DECL(xackdel);
 #undef BRK_DECL
 
 #endif

@@ -1092,3 +1092,206 @@ pel_iter_destroy(struct pel_iter *it)
 	}
 	echd_free(it);
 }
+
+/* ---- references to entries (deletion policies) ---------------------------- */
+
+struct ref_group {
+	struct group_meta g;
+	unsigned char *name; /* owned */
+	size_t name_len;
+	bool dirty;          /* g changed: group_refs_save() writes it */
+};
+
+struct group_refs {
+	struct storage_txn *t;
+	struct stream_meta m;     /* a copy: only its sid is used */
+	struct ref_group *v;
+	size_t n, cap;
+	struct stream_id horizon; /* the lowest last-delivered id of the groups */
+};
+
+static int
+refs_add(const struct st_buf *name, const struct group_meta *g, void *ud)
+{
+	struct group_refs *r = ud;
+	struct ref_group *e;
+
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 4;
+		struct ref_group *v = echd_realloc(r->v, cap * sizeof(*v));
+		if (v == NULL) {
+			return -ENOMEM;
+		}
+		r->v = v;
+		r->cap = cap;
+	}
+	e = &r->v[r->n];
+	e->name = echd_malloc(name->len ? name->len : 1);
+	if (e->name == NULL) {
+		return -ENOMEM;
+	}
+	memcpy(e->name, name->data, name->len);
+	e->name_len = name->len;
+	e->g = *g;
+	e->dirty = false;
+	if (r->n == 0 || stream_id_cmp(&g->last_delivered, &r->horizon) < 0) {
+		r->horizon = g->last_delivered;
+	}
+	r->n++;
+	return 0;
+}
+
+int
+group_refs_create(struct storage_txn *t, const struct stream_meta *m, struct group_refs **out)
+{
+	struct group_refs *r = echd_calloc(1, sizeof(*r));
+	int rc;
+
+	if (r == NULL) {
+		return -ENOMEM;
+	}
+	r->t = t;
+	r->m = *m;
+	rc = group_each(t, m, refs_add, r);
+	if (rc != 0) {
+		group_refs_destroy(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void
+group_refs_destroy(struct group_refs *r)
+{
+	if (r == NULL) {
+		return;
+	}
+	for (size_t i = 0; i < r->n; i++) {
+		echd_free(r->v[i].name);
+	}
+	echd_free(r->v);
+	echd_free(r);
+}
+
+/* *out: the group gid has a PEL row in [first, last]. */
+static int
+pel_any_in(struct storage_txn *t, uint64_t gid, const struct stream_id *first,
+	const struct stream_id *last, bool *out)
+{
+	unsigned char sk[24], ek[24];
+	struct storage_cursor *c;
+	struct st_buf key, val, seek = {sk, 24};
+	int rc;
+
+	pel_key(sk, gid, first);
+	pel_key(ek, gid, last);
+	rc = storage_cursor_open(t, STORAGE_T_PEL, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	if (rc == 0) {
+		*out = key.len == 24 && memcmp(key.data, ek, 24) <= 0;
+	} else if (rc == ECHD_ENOTFOUND) {
+		*out = false;
+		rc = 0;
+	}
+	storage_cursor_close(c);
+	return rc;
+}
+
+int
+group_refs_held(struct group_refs *r, const struct stream_id *first,
+	const struct stream_id *last, bool *held, bool *stop)
+{
+	*held = *stop = false;
+	if (r->n == 0) {
+		return 0;
+	}
+	if (stream_id_cmp(first, &r->horizon) > 0) {
+		*held = *stop = true;
+		return 0;
+	}
+	if (stream_id_cmp(last, &r->horizon) > 0) {
+		*held = true;
+		return 0;
+	}
+	for (size_t i = 0; i < r->n && !*held; i++) {
+		int rc;
+		if (r->v[i].g.pending == 0) {
+			continue;
+		}
+		rc = pel_any_in(r->t, r->v[i].g.gid, first, last, held);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int
+group_refs_drop(struct group_refs *r, const struct stream_id *id, uint64_t *n)
+{
+	uint64_t dropped = 0;
+
+	for (size_t i = 0; i < r->n; i++) {
+		int rc;
+		if (r->v[i].g.pending == 0) {
+			continue;
+		}
+		rc = pel_remove(r->t, &r->v[i].g, id);
+		if (rc == ECHD_ENOTFOUND) {
+			continue;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		r->v[i].dirty = true;
+		dropped++;
+	}
+	if (n != NULL) {
+		*n = dropped;
+	}
+	return 0;
+}
+
+int
+group_refs_save(struct group_refs *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct st_buf name = {r->v[i].name, r->v[i].name_len};
+		int rc;
+		if (!r->v[i].dirty) {
+			continue;
+		}
+		rc = group_save(r->t, &r->m, &name, &r->v[i].g);
+		if (rc != 0) {
+			return rc;
+		}
+		r->v[i].dirty = false;
+	}
+	return 0;
+}
+
+static int
+refs_held_hook(void *ud, const struct stream_id *first, const struct stream_id *last, bool *held,
+	bool *stop)
+{
+	return group_refs_held(ud, first, last, held, stop);
+}
+
+static int
+refs_drop_hook(void *ud, const struct stream_id *id)
+{
+	return group_refs_drop(ud, id, NULL);
+}
+
+void
+group_refs_trim(struct group_refs *r, enum stream_ref_policy policy, struct stream_refs *out)
+{
+	out->policy = policy;
+	out->held = refs_held_hook;
+	out->drop = refs_drop_hook;
+	out->ud = r;
+}

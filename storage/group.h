@@ -166,4 +166,31 @@ int pel_iter_create(struct storage_txn *t, const struct group_meta *g, uint64_t 
 int pel_iter_next(struct pel_iter *it, struct pel_row *r);
 void pel_iter_destroy(struct pel_iter *it);
 
+/* ---- references to entries (deletion policies) ---------------------------- */
+/* Every group of a stream, loaded once, for the commands that delete
+ * entries under DELREF or ACKED (XDELEX, XACKDEL, XADD and XTRIM's
+ * trimming). An entry is held by a group that has it pending or has not
+ * yet delivered it (its last-delivered id is before it); ACKED deletes
+ * only entries no group holds. */
+struct group_refs;
+/* Loads m's groups. Returns 0 with *out owned (free with
+ * group_refs_destroy()), or an error. */
+int group_refs_create(struct storage_txn *t, const struct stream_meta *m,
+	struct group_refs **out);
+/* *held when some entry id in [first, last] is held by a group; *stop when
+ * every id from first on is (first is past some group's cursor). With no
+ * groups nothing is held. */
+int group_refs_held(struct group_refs *r, const struct stream_id *first,
+	const struct stream_id *last, bool *held, bool *stop);
+/* Drops id from every group's PEL and its owner's list; *n (may be NULL)
+ * gets how many groups had it. The group records are written by
+ * group_refs_save(). */
+int group_refs_drop(struct group_refs *r, const struct stream_id *id, uint64_t *n);
+/* Fills *out with hooks over r for stream_trim() under policy. */
+void group_refs_trim(struct group_refs *r, enum stream_ref_policy policy,
+	struct stream_refs *out);
+/* Writes the records of the groups group_refs_drop() changed. */
+int group_refs_save(struct group_refs *r);
+/* Frees r (NULL: no-op); unsaved changes to group records are lost. */
+void group_refs_destroy(struct group_refs *r);
 #endif

@@ -147,14 +147,40 @@ int stream_append(struct storage_txn *t, struct stream_meta *m, const struct str
 	const struct st_buf *fv, size_t nfv, uint64_t node_max_entries, uint64_t node_max_bytes);
 
 enum stream_trim_strategy { STREAM_TRIM_NONE, STREAM_TRIM_MAXLEN, STREAM_TRIM_MINID };
+
+/* What a deletion does to the consumer groups' references to an entry
+ * (Redis 8.2's KEEPREF, DELREF and ACKED). */
+enum stream_ref_policy {
+	STREAM_REF_KEEP,  /* delete; pending records stay, pointing at nothing (XDEL) */
+	STREAM_REF_DEL,   /* delete and drop the entry from every group's PEL */
+	STREAM_REF_ACKED, /* delete only what no group holds (group_refs_held()) */
+};
+
+/* Hooks through which trimming asks about and drops references; filled
+ * by group_refs_trim(). The hooks may read any table and write the group
+ * tables, never the entries or nodes. */
+struct stream_refs {
+	enum stream_ref_policy policy;
+	/* ACKED: *held when an entry in [first, last] is pending in a group or
+	 * not yet delivered to one; *stop when every entry from first on is
+	 * held (nothing past it can go). */
+	int (*held)(void *ud, const struct stream_id *first, const struct stream_id *last,
+		bool *held, bool *stop);
+	/* DELREF: drops a removed entry's records from every group. */
+	int (*drop)(void *ud, const struct stream_id *id);
+	void *ud;
+};
 struct stream_trim {
 	enum stream_trim_strategy strategy;
 	bool approx;           /* ~: only whole nodes */
 	uint64_t maxlen;
 	struct stream_id minid;
 	uint64_t limit;        /* max entries removed, 0 = no limit */
+	const struct stream_refs *refs; /* NULL: KEEPREF */
 };
-/* Trims; *removed counts the entries removed. Updates m. */
+/* Trims; *removed counts the entries removed. Updates m. Under ACKED the
+ * entries a group holds are skipped, not removed, and trimming goes on
+ * past them (exact) or stops at the first node holding one (~). */
 int stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
 	uint64_t *removed);
 /* Deletes one entry. Returns 0 or ECHD_ENOTFOUND. Updates m (length,

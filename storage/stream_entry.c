@@ -408,9 +408,11 @@ first_live(struct storage_txn *t, struct stream_meta *m)
 	return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
 }
 
-/* Removes every entry row of node n and the node row itself. */
+/* Removes every entry row of node n and the node row itself; under
+ * DELREF each removed entry's group records go too. */
 static int
-node_remove(struct storage_txn *t, struct stream_meta *m, const struct node *n)
+node_remove(struct storage_txn *t, struct stream_meta *m, const struct node *n,
+	const struct stream_refs *refs)
 {
 	unsigned char from[24], nk[24];
 	struct storage_cursor *c;
@@ -433,6 +435,9 @@ node_remove(struct storage_txn *t, struct stream_meta *m, const struct node *n)
 			break;
 		}
 		rc = storage_cursor_del(c);
+		if (rc == 0 && refs != NULL && refs->policy == STREAM_REF_DEL) {
+			rc = refs->drop(refs->ud, &id);
+		}
 		if (rc != 0) {
 			break;
 		}
@@ -481,6 +486,30 @@ tail_refresh(struct storage_txn *t, struct stream_meta *m)
 	return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
 }
 
+/* Saves node n after entries of it were deleted, or removes its row when
+ * none is left (refreshing the tail when it was the tail). */
+static int
+node_save_or_drop(struct storage_txn *t, struct stream_meta *m, const struct node *n)
+{
+	unsigned char nk[24];
+	struct st_buf nkb = {nk, 24};
+	int rc;
+
+	if (n->live != 0) {
+		return node_save(t, m->sid, n);
+	}
+	node_key(nk, m->sid, &n->first);
+	rc = storage_del(t, STORAGE_T_NODES, &nkb);
+	if (rc != 0) {
+		return rc;
+	}
+	m->nodes--;
+	if (stream_id_cmp(&n->first, &m->tail_node) == 0) {
+		rc = tail_refresh(t, m);
+	}
+	return rc;
+}
+
 /* Deletes one entry row that is known to be in node n; updates n. */
 static int
 entry_del_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
@@ -501,65 +530,88 @@ entry_del_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
 	return 0;
 }
 
-/* Exact trimming inside the first node: deletes its entries in id order
- * until the stream is short enough or reaches minid. */
+/* Exact trimming inside node n: deletes its entries in id order until the
+ * stream is short enough or reaches minid; under ACKED it skips the
+ * entries a group holds. *on is set when the node ran out first (only
+ * ACKED gets there: otherwise the whole node would have gone). */
 static int
 trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
-	const struct stream_trim *tr, uint64_t *deleted)
+	const struct stream_trim *tr, uint64_t *deleted, bool *on)
 {
+	const struct stream_refs *refs = tr->refs;
 	unsigned char from[24];
 	struct storage_cursor *c;
 	struct st_buf key, val, seek = {from, 24};
 	uint64_t before = *deleted;
 	int rc;
 
+	*on = false;
 	st_entry_key(from, m->sid, &n->first);
 	rc = storage_cursor_open(t, STORAGE_T_ENTRIES, &c);
 	if (rc != 0) {
 		return rc;
 	}
 	rc = storage_cursor_seek(c, &seek, &key, &val);
-	while (rc == 0) {
+	for (;;) {
 		struct stream_id id;
-		if (key.len != 24 || memcmp(key.data, from, 8) != 0) {
+		bool held = false, stop = false;
+		if (rc != 0 || key.len != 24 || memcmp(key.data, from, 8) != 0) {
+			*on = true;
 			break;
 		}
 		st_get_id((const unsigned char *)key.data + 8, &id);
 		if (stream_id_cmp(&id, &n->last) > 0) {
+			*on = true;
 			break;
 		}
 		if (tr->strategy == STREAM_TRIM_MAXLEN ? m->length <= tr->maxlen
 						       : stream_id_cmp(&id, &tr->minid) >= 0) {
 			break;
 		}
-		rc = storage_cursor_del(c);
-		if (rc != 0) {
-			break;
+		if (refs != NULL && refs->policy == STREAM_REF_ACKED) {
+			rc = refs->held(refs->ud, &id, &id, &held, &stop);
+			if (rc != 0 || stop) {
+				break;
+			}
 		}
-		n->live--;
-		n->deleted++;
-		m->length--;
-		(*deleted)++;
+		if (!held) {
+			rc = storage_cursor_del(c);
+			if (rc == 0 && refs != NULL && refs->policy == STREAM_REF_DEL) {
+				rc = refs->drop(refs->ud, &id);
+			}
+			if (rc != 0) {
+				break;
+			}
+			n->live--;
+			n->deleted++;
+			m->length--;
+			(*deleted)++;
+		}
 		rc = storage_cursor_next(c, &key, &val);
 	}
 	storage_cursor_close(c);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
-	/* Nothing to trim writes nothing (the caller does not count it). */
+	/* Nothing to trim writes nothing (the caller does not count it). A
+	 * node left empty stays, as Redis keeps its listpack, until a later
+	 * trim removes it whole. */
 	return *deleted == before ? 0 : node_save(t, m->sid, n);
 }
 
 /* What trim_node() tells the trimming loop. */
 #define TRIM_NEXT 1 /* the node went: look at the next one */
 #define TRIM_STOP 2 /* done */
+#define TRIM_ON   3 /* the node stays (ACKED kept some): look at the one after it */
 
-/* Trims the first node n of the stream as Redis' streamTrim() does. */
+/* Trims node n, the first one not yet looked at, as Redis' streamTrim()
+ * does. */
 static int
 trim_node(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
 	struct node *n, uint64_t *deleted)
 {
-	bool remove_node;
+	const struct stream_refs *refs = tr->refs;
+	bool remove_node, on;
 	int rc;
 
 	if (tr->limit && *deleted + n->live > tr->limit) {
@@ -570,9 +622,20 @@ trim_node(struct storage_txn *t, struct stream_meta *m, const struct stream_trim
 	} else {
 		remove_node = stream_id_cmp(&n->last, &tr->minid) < 0;
 	}
+	if (remove_node && refs != NULL && refs->policy == STREAM_REF_ACKED) {
+		bool held, stop;
+		rc = refs->held(refs->ud, &n->first, &n->last, &held, &stop);
+		if (rc != 0) {
+			return rc;
+		}
+		if (stop) {
+			return TRIM_STOP;
+		}
+		remove_node = !held;
+	}
 	if (remove_node) {
 		bool was_tail = stream_id_cmp(&n->first, &m->tail_node) == 0;
-		rc = node_remove(t, m, n);
+		rc = node_remove(t, m, n, refs);
 		if (rc != 0) {
 			return rc;
 		}
@@ -590,8 +653,8 @@ trim_node(struct storage_txn *t, struct stream_meta *m, const struct stream_trim
 		return TRIM_STOP;
 	}
 	/* Remove entries inside this node, in id order, until the target. */
-	rc = trim_in_node(t, m, n, tr, deleted);
-	return rc != 0 ? rc : TRIM_STOP;
+	rc = trim_in_node(t, m, n, tr, deleted, &on);
+	return rc != 0 ? rc : on ? TRIM_ON : TRIM_STOP;
 }
 
 int
@@ -609,6 +672,7 @@ stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_tr
 	st_put_u64(sk, m->sid);
 	memset(sk + 8, 0, 16);
 	for (;;) {
+		struct stream_id next;
 		struct storage_cursor *c;
 		struct st_buf key, val, seek = {sk, 24};
 		struct node n;
@@ -636,8 +700,18 @@ stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_tr
 			return rc;
 		}
 		rc = trim_node(t, m, tr, &n, &deleted);
+		next = n.last;
 		node_finish(&n);
 		if (rc == TRIM_NEXT) {
+			continue;
+		}
+		if (rc == TRIM_ON) {
+			/* the next node starts after this one's last id */
+			if (!stream_id_incr(&next)) {
+				rc = 0;
+				break;
+			}
+			st_put_id(sk + 8, &next);
 			continue;
 		}
 		if (rc != TRIM_STOP) {
@@ -693,20 +767,7 @@ stream_delete_entry(struct storage_txn *t, struct stream_meta *m, const struct s
 		node_finish(&n);
 		return rc;
 	}
-	if (n.live == 0) {
-		unsigned char nk[24];
-		struct st_buf nkb = {nk, 24};
-		node_key(nk, m->sid, &n.first);
-		rc = storage_del(t, STORAGE_T_NODES, &nkb);
-		if (rc == 0) {
-			m->nodes--;
-			if (stream_id_cmp(&n.first, &m->tail_node) == 0) {
-				rc = tail_refresh(t, m);
-			}
-		}
-	} else {
-		rc = node_save(t, m->sid, &n);
-	}
+	rc = node_save_or_drop(t, m, &n);
 	node_finish(&n);
 	if (rc != 0) {
 		return rc;

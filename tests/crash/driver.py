@@ -4,8 +4,9 @@ Used by tests/integration/06-crash.py (SIGKILL, CI), tests/integration/14-powerc
 (simulated power loss, CI) and tests/crash/run.py (either, standalone and long).
 
 The workload: producers (XADD, some pipelined with redis-py) and consumers of one consumer
-group (XREADGROUP '>' COUNT 10, sometimes with BLOCK; XACK of part of what they hold; a few
-entries dropped unacknowledged, as by a failed worker; now and then XAUTOCLAIM; after every
+group (XREADGROUP '>' COUNT 10, sometimes with BLOCK; XACK of part of what they hold, or
+instead XACKDEL (KEEPREF or DELREF) or XDELEX DELREF, which also delete it; a few entries
+dropped unacknowledged, as by a failed worker; now and then XAUTOCLAIM; after every
 reconnect their own history, XREADGROUP ... 0, as a real worker reads it).  Every reply a
 client receives is recorded in a Model.  While echd is down the clients park (Gate); after
 every restart check_state() compares what echd holds with what the clients were told:
@@ -19,6 +20,10 @@ every restart check_state() compares what echd holds with what the clients were 
     an XACK whose reply was lost may or may not have happened (both allowed, then settled by
     what the PEL says);
   * no entry whose XACK was acknowledged is pending;
+  * an entry whose XACKDEL answered 1, or whose XDELEX DELREF was acknowledged, is gone from
+    the stream and from every PEL; a lost one happened as a whole or not at all (a pending
+    entry is never missing from the stream: the group's records go in the same transaction);
+    entries-added and entries-read count the deleted entries;
   * every entry at or below the group's last-delivered-id is pending or acknowledged, and none
     above it is pending;
   * last-delivered-id and entries-read never go backwards, cover every delivery a consumer saw,
@@ -134,11 +139,14 @@ class Model:
         self.mine = {}              # consumer -> set of ids it will XACK
         self.acked = {}             # id -> (consumer, cycle, XACK ids, reply)
         self.ack_unknown = {}       # id -> (consumer, cycle)  XACK sent, no reply
+        self.deleted = {}           # id -> (consumer, cycle, command)  deletion acknowledged
+        self.del_unknown = {}       # id -> (consumer, cycle)  XACKDEL/XDELEX sent, no reply
         self.lost_reply = set()     # consumers whose XREADGROUP/XAUTOCLAIM reply got lost
         self.last_batch = {}        # consumer -> last id it got from '>'
         self.cursor = None          # (last-delivered-id, entries-read) at the previous check
         self.max_delivered = None   # largest id any '>' reply contained
         self.stats = dict(xadd=0, xadd_unknown=0, delivered=0, acked=0, ack_unknown=0,
+                          deleted=0, del_unknown=0,
                           claimed=0, history=0, adopted=0)
 
     def violate(self, msg):
@@ -307,25 +315,53 @@ def consumer(server, gate, model, name, wid, seed):
                     held = sorted(model.mine[name], key=parse_id)
                 if held:
                     ack_inflight = rng.sample(held, max(1, int(len(held) * 0.7)))
-                    op = "ack"
-                    n = conn.call("XACK", KEY, GROUP, *ack_inflight)
+                    how = rng.random()
+                    if how < 0.6:
+                        op = "ack"
+                        n = conn.call("XACK", KEY, GROUP, *ack_inflight)
+                        codes = None
+                    elif how < 0.85:
+                        op = "ackdel"
+                        cmd = ["XACKDEL", KEY, GROUP, rng.choice(("KEEPREF", "DELREF")), "IDS",
+                               str(len(ack_inflight))] + ack_inflight
+                        codes = conn.call(*cmd)
+                    else:
+                        op = "delex"
+                        cmd = ["XDELEX", KEY, "DELREF", "IDS", str(len(ack_inflight))]
+                        codes = conn.call(*(cmd + ack_inflight))
                     with model.lock:
-                        if not isinstance(n, int) or not 0 <= n <= len(ack_inflight):
-                            model.violate("%s: XACK of %d ids replied %r"
-                                          % (name, len(ack_inflight), n))
-                        for eid in ack_inflight:
-                            model.acked[eid] = (name, model.cycle, ack_inflight, n)
+                        if codes is None:
+                            if not isinstance(n, int) or not 0 <= n <= len(ack_inflight):
+                                model.violate("%s: XACK of %d ids replied %r"
+                                              % (name, len(ack_inflight), n))
+                        elif (not isinstance(codes, list) or len(codes) != len(ack_inflight)
+                              or any(x not in (1, -1) for x in codes)):
+                            model.violate("%s: %s replied %r" % (name, cmd[:6], codes))
+                            codes = None
+                        for k, eid in enumerate(ack_inflight):
+                            model.acked[eid] = (name, model.cycle, ack_inflight,
+                                                codes if codes is not None else n)
                             model.ack_unknown.pop(eid, None)
+                            # XACKDEL deletes what it acknowledged (1); XDELEX DELREF leaves
+                            # every id gone, deleted now (1) or before (-1)
+                            if codes is not None and (op == "delex" or codes[k] == 1):
+                                model.deleted[eid] = (name, model.cycle, op)
+                                model.del_unknown.pop(eid, None)
+                                model.stats["deleted"] += 1
                             for holders in model.mine.values():
                                 holders.discard(eid)
                         model.stats["acked"] += len(ack_inflight)
                     ack_inflight = []
             except (Closed, OSError):
                 with model.lock:
-                    if op == "ack":
+                    if op in ("ack", "ackdel", "delex"):
                         for eid in ack_inflight:
                             model.ack_unknown[eid] = (name, model.cycle)
+                            if op != "ack":
+                                model.del_unknown[eid] = (name, model.cycle)
                         model.stats["ack_unknown"] += len(ack_inflight)
+                        if op != "ack":
+                            model.stats["del_unknown"] += len(ack_inflight)
                     elif op in ("read", "claim", "history"):
                         model.lost_reply.add(name)
                 ack_inflight = []
@@ -428,6 +464,8 @@ def _check_state(c, m):
         prev = eid
         stream[eid] = fields
     for eid, (p, n, cyc, how) in m.added.items():
+        if eid in m.deleted or eid in m.del_unknown:
+            continue
         if eid not in stream:
             v("acknowledged %s %s (producer %s #%s, cycle %d) is missing" % (how, eid, p, n, cyc))
         elif stream[eid] != m.sent[(p, n)]:
@@ -442,14 +480,19 @@ def _check_state(c, m):
         if key in stored:
             v("producer %s #%s stored twice: %s and %s" % (key[0], key[1], stored[key], eid))
         stored[key] = eid
+    for eid, how in m.deleted.items():
+        if eid in stream:
+            v("%s is in the stream though its deletion was acknowledged: %r" % (eid, how))
+    # entries deleted so far: every one was delivered, so at or below the cursor
+    gone = {eid for eid in list(m.deleted) + list(m.del_unknown) if eid not in stream}
     if c.call("EXISTS", KEY) != 1:
         v("the stream %r (and its group) is gone" % KEY)
         return
     info = kv(c.call("XINFO", "STREAM", KEY))
     lastgen = info["last-generated-id"]
-    if info["length"] != len(stream) or info["entries-added"] != len(stream):
-        v("XINFO STREAM length %r / entries-added %r, XRANGE has %d (nothing is ever deleted)"
-          % (info["length"], info["entries-added"], len(stream)))
+    if info["length"] != len(stream) or info["entries-added"] != len(stream) + len(gone):
+        v("XINFO STREAM length %r / entries-added %r, XRANGE has %d and %d were deleted"
+          % (info["length"], info["entries-added"], len(stream), len(gone)))
     if stream and parse_id(lastgen) < parse_id(prev):
         v("last-generated-id %s below the last entry %s" % (lastgen, prev))
     if m.lastgen_checked is not None and parse_id(lastgen) < parse_id(m.lastgen_checked):
@@ -464,14 +507,18 @@ def _check_state(c, m):
     g = groups[0]
     ldi, er = g["last-delivered-id"], g["entries-read"]
     upto = sum(1 for eid in stream if parse_id(eid) <= parse_id(ldi))
-    if er != upto:
-        v("entries-read %r, but %d entries are at or below last-delivered-id %s" % (er, upto, ldi))
+    # deleting the entry at a group's cursor makes its counter unknown until it can be
+    # worked out again (as in Redis: XINFO shows nil); once known it must be exact
+    if (er is not None or not gone) and er != upto + len(gone):
+        v("entries-read %r, but %d entries are at or below last-delivered-id %s and %d were "
+          "deleted" % (er, upto, ldi, len(gone)))
     if g["lag"] != len(stream) - upto:
         v("lag %r, but %d entries are above last-delivered-id %s"
           % (g["lag"], len(stream) - upto, ldi))
     if m.cursor is not None:
         pldi, per = m.cursor
-        if parse_id(ldi) < parse_id(pldi) or (er is None or per is not None and er < per):
+        if parse_id(ldi) < parse_id(pldi) or (er is None and not gone) or (
+                er is not None and per is not None and er < per):
             v("the cursor went back: last-delivered-id %s -> %s, entries-read %r -> %r"
               % (pldi, ldi, per, er))
     if m.max_delivered is not None and parse_id(ldi) < parse_id(m.max_delivered):
@@ -529,7 +576,12 @@ def _check_state(c, m):
               % (eid, ldi, " ('>' %r)" % (m.delivered[eid],) if eid in m.delivered else
                  " (nobody received it)"))
 
-    # --- settle the unknowns by what echd says
+    # --- settle the unknowns by what echd says: a lost XACKDEL or XDELEX DELREF happened
+    # whole or not at all; a pending entry is never missing (checked above)
+    for eid, (name, cyc) in list(m.del_unknown.items()):
+        if eid not in stream:
+            m.deleted[eid] = (name, cyc, "lost reply")
+        del m.del_unknown[eid]
     for eid, (name, cyc) in list(m.ack_unknown.items()):
         if eid in gpel:
             del m.ack_unknown[eid]                 # that XACK did not happen

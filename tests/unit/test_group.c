@@ -2564,6 +2564,282 @@ pel_suite(void)
 	return s;
 }
 
+/* ---- references to entries (deletion policies) -------------------------- */
+
+/* Appends i-1 for i in [from, to] in nodes of at most 5 entries. */
+static void
+add_small_nodes(struct stream_meta *m, uint64_t from, uint64_t to)
+{
+	struct st_buf fv[2] = {B("f"), B("v")};
+
+	for (uint64_t i = from; i <= to; i++) {
+		struct stream_id id = ID(i, 1);
+		OK(stream_append(tx, m, &id, fv, 2, 5, 4096));
+	}
+}
+
+/* The live ids of m, as "a b c" (ms parts). */
+static void
+live_ids(const struct stream_meta *m, char *buf, size_t len)
+{
+	struct stream_iter *it;
+	struct stream_id id;
+	struct st_buf f;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	OK(stream_iter_create(tx, m, &ID_MIN, &ID_MAX, false, &it));
+	while (stream_iter_next(it, &id, &f) == 0) {
+		n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64, n ? " " : "", id.ms);
+		ck_assert_uint_lt(n, len);
+	}
+	stream_iter_destroy(it);
+}
+
+static void
+held(struct group_refs *r, uint64_t first, uint64_t last, bool want_held, bool want_stop)
+{
+	struct stream_id a = ID(first, 1), b = ID(last, 1);
+	bool h, stop;
+
+	OK(group_refs_held(r, &a, &b, &h, &stop));
+	ck_assert_msg(h == want_held && stop == want_stop, "[%" PRIu64 ", %" PRIu64 "]: held %d stop %d",
+		first, last, h, stop);
+}
+
+/* g1: cursor 6-1, 3-1 pending (c1); g2: cursor 4-1, 2-1 pending (c2). */
+static void
+refs_fixture(struct stream_meta *m, struct group_meta *g1, struct group_meta *g2)
+{
+	struct consumer_meta c1, c2;
+
+	mkstream(0, "s", m);
+	add_small_nodes(m, 1, 10);
+	gcreate(m, "g1", ID(6, 1), 6, g1);
+	gcreate(m, "g2", ID(4, 1), 4, g2);
+	ccreate(g1, "c1", 1, &c1);
+	ccreate(g2, "c2", 1, &c2);
+	deliver(g1, &c1, 3, 1, 5);
+	deliver(g2, &c2, 2, 1, 5);
+	csave(g1, "c1", &c1);
+	csave(g2, "c2", &c2);
+	gsave(m, "g1", g1);
+	gsave(m, "g2", g2);
+	savestream(0, "s", m);
+}
+
+START_TEST(test_refs_held)
+{
+	struct stream_meta m, bare;
+	struct group_meta g1, g2;
+	struct group_refs *r;
+
+	refs_fixture(&m, &g1, &g2);
+	OK(group_refs_create(tx, &m, &r));
+	held(r, 1, 1, false, false);
+	held(r, 2, 2, true, false);  /* pending in g2 */
+	held(r, 3, 3, true, false);  /* pending in g1 */
+	held(r, 4, 4, false, false); /* delivered to both, pending in neither */
+	held(r, 5, 5, true, true);   /* past g2's cursor: so is everything after */
+	held(r, 1, 4, true, false);
+	held(r, 4, 4, false, false);
+	held(r, 4, 9, true, false);  /* runs past g2's cursor */
+	group_refs_destroy(r);
+
+	/* no groups: nothing is held */
+	mkstream(0, "bare", &bare);
+	add_small_nodes(&bare, 1, 3);
+	OK(group_refs_create(tx, &bare, &r));
+	held(r, 1, 3, false, false);
+	group_refs_destroy(r);
+	group_refs_destroy(NULL);
+	commit();
+}
+END_TEST
+
+START_TEST(test_refs_drop)
+{
+	struct stream_meta m;
+	struct group_meta g1, g2;
+	struct consumer_meta c;
+	struct group_refs *r;
+	struct pel_row row;
+	uint64_t n = 99;
+
+	refs_fixture(&m, &g1, &g2);
+	/* 3-1 pending in g2 too, owned by another consumer there */
+	ccreate(&g2, "c3", 1, &c);
+	deliver(&g2, &c, 3, 1, 5);
+	csave(&g2, "c3", &c);
+	gsave(&m, "g2", &g2);
+
+	OK(group_refs_create(tx, &m, &r));
+	OK(group_refs_drop(r, &(struct stream_id){3, 1}, &n));
+	U64_EQ(n, 2);
+	OK(group_refs_drop(r, &(struct stream_id){7, 1}, &n)); /* pending nowhere */
+	U64_EQ(n, 0);
+	OK(group_refs_save(r));
+	group_refs_destroy(r);
+
+	gload(&m, "g1", &g1);
+	gload(&m, "g2", &g2);
+	U64_EQ(g1.pending, 0);
+	U64_EQ(g2.pending, 1);
+	FAILS(pel_get(tx, &g1, &(struct stream_id){3, 1}, &row), ECHD_ENOTFOUND);
+	FAILS(pel_get(tx, &g2, &(struct stream_id){3, 1}, &row), ECHD_ENOTFOUND);
+	OK(pel_get(tx, &g2, &(struct stream_id){2, 1}, &row));
+	cload(&g1, "c1", &c);
+	U64_EQ(c.pending, 0);
+	cload(&g2, "c3", &c);
+	U64_EQ(c.pending, 0);
+	cload(&g2, "c2", &c);
+	U64_EQ(c.pending, 1);
+	/* the cursors are untouched */
+	ID_EQ(g1.last_delivered, 6, 1);
+	ID_EQ(g2.last_delivered, 4, 1);
+	verify_group(&g1);
+	verify_group(&g2);
+	commit();
+}
+END_TEST
+
+/* Trims m under policy through group_refs; returns the entries removed. */
+static uint64_t
+trim_refs(struct stream_meta *m, struct stream_trim *tr, enum stream_ref_policy policy)
+{
+	struct group_refs *r;
+	struct stream_refs hooks;
+	uint64_t removed;
+
+	OK(group_refs_create(tx, m, &r));
+	group_refs_trim(r, policy, &hooks);
+	tr->refs = &hooks;
+	OK(stream_trim(tx, m, tr, &removed));
+	OK(group_refs_save(r));
+	group_refs_destroy(r);
+	tr->refs = NULL;
+	return removed;
+}
+
+/* The lag counted from the rows matches a count of the live ids. */
+static void
+check_count_after(const struct stream_meta *m, uint64_t after_ms, uint64_t want)
+{
+	uint64_t n;
+
+	OK(stream_count_after(tx, m, &(struct stream_id){after_ms, 1}, &n));
+	U64_EQ(n, want);
+}
+
+START_TEST(test_refs_trim_acked)
+{
+	struct stream_meta m;
+	struct group_meta g1, g2;
+	struct stream_trim tr = {.strategy = STREAM_TRIM_MAXLEN, .maxlen = 0};
+	char ids[256];
+
+	refs_fixture(&m, &g1, &g2);
+	U64_EQ(m.nodes, 2);
+	/* exact: 1 and 4 go; 2 and 3 are held; 5 is past g2's cursor: stop */
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_ACKED), 2);
+	live_ids(&m, ids, sizeof(ids));
+	ck_assert_str_eq(ids, "2 3 5 6 7 8 9 10");
+	U64_EQ(m.length, 8);
+	ID_EQ(m.first, 2, 1);
+	check_count_after(&m, 4, 6);
+	check_count_after(&m, 2, 7);
+	/* nothing more can go */
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_ACKED), 0);
+
+	/* MINID: stops at the threshold as well */
+	g2.last_delivered = ID(10, 1);
+	gsave(&m, "g2", &g2);
+	g1.last_delivered = ID(10, 1);
+	gsave(&m, "g1", &g1);
+	tr = (struct stream_trim){.strategy = STREAM_TRIM_MINID, .minid = ID(8, 0)};
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_ACKED), 3); /* 5 6 7 */
+	live_ids(&m, ids, sizeof(ids));
+	ck_assert_str_eq(ids, "2 3 8 9 10");
+	check_count_after(&m, 3, 3);
+	U64_EQ(m.nodes, 2);
+
+	/* ~: the first node (1..5) holds 2 and 3: nothing goes */
+	tr = (struct stream_trim){.strategy = STREAM_TRIM_MAXLEN, .approx = true, .limit = 500,
+		.maxlen = 3};
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_ACKED), 0);
+	/* KEEPREF hooks never hold: the first node goes whole */
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_KEEP), 2);
+	live_ids(&m, ids, sizeof(ids));
+	ck_assert_str_eq(ids, "8 9 10");
+	U64_EQ(m.nodes, 1);
+	/* and the records stay */
+	gload(&m, "g1", &g1);
+	gload(&m, "g2", &g2);
+	U64_EQ(g1.pending + g2.pending, 2);
+	verify_group(&g1);
+	verify_group(&g2);
+	commit();
+}
+END_TEST
+
+START_TEST(test_refs_trim_delref)
+{
+	struct stream_meta m;
+	struct group_meta g1, g2;
+	struct stream_trim tr = {.strategy = STREAM_TRIM_MAXLEN, .approx = true, .limit = 500,
+		.maxlen = 4};
+	char ids[256];
+
+	refs_fixture(&m, &g1, &g2);
+	/* ~ removes the node 1..5 whole; its entries' records go with it */
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_DEL), 5);
+	live_ids(&m, ids, sizeof(ids));
+	ck_assert_str_eq(ids, "6 7 8 9 10");
+	gload(&m, "g1", &g1);
+	gload(&m, "g2", &g2);
+	U64_EQ(g1.pending, 0);
+	U64_EQ(g2.pending, 0);
+	verify_group(&g1);
+	verify_group(&g2);
+	/* exact, inside a node */
+	{
+		struct consumer_meta c;
+		cload(&g1, "c1", &c);
+		deliver(&g1, &c, 7, 1, 9);
+		deliver(&g1, &c, 9, 1, 9);
+		csave(&g1, "c1", &c);
+		gsave(&m, "g1", &g1);
+	}
+	tr = (struct stream_trim){.strategy = STREAM_TRIM_MINID, .minid = ID(9, 0)};
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_DEL), 3);
+	gload(&m, "g1", &g1);
+	U64_EQ(g1.pending, 1); /* 9-1 stays */
+	verify_group(&g1);
+	check_count_after(&m, 0, 2);
+	commit();
+}
+END_TEST
+
+static Suite *
+refs_suite(void)
+{
+	Suite *s = suite_create("refs");
+	TCase *tc;
+
+	tc = tcase_create("held_drop");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_refs_held);
+	tcase_add_test(tc, test_refs_drop);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("trim");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_refs_trim_acked);
+	tcase_add_test(tc, test_refs_trim_delref);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
 /* ---- persistence and scale -------------------------------------------- */
 
 /* Everything of a stream's groups, as group_each/consumer_each/pel_iter
@@ -2819,5 +3095,6 @@ main(void)
 	srunner_add_suite(sr, consumers_suite());
 	srunner_add_suite(sr, pel_suite());
 	srunner_add_suite(sr, persist_suite());
+	srunner_add_suite(sr, refs_suite());
 	return fixture_run(sr);
 }

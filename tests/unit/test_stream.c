@@ -2361,6 +2361,80 @@ START_TEST(test_trim_minid_empties_node)
 }
 END_TEST
 
+/* Hooks that hold the even ids up to horizon (and every id past it), and
+ * record what DELREF drops. */
+struct fake_refs {
+	uint64_t horizon;
+	uint64_t dropped[64];
+	unsigned ndropped;
+};
+
+static int
+fake_held(void *ud, const struct stream_id *first, const struct stream_id *last, bool *held,
+	bool *stop)
+{
+	struct fake_refs *f = ud;
+
+	*stop = first->ms > f->horizon;
+	*held = *stop || last->ms > f->horizon;
+	for (uint64_t i = first->ms; i <= last->ms && !*held; i++) {
+		*held = i % 2 == 0;
+	}
+	return 0;
+}
+
+static int
+fake_drop(void *ud, const struct stream_id *id)
+{
+	struct fake_refs *f = ud;
+
+	ck_assert_uint_lt(f->ndropped, 64);
+	f->dropped[f->ndropped++] = id->ms;
+	return 0;
+}
+
+/* ACKED skips held entries across nodes and stops at the horizon; a node
+ * it empties stays (as Redis keeps the listpack) until a trim removes it. */
+START_TEST(test_trim_acked_hooks)
+{
+	struct fake_refs f = {.horizon = 12};
+	struct stream_refs refs = {STREAM_REF_ACKED, fake_held, fake_drop, &f};
+	struct stream_trim tr = {STREAM_TRIM_MAXLEN, false, 0, {0, 0}, 0, &refs};
+	struct stream_meta m;
+	uint64_t removed, n;
+
+	node_entries = 5;
+	create(0, "t", &m);
+	add_range(&m, 1, 20); /* nodes 1..5 6..10 11..15 16..20 */
+	OK(stream_trim(tx, &m, &tr, &removed));
+	U64_EQ(removed, 6); /* 1 3 5 7 9 11; 13 is past the horizon */
+	U64_EQ(m.length, 14);
+	U64_EQ(m.nodes, 4);
+	ID_EQ(m.first, 2, 1);
+	U64_EQ(f.ndropped, 0);
+	check_rows(&m);
+	OK(stream_count_after(tx, &m, &(struct stream_id){7, 1}, &n));
+	U64_EQ(n, 11); /* 8 10 12 13..20 */
+	/* MINID stops at its threshold before the horizon */
+	f.horizon = 100;
+	tr = (struct stream_trim){STREAM_TRIM_MINID, false, 0, {14, 0}, 0, &refs};
+	OK(stream_trim(tx, &m, &tr, &removed));
+	U64_EQ(removed, 1); /* 13 */
+	check_rows(&m);
+	/* DELREF: every removed entry is reported, whole nodes too */
+	refs.policy = STREAM_REF_DEL;
+	tr = (struct stream_trim){STREAM_TRIM_MAXLEN, true, 3, {0, 0}, 1000, &refs};
+	OK(stream_trim(tx, &m, &tr, &removed));
+	U64_EQ(removed, 8); /* nodes 1..5 (2 4), 6..10 (6 8 10), 11..15 (12 14 15) */
+	U64_EQ(f.ndropped, 8);
+	U64_EQ(f.dropped[0], 2);
+	U64_EQ(f.dropped[7], 15);
+	U64_EQ(m.nodes, 1);
+	ID_EQ(m.first, 16, 1);
+	check_rows(&m);
+}
+END_TEST
+
 static Suite *
 trim_suite(void)
 {
@@ -2377,6 +2451,7 @@ trim_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_trim_everything_then_append);
 	tcase_add_test(tc, test_trim_minid_empties_node);
+	tcase_add_test(tc, test_trim_acked_hooks);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("after_delete");

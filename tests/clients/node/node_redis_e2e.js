@@ -155,6 +155,33 @@ const TESTS = {
   },
 };
 
+// Redis 8.2's deletion policies through node-redis' own commands (xAckDel,
+// xDelEx, and the policy option of xAdd's TRIM and of xTrim), unchanged.
+TESTS.deletion = async function deletion() {
+  const c = await connect();
+  const k = "deletion:s";
+  for (let i = 1; i <= 4; i++) {
+    await c.xAdd(k, `${i}-1`, { f: "v" });
+  }
+  await c.xGroupCreate(k, "g1", "0");
+  await c.xGroupCreate(k, "g2", "0");
+  await c.xReadGroup("g1", "c", { key: k, id: ">" }, { COUNT: 3 }); // 1 2 3
+  await c.xReadGroup("g2", "c", { key: k, id: ">" }, { COUNT: 1 }); // 1
+  // g2 has not had 2-1: ACKED keeps it; 1-1 is still pending in g2
+  assert.deepEqual(await c.xAckDel(k, "g1", ["1-1", "2-1", "9-9"], "ACKED"), [2, 2, -1]);
+  // DELREF deletes 1-1 and drops g2's record of it
+  assert.deepEqual(await c.xDelEx(k, "1-1", "DELREF"), [1]);
+  assert.equal((await c.xPending(k, "g2")).pending, 0);
+  assert.deepEqual(await c.xDelEx(k, ["2-1", "8-8"]), [1, -1]);
+  // trimming: 3-1 is pending in g1, so ACKED keeps it; DELREF does not
+  assert.equal(await c.xTrim(k, "MAXLEN", 0, { policy: "ACKED" }), 0);
+  assert.equal(await c.xAdd(k, "5-1", { f: "v" }, {
+    TRIM: { strategy: "MAXLEN", threshold: 1, policy: "DELREF" },
+  }), "5-1");
+  assert.equal(await c.xLen(k), 1);
+  assert.equal((await c.xPending(k, "g1")).pending, 0);
+};
+
 run("node-redis-e2e", TESTS, async () => {
   for (const c of open) {
     c.destroy();
