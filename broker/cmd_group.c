@@ -1,4 +1,4 @@
-/* cmd_group.c - consumer-group commands: XGROUP, XREADGROUP, XACK,
+/* cmd_group.c - consumer-group commands: XGROUP, XREADGROUP, XACK, XNACK,
  * XPENDING, XCLAIM, XAUTOCLAIM and the group parts of XINFO.
  *
  * Each runs in its own nested write transaction inside the loop turn's
@@ -339,6 +339,14 @@ brk_cmd_xgroup(struct brk_ctx *x)
  * XREADGROUP
  * ---------------------------------------------------------------------- */
 
+/* A delivery count plus one delivery, staying at XNACK FATAL's LLONG_MAX
+ * (Redis' counter would wrap to a negative reply). */
+static uint64_t
+count_incr(uint64_t n)
+{
+	return n < (uint64_t)LLONG_MAX ? n + 1 : n;
+}
+
 /* Delivers up to count entries after the group's cursor to consumer c. */
 static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
@@ -425,7 +433,7 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 		} else if (rc == 0) {
 			brk_reply_entry(x->w, &r.id, &fields);
 			r.delivery_time = now;
-			r.delivery_count++;
+			r.delivery_count = count_incr(r.delivery_count);
 			rc = pel_put(x->txn, g, c, &r, c->cid);
 		}
 		if (rc != 0) {
@@ -645,6 +653,145 @@ brk_cmd_xack(struct brk_ctx *x)
 	return 0;
 }
 
+static bool
+entry_exists(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *id, int *rc)
+{
+	struct st_buf f;
+
+	*rc = stream_get_entry(x->txn, m, id, &f);
+	if (*rc == ECHD_ENOTFOUND) {
+		*rc = 0;
+		return false;
+	}
+	return *rc == 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XNACK
+ * ---------------------------------------------------------------------- */
+
+enum nack_mode { NACK_SILENT, NACK_FAIL, NACK_FATAL };
+
+/* The delivery count a released row gets: RETRYCOUNT when given, else by
+ * mode from its count (a FORCE-created row starts from 0). */
+static uint64_t
+nack_count(enum nack_mode mode, long long retrycount, uint64_t count)
+{
+	if (retrycount >= 0) {
+		return (uint64_t)retrycount;
+	}
+	switch (mode) {
+	case NACK_SILENT:
+		return count > 0 ? count - 1 : 0; /* undo the delivery, not below 0 */
+	case NACK_FATAL:
+		return (uint64_t)LLONG_MAX;
+	case NACK_FAIL:
+		break;
+	}
+	return count;
+}
+
+/* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]:
+ * the rows go back to the group, owned by no one, claimable at once. */
+int
+brk_cmd_xnack(struct brk_ctx *x)
+{
+	struct st_buf gname = arg_buf(&x->argv[2]);
+	long long numids, retrycount = -1, released = 0;
+	enum nack_mode mode;
+	bool force = false;
+	struct stream_meta m;
+	struct group_meta g;
+	struct stream_id id;
+	int first, j, rc;
+
+	if (brk_arg_eq(&x->argv[3], "SILENT")) {
+		mode = NACK_SILENT;
+	} else if (brk_arg_eq(&x->argv[3], "FAIL")) {
+		mode = NACK_FAIL;
+	} else if (brk_arg_eq(&x->argv[3], "FATAL")) {
+		mode = NACK_FATAL;
+	} else {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (!brk_arg_eq(&x->argv[4], "IDS")) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (!brk_str2ll(x->argv[5].p, x->argv[5].len, &numids) || numids < 1) {
+		resp_add_error(x->w, "ERR Number of IDs must be a positive integer");
+		return 0;
+	}
+	first = 6;
+	if (numids > x->argc - first) {
+		resp_add_error(x->w, "ERR The `numids` parameter must match the number of arguments");
+		return 0;
+	}
+	for (j = first + (int)numids; j < x->argc; j++) {
+		if (brk_arg_eq(&x->argv[j], "RETRYCOUNT") && j + 1 < x->argc) {
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &retrycount) || retrycount < 0) {
+				resp_add_error(x->w, "ERR Invalid RETRYCOUNT option argument for XNACK");
+				return 0;
+			}
+		} else if (brk_arg_eq(&x->argv[j], "FORCE")) {
+			force = true;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	/* Every id must parse before anything is released. */
+	for (j = first; j < first + numids; j++) {
+		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
+			return 0;
+		}
+	}
+	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
+	for (j = first; j < first + numids; j++) {
+		struct pel_row r;
+		uint64_t prev;
+
+		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
+		rc = pel_get(x->txn, &g, &id, &r);
+		if (rc == 0) {
+			prev = r.cid;
+		} else if (rc != ECHD_ENOTFOUND) {
+			return rc;
+		} else if (!force) {
+			continue; /* not pending: ignored */
+		} else if (!entry_exists(x, &m, &id, &rc)) {
+			if (rc != 0) {
+				return rc;
+			}
+			continue; /* FORCE, but not an entry of the stream */
+		} else {
+			prev = PEL_NEW;
+			r.id = id;
+			r.delivery_count = 0;
+		}
+		r.delivery_count = nack_count(mode, retrycount, r.delivery_count);
+		rc = pel_release(x->txn, &g, &r, prev);
+		if (rc != 0) {
+			return rc;
+		}
+		released++;
+	}
+	if (released > 0) {
+		rc = group_save(x->txn, &m, &gname, &g);
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty += (uint64_t)released;
+	}
+	resp_add_int(x->w, released);
+	return 0;
+}
+
 /* ------------------------------------------------------------------------
  * XPENDING
  * ---------------------------------------------------------------------- */
@@ -706,8 +853,13 @@ reply_pending_name(struct brk_ctx *x, const struct group_meta *g, uint64_t cid)
 {
 	struct consumer_meta c;
 	struct st_buf name;
-	int rc = consumer_by_id(x->txn, g, cid, &c, &name);
+	int rc;
 
+	if (cid == PEL_UNOWNED) {
+		resp_add_bulk(x->w, "", 0); /* released by XNACK: no owner */
+		return 0;
+	}
+	rc = consumer_by_id(x->txn, g, cid, &c, &name);
 	if (rc != 0) {
 		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
 	}
@@ -837,7 +989,8 @@ brk_cmd_xpending(struct brk_ctx *x)
 				if (rc != 0) {
 					break;
 				}
-				resp_add_int(x->w, (long long)idle);
+				/* a released row was delivered to no one: -1 */
+				resp_add_int(x->w, r.cid == PEL_UNOWNED ? -1 : (long long)idle);
 				resp_add_int(x->w, (long long)r.delivery_count);
 				n++;
 			}
@@ -877,19 +1030,6 @@ claim_row(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	}
 	brk_reply_entry(x->w, &r->id, &fields);
 	return 0;
-}
-
-static bool
-entry_exists(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *id, int *rc)
-{
-	struct st_buf f;
-
-	*rc = stream_get_entry(x->txn, m, id, &f);
-	if (*rc == ECHD_ENOTFOUND) {
-		*rc = 0;
-		return false;
-	}
-	return *rc == 0;
 }
 
 int
@@ -1020,7 +1160,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (found && minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
 			continue;
 		}
-		prev = found ? r.cid : 0;
+		prev = found ? r.cid : PEL_NEW;
 		if (!found) {
 			/* FORCE: a new row starts as a first delivery would */
 			r.id = id;
@@ -1031,7 +1171,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (retrycount >= 0) {
 			r.delivery_count = (uint64_t)retrycount;
 		} else if (!justid) {
-			r.delivery_count++;
+			r.delivery_count = count_incr(r.delivery_count);
 		}
 		rc = claim_row(x, &m, &g, &c, &r, prev, justid);
 		if (rc != 0) {
@@ -1157,7 +1297,7 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 			r.cid = c.cid;
 			r.delivery_time = now;
 			if (!justid) {
-				r.delivery_count++;
+				r.delivery_count = count_incr(r.delivery_count);
 			}
 			rc = claim_row(x, &m, &g, &c, &r, prev, justid);
 			if (rc != 0) {

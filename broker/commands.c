@@ -428,6 +428,12 @@ static const struct brk_cmd cmds[] = {
 		"group member of a stream.",
 		"O(1) for each message ID processed.",
 		.syntax = "key group id [id ...]"},
+	{"xnack", brk_cmd_xnack, -7, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "8.8.0",
+		"Releases pending messages back to the group's PEL without acknowledging them, "
+		"making them available for re-delivery.",
+		"O(1) for each message ID processed.",
+		.syntax = "key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count] "
+		       "[FORCE]"},
 	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",

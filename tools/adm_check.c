@@ -396,8 +396,18 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 		/* No bound by the stream's last id: XSETID may lower it below
 		 * entries trimmed away while still pending (Redis checks only
 		 * the last live entry and the max deleted id). */
-		ct = tally_find(v, nv, cid);
-		if (ct == NULL) {
+		ct = cid == PEL_UNOWNED ? NULL : tally_find(v, nv, cid);
+		if (cid == PEL_UNOWNED) {
+			/* released by XNACK: no owner, no index row, and claimable at
+			 * once (delivery time 0) */
+			if (get_u64((const unsigned char *)val.data + 8) != 0) {
+				problem(c,
+					"released pending entry %s has delivery time %llu, not 0",
+					idstr(&id, ib),
+					(unsigned long long)get_u64(
+						(const unsigned char *)val.data + 8));
+			}
+		} else if (ct == NULL) {
 			problem(c,
 				"pending entry %s is owned by consumer id %llu, which does not "
 				"exist",
