@@ -239,6 +239,9 @@ def test_command_info(server):
     assert (info[3], info[4], info[5]) == (1, 1, 1)
     assert set(info[6]) == {"@write", "@stream", "@fast"}
     assert c.call("COMMAND", "GETKEYS", "XNACK", "s", "g", "FAIL", "IDS", "1", "1-1") == [b"s"]
+    for cat in ("stream", "write", "fast"):
+        assert b"xnack" in c.call("ACL", "CAT", cat), cat
+    assert b"xnack" not in c.call("ACL", "CAT", "read")
 
 
 def test_released_survive_kill(server):
