@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -339,6 +340,8 @@ brk_cmd_xgroup(struct brk_ctx *x)
  * XREADGROUP
  * ---------------------------------------------------------------------- */
 
+static uint64_t idle_ms(uint64_t now, uint64_t t);
+
 /* A delivery count plus one delivery, staying at XNACK FATAL's LLONG_MAX
  * (Redis' counter would wrap to a negative reply). */
 static uint64_t
@@ -347,22 +350,27 @@ count_incr(uint64_t n)
 	return n < (uint64_t)LLONG_MAX ? n + 1 : n;
 }
 
-/* Delivers up to count entries after the group's cursor to consumer c. */
+/* Delivers up to count entries after the group's cursor to consumer c.
+ * With header false the entries go into an array the caller opened. */
 static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, size_t *n)
+	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n)
 {
 	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id, last;
 	struct stream_iter *it;
 	struct st_buf fields;
 	bool fresh = false;
-	size_t h;
+	size_t h = 0;
 	int rc;
 
 	*n = 0;
-	h = resp_add_deferred(x->w);
+	if (header) {
+		h = resp_add_deferred(x->w);
+	}
 	if (!stream_id_incr(&start)) {
-		resp_set_deferred_len(x->w, h, '*', 0);
+		if (header) {
+			resp_set_deferred_len(x->w, h, '*', 0);
+		}
 		return 0;
 	}
 	if (!noack) {
@@ -401,7 +409,129 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
-	resp_set_deferred_len(x->w, h, '*', *n);
+	if (header) {
+		resp_set_deferred_len(x->w, h, '*', *n);
+	}
+	return 0;
+}
+
+/* ---- XREADGROUP CLAIM -------------------------------------------------- */
+
+/* The rows of a group PEL that CLAIM min-idle-time takes now, in the
+ * order it takes them: released ones (delivery time 0) first, then by
+ * idle time, longest first; ties by id. */
+struct claim_set {
+	struct pel_row *rows;
+	size_t n, cap;
+	uint64_t next_at; /* ms: when the next row becomes claimable; UINT64_MAX none */
+};
+
+static int
+claim_cmp(const void *a, const void *b)
+{
+	const struct pel_row *x = a, *y = b;
+
+	if (x->delivery_time != y->delivery_time) {
+		return x->delivery_time < y->delivery_time ? -1 : 1;
+	}
+	return stream_id_cmp(&x->id, &y->id);
+}
+
+/* One walk of the group PEL: O(pending). */
+static int
+claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, uint64_t now,
+	struct claim_set *cs)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	int rc;
+
+	cs->next_at = UINT64_MAX;
+	rc = pel_iter_create(x->txn, g, 0, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		if (r.cid != PEL_UNOWNED && idle_ms(now, r.delivery_time) < minidle) {
+			uint64_t at = r.delivery_time + minidle;
+			if (at < cs->next_at) {
+				cs->next_at = at;
+			}
+			continue;
+		}
+		if (cs->n == cs->cap) {
+			size_t ncap = cs->cap ? cs->cap * 2 : 16;
+			struct pel_row *nr = echd_realloc(cs->rows, ncap * sizeof(*nr));
+			if (nr == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			cs->rows = nr;
+			cs->cap = ncap;
+		}
+		cs->rows[cs->n++] = r;
+	}
+	pel_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	qsort(cs->rows, cs->n, sizeof(*cs->rows), claim_cmp);
+	return 0;
+}
+
+/* Claims up to count rows of cs (0: all) for c, as XAUTOCLAIM would, and
+ * replies each as [id, fields, idle ms, deliveries before this one]; a
+ * released row's idle is -1, as XPENDING shows it. A row whose entry is
+ * gone from the stream leaves the PEL unreported (XAUTOCLAIM's rule). */
+static int
+serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct claim_set *cs, uint64_t count, uint64_t now,
+	size_t *n)
+{
+	int rc = 0;
+
+	*n = 0;
+	for (size_t i = 0; i < cs->n && (count == 0 || *n < count) && !x->w->out->oom; i++) {
+		struct pel_row r = cs->rows[i];
+		struct st_buf fields, f, v;
+		size_t pos = 0;
+		uint64_t prev = r.cid;
+
+		rc = stream_get_entry(x->txn, m, &r.id, &fields);
+		if (rc == ECHD_ENOTFOUND) {
+			rc = pel_remove(x->txn, g, &r.id);
+			if (rc != 0) {
+				return rc;
+			}
+			if (prev == c->cid) {
+				c->pending--; /* keep our copy equal to the stored record */
+			}
+			x->dirty++;
+			continue;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		resp_add_array(x->w, 4);
+		brk_reply_id(x->w, &r.id);
+		resp_add_array(x->w, stream_fields_count(&fields) * 2);
+		while (stream_fields_next(&fields, &pos, &f, &v)) {
+			resp_add_bulk(x->w, f.data, f.len);
+			resp_add_bulk(x->w, v.data, v.len);
+		}
+		resp_add_int(x->w, prev == PEL_UNOWNED ? -1 : (long long)idle_ms(now, r.delivery_time));
+		resp_add_int(x->w, (long long)r.delivery_count);
+		r.cid = c->cid;
+		r.delivery_time = now;
+		r.delivery_count = count_incr(r.delivery_count);
+		rc = pel_put(x->txn, g, c, &r, prev);
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty++;
+		(*n)++;
+	}
 	return 0;
 }
 
@@ -459,7 +589,9 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	struct stream_id *ids = NULL;
 	bool *is_new = NULL;
 	size_t served = 0, h = 0;
-	uint64_t now = brk_now_ms();
+	uint64_t now = brk_now_ms(), claim_at = UINT64_MAX;
+	long long claim;
+	struct claim_set cs = {NULL, 0, 0, UINT64_MAX};
 
 	struct brk_read_opts ro;
 
@@ -473,6 +605,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	group = ro.group;
 	consumer = ro.consumer;
 	noack = ro.noack;
+	claim = ro.claim;
 	if (group == NULL) {
 		resp_add_error(x->w, "ERR Missing GROUP option for XREADGROUP");
 		return 0;
@@ -518,7 +651,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		struct group_meta g, g0;
 		struct consumer_meta c, c0;
 		struct stream_id maxid;
-		size_t n = 0;
+		size_t n = 0, nclaimed = 0;
 		bool serve = false;
 
 		rc = brk_lookup(x, &key, &m);
@@ -528,7 +661,20 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		if (rc != 0) {
 			goto out;
 		}
-		if (!is_new[i]) {
+		cs.n = 0;
+		if (is_new[i] && claim >= 0) {
+			rc = claim_collect(x, &g, (uint64_t)claim, now, &cs);
+			if (rc != 0) {
+				goto out;
+			}
+			if (cs.next_at < claim_at) {
+				claim_at = cs.next_at;
+			}
+			serve = cs.n > 0;
+		}
+		if (serve) {
+			/* claimable rows: served, whatever is new */
+		} else if (!is_new[i]) {
 			serve = true;
 		} else if (m.length > 0 && stream_id_cmp(&m.last, &g.last_delivered) > 0) {
 			/* Nothing is new when even the last id generated is not
@@ -552,8 +698,24 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 				resp_add_array(x->w, 2);
 			}
 			resp_add_bulk(x->w, key.data, key.len);
-			if (is_new[i]) {
-				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, &n);
+			if (is_new[i] && claim >= 0) {
+				/* claimed first, then new ones, COUNT over both */
+				size_t eh = resp_add_deferred(x->w);
+				rc = serve_claimed(x, &m, &g, &c, &cs, (uint64_t)count, now, &nclaimed);
+				if (rc == 0 && (count == 0 || nclaimed < (size_t)count)) {
+					rc = serve_new(x, &m, &g, &c,
+						count == 0 ? 0 : (uint64_t)count - nclaimed, noack, now,
+						false, &n);
+				}
+				if (rc == 0 && nclaimed + n > 0) {
+					if (nclaimed > 0 || !noack) {
+						c.active_time = (int64_t)now;
+					}
+					x->dirty++;
+				}
+				resp_set_deferred_len(x->w, eh, '*', nclaimed + n);
+			} else if (is_new[i]) {
+				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n);
 				if (rc == 0 && n > 0) {
 					if (!noack) {
 						/* NOACK takes nothing on: not activity (7.2+) */
@@ -588,7 +750,12 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		goto out;
 	}
 	rc = brk_block(x, nstreams, &x->argv[streams_arg], (uint64_t)timeout, x->argc, x->argv);
+	if (rc == 0 && x->blocked && claim_at != UINT64_MAX) {
+		/* wake when the first pending row becomes claimable */
+		rc = brk_block_claim_at(x, claim_at);
+	}
 out:
+	echd_free(cs.rows);
 	echd_free(ids);
 	echd_free(is_new);
 	return rc;
@@ -787,6 +954,8 @@ brk_cmd_xnack(struct brk_ctx *x)
 			return rc;
 		}
 		x->dirty += (uint64_t)released;
+		/* claimable at once: XREADGROUP CLAIM readers blocked on it run again */
+		brk_signal_key(x->srv, x->c->db, x->argv[1].p, x->argv[1].len);
 	}
 	resp_add_int(x->w, released);
 	return 0;

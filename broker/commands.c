@@ -42,7 +42,7 @@
  * ---------------------------------------------------------------------- */
 
 /* XREAD [COUNT n] [BLOCK ms] STREAMS key... id... and XREADGROUP GROUP g c
- * [COUNT n] [BLOCK ms] [NOACK] STREAMS ...: the options are walked as
+ * [COUNT n] [BLOCK ms] [CLAIM ms] [NOACK] STREAMS ...: the options are walked as
  * brk_parse_read_opts() walks them, so that the keys checked are the keys
  * read whatever the group, the consumer or a key is called ("streams").
  * Redis' xreadGetKeys reads them the same way. */
@@ -52,7 +52,9 @@ read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec 
 	for (int i = 1; i < argc; i++) {
 		int more = argc - i - 1;
 		const struct resp_arg *o = &argv[i];
-		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT")) && more) {
+		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT") ||
+			    (group && brk_arg_eq(o, "CLAIM"))) &&
+			more) {
 			i++;
 		} else if (brk_arg_eq(o, "STREAMS") && more) {
 			if (more % 2 != 0) {
@@ -421,8 +423,9 @@ static const struct brk_cmd cmds[] = {
 		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
 		"until a message is available otherwise.",
 		"For each stream mentioned: O(M) with M the number of elements returned.",
-		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
-		       "key [key ...] id [id ...]", .find_keys = xreadgroup_keys},
+		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [CLAIM "
+		       "min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]",
+		.find_keys = xreadgroup_keys},
 	{"xack", brk_cmd_xack, -4, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "
 		"group member of a stream.",

@@ -14,6 +14,7 @@ the page leaves a case open, the decision is in docs/compatibility.md.
 import json
 import signal
 import subprocess
+import time
 
 from echdtest import admin_exe, fill
 
@@ -305,3 +306,181 @@ def test_pipeline_in_one_batch(server):
     assert got[2] == [b"1-1"]
     assert got[3] == 2
     assert pel(c) == [("1-1", "", -1, 0), ("2-1", "", -1, 1)]
+
+
+# ---------------------------------------------------------------------------
+# XREADGROUP ... CLAIM min-idle-time (Redis 8.4)
+# ---------------------------------------------------------------------------
+
+CLAIM_NEG = "ERR min-idle-time must be a positive integer"
+CLAIM_XREAD = "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
+NOT_INT = "ERR value is not an integer or out of range"
+
+
+def claimed(entry):
+    """A claimed entry: [id, fields, idle, count] -> (id, idle, count)."""
+    assert len(entry) == 4 and isinstance(entry[2], int) and isinstance(entry[3], int), entry
+    return entry[0].decode(), entry[2], entry[3]
+
+
+def test_claim_ordering(server):
+    """Released entries first, then by idle time (longest first), then new entries."""
+    c = server.raw()
+    fill(c, "s", 7)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "2", "STREAMS", "s", ">")    # 1 2
+    time.sleep(0.25)
+    c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "3", "STREAMS", "s", ">")    # 3 4 5
+    time.sleep(0.1)
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "2", "5-1", "4-1")
+    got = c.call("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "50", "STREAMS", "s", ">")
+    assert [k for k, _ in got] == [b"s"]
+    entries = got[0][1]
+    head = [claimed(x) for x in entries[:5]]
+    assert [h[0] for h in head] == ["4-1", "5-1", "1-1", "2-1", "3-1"], head
+    assert [h[1] for h in head[:2]] == [-1, -1]                    # released: idle -1
+    assert head[2][1] >= 300 and head[3][1] >= 300, head           # c1's, the oldest
+    assert 100 <= head[4][1] < head[2][1], head                    # then c2's
+    assert [h[2] for h in head] == [1, 1, 1, 1, 1]                 # deliveries before
+    assert entries[5:] == [[b"6-1", [b"f", b"v"]], [b"7-1", [b"f", b"v"]]]   # new, plain
+    rows = c.call("XPENDING", "s", "g", "-", "+", "10")
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        (b"1-1", b"c3", 2), (b"2-1", b"c3", 2), (b"3-1", b"c3", 2), (b"4-1", b"c3", 2),
+        (b"5-1", b"c3", 2), (b"6-1", b"c3", 1), (b"7-1", b"c3", 1)]
+    assert all(0 <= r[2] < 250 for r in rows)
+    cons = {kv(x)["name"]: kv(x)["pending"] for x in c.call("XINFO", "CONSUMERS", "s", "g")}
+    assert cons == {b"c1": 0, b"c2": 0, b"c3": 7}
+
+
+def test_claim_count_and_min_idle(server):
+    c = server.raw()
+    fill(c, "s", 6)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "3", "STREAMS", "s", ">")    # 1 2 3
+    # nothing idle that long: only new entries, plain
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "3600000",
+                 "STREAMS", "s", ">")
+    assert got == [[b"s", [[b"4-1", [b"f", b"v"]]]]]
+    time.sleep(0.05)
+    # COUNT covers claimed and new together: 2 claimed, no room for new
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "2", "CLAIM", "0",
+                 "STREAMS", "s", ">")
+    assert [claimed(x)[0] for x in got[0][1]] == ["1-1", "2-1"]
+    # CLAIM 0 takes every pending entry, longest idle first (3-1 and 4-1 were delivered
+    # before 1-1 and 2-1 were claimed; ties by id), then one new entry
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "5", "CLAIM", "0",
+                 "STREAMS", "s", ">")
+    assert [x[0].decode() for x in got[0][1]] == ["3-1", "4-1", "1-1", "2-1", "5-1"], got
+    assert [len(x) for x in got[0][1]] == [4, 4, 4, 4, 2], got
+    assert [claimed(x)[2] for x in got[0][1][:4]] == [1, 1, 2, 2], got
+    # the history form ignores CLAIM: plain entries of the consumer
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "s", "0")
+    assert all(len(x) == 2 for x in got[0][1]) and len(got[0][1]) == 5
+
+
+def test_claim_noack_and_resp3(server):
+    c = server.raw()
+    fill(c, "s", 3)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">")    # 1
+    c.call("XNACK", "s", "g", "SILENT", "IDS", "1", "1-1")
+    # NOACK applies to the new entries only: the claimed one is pending for c2
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "NOACK", "CLAIM", "10", "STREAMS", "s",
+                 ">")
+    assert claimed(got[0][1][0]) == ("1-1", -1, 0)
+    assert [x[0] for x in got[0][1][1:]] == [b"2-1", b"3-1"]
+    rows = c.call("XPENDING", "s", "g", "-", "+", "10")
+    assert [(r[0], r[1], r[3]) for r in rows] == [(b"1-1", b"c2", 1)]
+    # RESP3: a map of streams, claimed entries as in RESP2
+    c.call("HELLO", "3")
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1")
+    got = c.call("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "10", "STREAMS", "s", ">")
+    assert isinstance(got, dict) and list(got) == [b"s"], got
+    assert claimed(got[b"s"][0]) == ("1-1", -1, 1)
+
+
+def test_claim_several_streams(server):
+    c = server.raw()
+    fill(c, "a", 2)
+    fill(c, "b", 2)
+    for k in ("a", "b"):
+        c.call("XGROUP", "CREATE", k, "g", "0")
+        c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", k, ">")
+    c.call("XNACK", "b", "g", "FAIL", "IDS", "1", "1-1")
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "3600000", "STREAMS", "a", "b",
+                 ">", ">")
+    assert got[0] == [b"a", [[b"2-1", [b"f", b"v"]]]]
+    assert got[1][0] == b"b" and claimed(got[1][1][0]) == ("1-1", -1, 1)
+    assert got[1][1][1] == [b"2-1", [b"f", b"v"]]
+
+
+def test_claim_errors(server):
+    c = server.raw()
+    fill(c, "s", 1)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "-1", "STREAMS", "s", ">") == \
+        CLAIM_NEG
+    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "x", "STREAMS", "s", ">") == NOT_INT
+    # as COUNT and BLOCK: the word after CLAIM is its value
+    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "STREAMS", "s", ">") == NOT_INT
+    assert c.err("XREAD", "CLAIM", "10", "STREAMS", "s", "0") == CLAIM_XREAD
+    assert c.call("COMMAND", "GETKEYS", "XREADGROUP", "GROUP", "g", "c", "CLAIM", "10",
+                  "STREAMS", "s", ">") == [b"s"]
+    # nothing was delivered by the refused ones
+    assert c.call("XPENDING", "s", "g")[0] == 0
+
+
+def test_claim_block_wakes_when_claimable(server):
+    """A blocked CLAIM reader runs again when the first pending entry reaches min-idle-time:
+    not before, and well before its BLOCK timeout."""
+    c = server.raw()
+    fill(c, "s", 2)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">")    # 1
+    time.sleep(0.2)
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">")    # 2
+    t0 = time.monotonic()
+    r = server.raw()
+    r.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "10000", "CLAIM", "600", "STREAMS", "s",
+           ">")
+    got = r.read()
+    elapsed = time.monotonic() - t0
+    # 1-1 was delivered 0.2 s before t0: claimable about 0.4 s after it, 2-1 still not
+    assert 0.3 <= elapsed < 5, elapsed
+    assert [claimed(x)[0] for x in got[0][1]] == ["1-1"], got
+    assert claimed(got[0][1][0])[1] >= 600
+    # and it wakes again for the next one
+    t0 = time.monotonic()
+    r.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "10000", "CLAIM", "600", "STREAMS", "s",
+           ">")
+    got = r.read()
+    assert time.monotonic() - t0 < 5
+    assert [claimed(x)[0] for x in got[0][1]] == ["2-1"], got
+
+
+def test_claim_block_wakes_on_xnack_and_times_out(server):
+    c = server.raw()
+    fill(c, "s", 1)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")                  # 1
+    # the entry becomes claimable after the timeout: the timeout answers
+    t0 = time.monotonic()
+    assert c.call("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "300", "CLAIM", "60000",
+                  "STREAMS", "s", ">") is None
+    assert time.monotonic() - t0 >= 0.25
+    # an XNACK makes it claimable at once: the blocked reader gets it
+    r = server.raw()
+    r.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "10000", "CLAIM", "60000", "STREAMS",
+           "s", ">")
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1") == 1
+    got = r.read()
+    assert time.monotonic() - t0 < 5
+    assert claimed(got[0][1][0]) == ("1-1", -1, 1)
+    # a blocked CLAIM reader still takes new entries as they come
+    r.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "10000", "CLAIM", "60000", "STREAMS",
+           "s", ">")
+    time.sleep(0.2)
+    c.call("XADD", "s", "5-1", "f", "v")
+    assert r.read() == [[b"s", [[b"5-1", [b"f", b"v"]]]]]
