@@ -9,6 +9,7 @@
  *   consrec    gid(8) cid(8)          -> consumer record (with its name)
  *   pel        gid(8) ms(8) seq(8)    -> cid(8) delivery-time(8) count(8)
  *   cpel       gid(8) cid(8) ms seq   -> (empty): one consumer's PEL in id order
+ * A pel row with cid PEL_UNOWNED (released by XNACK) has no cpel row.
  * Counters (group pending, consumers, consumer pending) are kept exact in
  * the same transaction as the rows, so summaries cost O(consumers).
  * Every function runs inside the caller's transaction.

@@ -6,7 +6,8 @@
  *   keys <-> byid <-> the dbsize counters; every stream's entries against
  *   its node rows and metadata (length, first/last id, node count, tail);
  *   every group's consumers against their records, its PEL against each
- *   consumer's index (cpel) both ways, and the pending counters against
+ *   consumer's index (cpel) both ways (a row XNACK released has no owner, no
+ *   index row and delivery time 0), and the pending counters against
  *   the rows; ids in order; and no row whose stream or group is neither
  *   live nor queued for deletion (trash).
  * Row layouts are those documented in storage/stream.c and group.h; the

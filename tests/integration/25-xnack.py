@@ -12,8 +12,11 @@ the page leaves a case open, the decision is in docs/compatibility.md.
 """
 
 import json
+import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 from echdtest import admin_exe, fill
@@ -288,9 +291,28 @@ def test_admin_shows_released(server):
             True, "", -1, 1), (live, g)
         p = adm(server, "entry", "s", "2-1", live=live)
         assert p.returncode == 0 and "(released)" in p.stdout, (live, p.stdout)
-    # check accepts them (and the runner's check after the test does too)
+    # check accepts them (and the runner's check after the test does too) ...
     p = adm(server, "check", live=False)
     assert p.returncode == 0, p.stdout + p.stderr
+    # ... and finds a released entry that has a delivery time
+    root = tempfile.mkdtemp(prefix="echd-e2e-xnack-")
+    try:
+        bad = os.path.join(root, "bad")
+        p = adm(server, "backup", bad, live=False)
+        assert p.returncode == 0, p.stderr
+        fixture = os.path.join(os.path.dirname(os.path.dirname(admin_exe(server.exe))),
+                               "tests", "adm-fixture")
+        r = subprocess.run([fixture, bad, "released-time", "s", "g"], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        p = subprocess.run([admin_exe(server.exe), "check", bad], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 4, p.stdout + p.stderr
+        problems = [x for x in p.stdout.splitlines() if x.startswith("problem: ")]
+        assert len(problems) == 1 and "released pending entry 2-1 has delivery time 1" in \
+            problems[0], p.stdout
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_pipeline_in_one_batch(server):
