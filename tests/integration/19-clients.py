@@ -96,3 +96,8 @@ for _t in IOREDIS_TESTS:
     globals()["test_ioredis_" + _t] = _make(run_ioredis, _t)
 for _t in NODE_REDIS_TESTS:
     globals()["test_node_redis_" + _t] = _make(run_node_redis, _t)
+
+
+@echdtest.echd_only("XNACK is Redis 8.8 and XREADGROUP CLAIM 8.4; 7.0 lacks both")
+def test_node_redis_xnack(server):
+    run_node_redis(server, "xnack")
