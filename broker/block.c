@@ -4,6 +4,8 @@
  * The promise kept here: a blocked reader wakes exactly once, in arrival
  * order, after the commit of the batch that changed its key, and runs its
  * command again (Redis 7.4 semantics); a timeout or CLIENT UNBLOCK ends it.
+ * An XREADGROUP CLAIM reader also runs again when the first pending entry
+ * it waits for becomes claimable (a timer at that time, not a poll).
  * Waiters and watchers live in one table keyed by (db, key).
  */
 #include <errno.h>
@@ -18,6 +20,23 @@
 static void wk_maybe_free(struct brk_server *srv, struct brk_waitkey *wk);
 static void block_timeout_cb(evutil_socket_t fd, short what, void *arg);
 
+/* Queues blocked reader w to run again (once) by brk_serve_ready(). */
+static void
+ready_push(struct brk_server *srv, struct brk_conn *w)
+{
+	if (w->blk == NULL || w->blk->ready) {
+		return;
+	}
+	w->blk->ready = true;
+	w->blk->next_ready = NULL;
+	if (srv->ready_tail) {
+		srv->ready_tail->blk->next_ready = w;
+	} else {
+		srv->ready_head = w;
+	}
+	srv->ready_tail = w;
+}
+
 /* Waiters of keys changed in this batch run again in the next turn, after
  * the commit that changed them. */
 void
@@ -29,18 +48,7 @@ brk_wake_touched(struct brk_server *srv)
 		wnext = wk->touched_next;
 		wk->touched = false;
 		for (int i = 0; i < wk->nwaiters; i++) {
-			struct brk_conn *w = wk->waiters[i];
-			if (w->blk == NULL || w->blk->ready) {
-				continue;
-			}
-			w->blk->ready = true;
-			w->blk->next_ready = NULL;
-			if (srv->ready_tail) {
-				srv->ready_tail->blk->next_ready = w;
-			} else {
-				srv->ready_head = w;
-			}
-			srv->ready_tail = w;
+			ready_push(srv, wk->waiters[i]);
 		}
 		wk_maybe_free(srv, wk);
 	}
@@ -487,6 +495,9 @@ brk_unblock(struct brk_conn *c)
 	if (b->timer) {
 		event_free(b->timer);
 	}
+	if (b->claim_timer) {
+		event_free(b->claim_timer);
+	}
 	argv_free(&b->req);
 	argv_free(&b->orig);
 	echd_free(b->keys);
@@ -592,6 +603,45 @@ block_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	brk_block_end(c, false);
 	brk_conn_mark_pending(c); /* run what it pipelined meanwhile */
+}
+
+static void
+claim_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct brk_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	ready_push(c->srv, c); /* runs in this turn's brk_serve_ready() */
+}
+
+int
+brk_block_claim_at(struct brk_ctx *x, uint64_t at_ms)
+{
+	struct brk_block *b = x->c->blk;
+	uint64_t now = brk_now_ms(), delay;
+	struct timeval tv;
+
+	if (b == NULL || !x->blocked) {
+		return 0;
+	}
+	if (b->deadline_ms != 0 && at_ms >= b->deadline_ms) {
+		if (b->claim_timer != NULL) {
+			evtimer_del(b->claim_timer); /* the timeout answers first */
+		}
+		return 0;
+	}
+	if (b->claim_timer == NULL) {
+		b->claim_timer = evtimer_new(x->srv->base, claim_timer_cb, x->c);
+		if (b->claim_timer == NULL) {
+			return -ENOMEM;
+		}
+	}
+	delay = at_ms > now ? at_ms - now : 0;
+	tv.tv_sec = (time_t)(delay / 1000);
+	tv.tv_usec = (suseconds_t)(delay % 1000) * 1000;
+	evtimer_add(b->claim_timer, &tv); /* moves a pending one */
+	return 0;
 }
 
 /* Runs the commands of clients whose keys changed, in arrival order. */

@@ -51,6 +51,7 @@ struct brk_block {
 	struct brk_argv req;    /* the command to run again, '$' resolved */
 	struct brk_argv orig;   /* as the client sent it, for SLOWLOG (empty: req) */
 	struct event *timer;    /* NULL when blocking forever */
+	struct event *claim_timer; /* XREADGROUP CLAIM: when an entry becomes claimable */
 	uint64_t deadline_ms;   /* 0 = forever */
 	int nkeys;
 	struct brk_waitkey **keys; /* the keys it waits on */
@@ -426,6 +427,11 @@ void brk_signal_db(struct brk_server *srv, unsigned db, bool all);
 /* Blocks c on keys until timeout_ms (0 = forever); takes a copy of req. */
 int brk_block(struct brk_ctx *x, int nkeys, const struct resp_arg *keys, uint64_t timeout_ms,
 	int req_argc, const struct resp_arg *req_argv);
+/* For a reader x blocked by brk_block() (XREADGROUP CLAIM): also run its
+ * command again at at_ms (a time of brk_now_ms()), when a pending entry
+ * becomes claimable; a later call moves that time. Nothing when the
+ * block's timeout comes first. Returns 0 or -ENOMEM. */
+int brk_block_claim_at(struct brk_ctx *x, uint64_t at_ms);
 /* Blocks c on no key until timeout_ms (0 = forever): WAIT and WAITAOF,
  * whose replicas never come. kind is BRK_BLOCK_WAIT or _WAITAOF. */
 int brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms);
@@ -576,6 +582,7 @@ struct brk_read_opts {
 	int streams_arg, nstreams;
 	const struct resp_arg *group, *consumer;
 	bool noack;
+	long long claim; /* XREADGROUP CLAIM min-idle-time; -1: none */
 };
 bool brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro);
 /* A deletion policy word (KEEPREF, DELREF, ACKED): true and *out. */

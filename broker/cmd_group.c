@@ -1,4 +1,4 @@
-/* cmd_group.c - consumer-group commands: XGROUP, XREADGROUP, XACK,
+/* cmd_group.c - consumer-group commands: XGROUP, XREADGROUP, XACK, XNACK,
  * XPENDING, XCLAIM, XAUTOCLAIM and the group parts of XINFO.
  *
  * Each runs in its own nested write transaction inside the loop turn's
@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -339,22 +340,37 @@ brk_cmd_xgroup(struct brk_ctx *x)
  * XREADGROUP
  * ---------------------------------------------------------------------- */
 
-/* Delivers up to count entries after the group's cursor to consumer c. */
+static uint64_t idle_ms(uint64_t now, uint64_t t);
+
+/* A delivery count plus one delivery, staying at XNACK FATAL's LLONG_MAX
+ * (Redis' counter would wrap to a negative reply). */
+static uint64_t
+count_incr(uint64_t n)
+{
+	return n < (uint64_t)LLONG_MAX ? n + 1 : n;
+}
+
+/* Delivers up to count entries after the group's cursor to consumer c.
+ * With header false the entries go into an array the caller opened. */
 static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, size_t *n)
+	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n)
 {
 	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id, last;
 	struct stream_iter *it;
 	struct st_buf fields;
 	bool fresh = false;
-	size_t h;
+	size_t h = 0;
 	int rc;
 
 	*n = 0;
-	h = resp_add_deferred(x->w);
+	if (header) {
+		h = resp_add_deferred(x->w);
+	}
 	if (!stream_id_incr(&start)) {
-		resp_set_deferred_len(x->w, h, '*', 0);
+		if (header) {
+			resp_set_deferred_len(x->w, h, '*', 0);
+		}
 		return 0;
 	}
 	if (!noack) {
@@ -393,7 +409,129 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
-	resp_set_deferred_len(x->w, h, '*', *n);
+	if (header) {
+		resp_set_deferred_len(x->w, h, '*', *n);
+	}
+	return 0;
+}
+
+/* ---- XREADGROUP CLAIM -------------------------------------------------- */
+
+/* The rows of a group PEL that CLAIM min-idle-time takes now, in the
+ * order it takes them: released ones (delivery time 0) first, then by
+ * idle time, longest first; ties by id. */
+struct claim_set {
+	struct pel_row *rows;
+	size_t n, cap;
+	uint64_t next_at; /* ms: when the next row becomes claimable; UINT64_MAX none */
+};
+
+static int
+claim_cmp(const void *a, const void *b)
+{
+	const struct pel_row *x = a, *y = b;
+
+	if (x->delivery_time != y->delivery_time) {
+		return x->delivery_time < y->delivery_time ? -1 : 1;
+	}
+	return stream_id_cmp(&x->id, &y->id);
+}
+
+/* One walk of the group PEL: O(pending). */
+static int
+claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, uint64_t now,
+	struct claim_set *cs)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	int rc;
+
+	cs->next_at = UINT64_MAX;
+	rc = pel_iter_create(x->txn, g, 0, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		if (r.cid != PEL_UNOWNED && idle_ms(now, r.delivery_time) < minidle) {
+			uint64_t at = r.delivery_time + minidle;
+			if (at < cs->next_at) {
+				cs->next_at = at;
+			}
+			continue;
+		}
+		if (cs->n == cs->cap) {
+			size_t ncap = cs->cap ? cs->cap * 2 : 16;
+			struct pel_row *nr = echd_realloc(cs->rows, ncap * sizeof(*nr));
+			if (nr == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			cs->rows = nr;
+			cs->cap = ncap;
+		}
+		cs->rows[cs->n++] = r;
+	}
+	pel_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	qsort(cs->rows, cs->n, sizeof(*cs->rows), claim_cmp);
+	return 0;
+}
+
+/* Claims up to count rows of cs (0: all) for c, as XAUTOCLAIM would, and
+ * replies each as [id, fields, idle ms, deliveries before this one]; a
+ * released row's idle is -1, as XPENDING shows it. A row whose entry is
+ * gone from the stream leaves the PEL unreported (XAUTOCLAIM's rule). */
+static int
+serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct claim_set *cs, uint64_t count, uint64_t now,
+	size_t *n)
+{
+	int rc = 0;
+
+	*n = 0;
+	for (size_t i = 0; i < cs->n && (count == 0 || *n < count) && !x->w->out->oom; i++) {
+		struct pel_row r = cs->rows[i];
+		struct st_buf fields, f, v;
+		size_t pos = 0;
+		uint64_t prev = r.cid;
+
+		rc = stream_get_entry(x->txn, m, &r.id, &fields);
+		if (rc == ECHD_ENOTFOUND) {
+			rc = pel_remove(x->txn, g, &r.id);
+			if (rc != 0) {
+				return rc;
+			}
+			if (prev == c->cid) {
+				c->pending--; /* keep our copy equal to the stored record */
+			}
+			x->dirty++;
+			continue;
+		}
+		if (rc != 0) {
+			return rc;
+		}
+		resp_add_array(x->w, 4);
+		brk_reply_id(x->w, &r.id);
+		resp_add_array(x->w, stream_fields_count(&fields) * 2);
+		while (stream_fields_next(&fields, &pos, &f, &v)) {
+			resp_add_bulk(x->w, f.data, f.len);
+			resp_add_bulk(x->w, v.data, v.len);
+		}
+		resp_add_int(x->w, prev == PEL_UNOWNED ? -1 : (long long)idle_ms(now, r.delivery_time));
+		resp_add_int(x->w, (long long)r.delivery_count);
+		r.cid = c->cid;
+		r.delivery_time = now;
+		r.delivery_count = count_incr(r.delivery_count);
+		rc = pel_put(x->txn, g, c, &r, prev);
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty++;
+		(*n)++;
+	}
 	return 0;
 }
 
@@ -425,7 +563,7 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 		} else if (rc == 0) {
 			brk_reply_entry(x->w, &r.id, &fields);
 			r.delivery_time = now;
-			r.delivery_count++;
+			r.delivery_count = count_incr(r.delivery_count);
 			rc = pel_put(x->txn, g, c, &r, c->cid);
 		}
 		if (rc != 0) {
@@ -451,7 +589,9 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	struct stream_id *ids = NULL;
 	bool *is_new = NULL;
 	size_t served = 0, h = 0;
-	uint64_t now = brk_now_ms();
+	uint64_t now = brk_now_ms(), claim_at = UINT64_MAX;
+	long long claim;
+	struct claim_set cs = {NULL, 0, 0, UINT64_MAX};
 
 	struct brk_read_opts ro;
 
@@ -465,6 +605,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	group = ro.group;
 	consumer = ro.consumer;
 	noack = ro.noack;
+	claim = ro.claim;
 	if (group == NULL) {
 		resp_add_error(x->w, "ERR Missing GROUP option for XREADGROUP");
 		return 0;
@@ -510,7 +651,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		struct group_meta g, g0;
 		struct consumer_meta c, c0;
 		struct stream_id maxid;
-		size_t n = 0;
+		size_t n = 0, nclaimed = 0;
 		bool serve = false;
 
 		rc = brk_lookup(x, &key, &m);
@@ -520,7 +661,20 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		if (rc != 0) {
 			goto out;
 		}
-		if (!is_new[i]) {
+		cs.n = 0;
+		if (is_new[i] && claim >= 0) {
+			rc = claim_collect(x, &g, (uint64_t)claim, now, &cs);
+			if (rc != 0) {
+				goto out;
+			}
+			if (cs.next_at < claim_at) {
+				claim_at = cs.next_at;
+			}
+			serve = cs.n > 0;
+		}
+		if (serve) {
+			/* claimable rows: served, whatever is new */
+		} else if (!is_new[i]) {
 			serve = true;
 		} else if (m.length > 0 && stream_id_cmp(&m.last, &g.last_delivered) > 0) {
 			/* Nothing is new when even the last id generated is not
@@ -544,8 +698,24 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 				resp_add_array(x->w, 2);
 			}
 			resp_add_bulk(x->w, key.data, key.len);
-			if (is_new[i]) {
-				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, &n);
+			if (is_new[i] && claim >= 0) {
+				/* claimed first, then new ones, COUNT over both */
+				size_t eh = resp_add_deferred(x->w);
+				rc = serve_claimed(x, &m, &g, &c, &cs, (uint64_t)count, now, &nclaimed);
+				if (rc == 0 && (count == 0 || nclaimed < (size_t)count)) {
+					rc = serve_new(x, &m, &g, &c,
+						count == 0 ? 0 : (uint64_t)count - nclaimed, noack, now,
+						false, &n);
+				}
+				if (rc == 0 && nclaimed + n > 0) {
+					if (nclaimed > 0 || !noack) {
+						c.active_time = (int64_t)now;
+					}
+					x->dirty++;
+				}
+				resp_set_deferred_len(x->w, eh, '*', nclaimed + n);
+			} else if (is_new[i]) {
+				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n);
 				if (rc == 0 && n > 0) {
 					if (!noack) {
 						/* NOACK takes nothing on: not activity (7.2+) */
@@ -580,7 +750,12 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		goto out;
 	}
 	rc = brk_block(x, nstreams, &x->argv[streams_arg], (uint64_t)timeout, x->argc, x->argv);
+	if (rc == 0 && x->blocked && claim_at != UINT64_MAX) {
+		/* wake when the first pending row becomes claimable */
+		rc = brk_block_claim_at(x, claim_at);
+	}
 out:
+	echd_free(cs.rows);
 	echd_free(ids);
 	echd_free(is_new);
 	return rc;
@@ -645,6 +820,147 @@ brk_cmd_xack(struct brk_ctx *x)
 	return 0;
 }
 
+static bool
+entry_exists(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *id, int *rc)
+{
+	struct st_buf f;
+
+	*rc = stream_get_entry(x->txn, m, id, &f);
+	if (*rc == ECHD_ENOTFOUND) {
+		*rc = 0;
+		return false;
+	}
+	return *rc == 0;
+}
+
+/* ------------------------------------------------------------------------
+ * XNACK
+ * ---------------------------------------------------------------------- */
+
+enum nack_mode { NACK_SILENT, NACK_FAIL, NACK_FATAL };
+
+/* The delivery count a released row gets: RETRYCOUNT when given, else by
+ * mode from its count (a FORCE-created row starts from 0). */
+static uint64_t
+nack_count(enum nack_mode mode, long long retrycount, uint64_t count)
+{
+	if (retrycount >= 0) {
+		return (uint64_t)retrycount;
+	}
+	switch (mode) {
+	case NACK_SILENT:
+		return count > 0 ? count - 1 : 0; /* undo the delivery, not below 0 */
+	case NACK_FATAL:
+		return (uint64_t)LLONG_MAX;
+	case NACK_FAIL:
+		break;
+	}
+	return count;
+}
+
+/* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]:
+ * the rows go back to the group, owned by no one, claimable at once. */
+int
+brk_cmd_xnack(struct brk_ctx *x)
+{
+	struct st_buf gname = arg_buf(&x->argv[2]);
+	long long numids, retrycount = -1, released = 0;
+	enum nack_mode mode;
+	bool force = false;
+	struct stream_meta m;
+	struct group_meta g;
+	struct stream_id id;
+	int first, j, rc;
+
+	if (brk_arg_eq(&x->argv[3], "SILENT")) {
+		mode = NACK_SILENT;
+	} else if (brk_arg_eq(&x->argv[3], "FAIL")) {
+		mode = NACK_FAIL;
+	} else if (brk_arg_eq(&x->argv[3], "FATAL")) {
+		mode = NACK_FATAL;
+	} else {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (!brk_arg_eq(&x->argv[4], "IDS")) {
+		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		return 0;
+	}
+	if (!brk_str2ll(x->argv[5].p, x->argv[5].len, &numids) || numids < 1) {
+		resp_add_error(x->w, "ERR Number of IDs must be a positive integer");
+		return 0;
+	}
+	first = 6;
+	if (numids > x->argc - first) {
+		resp_add_error(x->w, "ERR The `numids` parameter must match the number of arguments");
+		return 0;
+	}
+	for (j = first + (int)numids; j < x->argc; j++) {
+		if (brk_arg_eq(&x->argv[j], "RETRYCOUNT") && j + 1 < x->argc) {
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &retrycount) || retrycount < 0) {
+				resp_add_error(x->w, "ERR Invalid RETRYCOUNT option argument for XNACK");
+				return 0;
+			}
+		} else if (brk_arg_eq(&x->argv[j], "FORCE")) {
+			force = true;
+		} else {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+	}
+	/* Every id must parse before anything is released. */
+	for (j = first; j < first + numids; j++) {
+		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
+			return 0;
+		}
+	}
+	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
+	for (j = first; j < first + numids; j++) {
+		struct pel_row r;
+		uint64_t prev;
+
+		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
+		rc = pel_get(x->txn, &g, &id, &r);
+		if (rc == 0) {
+			prev = r.cid;
+		} else if (rc != ECHD_ENOTFOUND) {
+			return rc;
+		} else if (!force) {
+			continue; /* not pending: ignored */
+		} else if (!entry_exists(x, &m, &id, &rc)) {
+			if (rc != 0) {
+				return rc;
+			}
+			continue; /* FORCE, but not an entry of the stream */
+		} else {
+			prev = PEL_NEW;
+			r.id = id;
+			r.delivery_count = 0;
+		}
+		r.delivery_count = nack_count(mode, retrycount, r.delivery_count);
+		rc = pel_release(x->txn, &g, &r, prev);
+		if (rc != 0) {
+			return rc;
+		}
+		released++;
+	}
+	if (released > 0) {
+		rc = group_save(x->txn, &m, &gname, &g);
+		if (rc != 0) {
+			return rc;
+		}
+		x->dirty += (uint64_t)released;
+		/* claimable at once: XREADGROUP CLAIM readers blocked on it run again */
+		brk_signal_key(x->srv, x->c->db, x->argv[1].p, x->argv[1].len);
+	}
+	resp_add_int(x->w, released);
+	return 0;
+}
+
 /* ------------------------------------------------------------------------
  * XPENDING
  * ---------------------------------------------------------------------- */
@@ -706,8 +1022,13 @@ reply_pending_name(struct brk_ctx *x, const struct group_meta *g, uint64_t cid)
 {
 	struct consumer_meta c;
 	struct st_buf name;
-	int rc = consumer_by_id(x->txn, g, cid, &c, &name);
+	int rc;
 
+	if (cid == PEL_UNOWNED) {
+		resp_add_bulk(x->w, "", 0); /* released by XNACK: no owner */
+		return 0;
+	}
+	rc = consumer_by_id(x->txn, g, cid, &c, &name);
 	if (rc != 0) {
 		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
 	}
@@ -837,7 +1158,8 @@ brk_cmd_xpending(struct brk_ctx *x)
 				if (rc != 0) {
 					break;
 				}
-				resp_add_int(x->w, (long long)idle);
+				/* a released row was delivered to no one: -1 */
+				resp_add_int(x->w, r.cid == PEL_UNOWNED ? -1 : (long long)idle);
 				resp_add_int(x->w, (long long)r.delivery_count);
 				n++;
 			}
@@ -877,19 +1199,6 @@ claim_row(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	}
 	brk_reply_entry(x->w, &r->id, &fields);
 	return 0;
-}
-
-static bool
-entry_exists(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *id, int *rc)
-{
-	struct st_buf f;
-
-	*rc = stream_get_entry(x->txn, m, id, &f);
-	if (*rc == ECHD_ENOTFOUND) {
-		*rc = 0;
-		return false;
-	}
-	return *rc == 0;
 }
 
 int
@@ -1020,7 +1329,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (found && minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
 			continue;
 		}
-		prev = found ? r.cid : 0;
+		prev = found ? r.cid : PEL_NEW;
 		if (!found) {
 			/* FORCE: a new row starts as a first delivery would */
 			r.id = id;
@@ -1031,7 +1340,7 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (retrycount >= 0) {
 			r.delivery_count = (uint64_t)retrycount;
 		} else if (!justid) {
-			r.delivery_count++;
+			r.delivery_count = count_incr(r.delivery_count);
 		}
 		rc = claim_row(x, &m, &g, &c, &r, prev, justid);
 		if (rc != 0) {
@@ -1157,7 +1466,7 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 			r.cid = c.cid;
 			r.delivery_time = now;
 			if (!justid) {
-				r.delivery_count++;
+				r.delivery_count = count_incr(r.delivery_count);
 			}
 			rc = claim_row(x, &m, &g, &c, &r, prev, justid);
 			if (rc != 0) {

@@ -677,6 +677,7 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 {
 	memset(ro, 0, sizeof(*ro));
 	ro->timeout = -1;
+	ro->claim = -1;
 	for (int i = 1; i < x->argc; i++) {
 		int more = x->argc - i - 1;
 		const struct resp_arg *o = &x->argv[i];
@@ -722,6 +723,20 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 				return false;
 			}
 			ro->noack = true;
+		} else if (brk_arg_eq(o, "CLAIM") && more) {
+			if (!group) {
+				resp_add_error(x->w, "ERR The CLAIM option is only supported by "
+						     "XREADGROUP. You called XREAD instead.");
+				return false;
+			}
+			i++;
+			if (!brk_arg_ll(x, &x->argv[i], &ro->claim)) {
+				return false;
+			}
+			if (ro->claim < 0) {
+				resp_add_error(x->w, "ERR min-idle-time must be a positive integer");
+				return false;
+			}
 		} else {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return false;

@@ -42,7 +42,7 @@
  * ---------------------------------------------------------------------- */
 
 /* XREAD [COUNT n] [BLOCK ms] STREAMS key... id... and XREADGROUP GROUP g c
- * [COUNT n] [BLOCK ms] [NOACK] STREAMS ...: the options are walked as
+ * [COUNT n] [BLOCK ms] [CLAIM ms] [NOACK] STREAMS ...: the options are walked as
  * brk_parse_read_opts() walks them, so that the keys checked are the keys
  * read whatever the group, the consumer or a key is called ("streams").
  * Redis' xreadGetKeys reads them the same way. */
@@ -52,7 +52,9 @@ read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec 
 	for (int i = 1; i < argc; i++) {
 		int more = argc - i - 1;
 		const struct resp_arg *o = &argv[i];
-		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT")) && more) {
+		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT") ||
+			    (group && brk_arg_eq(o, "CLAIM"))) &&
+			more) {
 			i++;
 		} else if (brk_arg_eq(o, "STREAMS") && more) {
 			if (more % 2 != 0) {
@@ -426,8 +428,9 @@ static const struct brk_cmd cmds[] = {
 		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
 		"until a message is available otherwise.",
 		"For each stream mentioned: O(M) with M the number of elements returned.",
-		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [NOACK] STREAMS "
-		       "key [key ...] id [id ...]", .find_keys = xreadgroup_keys},
+		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [CLAIM "
+		       "min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]",
+		.find_keys = xreadgroup_keys},
 	{"xack", brk_cmd_xack, -4, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "
 		"group member of a stream.",
@@ -439,6 +442,12 @@ static const struct brk_cmd cmds[] = {
 		"group.",
 		"O(1) for each entry ID processed.",
 		.syntax = "key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"},
+	{"xnack", brk_cmd_xnack, -7, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "8.8.0",
+		"Releases pending messages back to the group's PEL without acknowledging them, "
+		"making them available for re-delivery.",
+		"O(1) for each message ID processed.",
+		.syntax = "key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count] "
+		       "[FORCE]"},
 	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",

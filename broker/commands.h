@@ -148,7 +148,7 @@ BRK_DECL(command); BRK_DECL(shutdown); BRK_DECL(lastsave); BRK_DECL(save);
 BRK_DECL(xadd); BRK_DECL(xlen); BRK_DECL(xrange); BRK_DECL(xrevrange); BRK_DECL(xdel);
 BRK_DECL(xtrim); BRK_DECL(xread); BRK_DECL(xsetid); BRK_DECL(xinfo);
 BRK_DECL(xgroup); BRK_DECL(xreadgroup); BRK_DECL(xack); BRK_DECL(xpending); BRK_DECL(xclaim);
-BRK_DECL(xautoclaim); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
+BRK_DECL(xautoclaim); BRK_DECL(xnack); BRK_DECL(multi); BRK_DECL(exec); BRK_DECL(discard); BRK_DECL(watch);
 BRK_DECL(unwatch); BRK_DECL(auth); BRK_DECL(acl); BRK_DECL(wait); BRK_DECL(waitaof);
 BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
 BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(latency);

@@ -1,6 +1,7 @@
 /* group.c - consumer groups, consumers and pending-entries lists. */
 #include "group.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -744,7 +745,10 @@ copy_pel(unsigned char *key, size_t klen, unsigned char *val, size_t vlen, void 
 {
 	(void)key;
 	(void)klen;
-	return vlen != PEL_VLEN ? ECHD_ECORRUPT : map_cid(ud, val);
+	if (vlen != PEL_VLEN) {
+		return ECHD_ECORRUPT;
+	}
+	return st_get_u64(val) == PEL_UNOWNED ? 0 : map_cid(ud, val);
 }
 
 int
@@ -859,10 +863,14 @@ int
 pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct pel_row *r, uint64_t prev_cid)
 {
+	uint64_t cid = c ? c->cid : PEL_UNOWNED;
 	int rc;
 
-	if (prev_cid != c->cid) {
-		if (prev_cid != 0) {
+	assert(r->cid == cid);
+	if (prev_cid != cid) {
+		if (prev_cid == PEL_NEW) {
+			g->pending++;
+		} else if (prev_cid != PEL_UNOWNED) {
 			rc = cpel_set(t, g, prev_cid, &r->id, false);
 			if (rc == 0) {
 				rc = consumer_adjust(t, g, prev_cid, -1);
@@ -870,16 +878,27 @@ pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 			if (rc != 0) {
 				return rc;
 			}
-		} else {
-			g->pending++;
 		}
-		rc = cpel_set(t, g, c->cid, &r->id, true);
-		if (rc != 0) {
-			return rc;
+		if (c != NULL) {
+			rc = cpel_set(t, g, c->cid, &r->id, true);
+			if (rc != 0) {
+				return rc;
+			}
+			c->pending++;
 		}
-		c->pending++;
 	}
 	return pel_write(t, g, r);
+}
+
+int
+pel_release(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
+	uint64_t prev_cid)
+{
+	struct pel_row u = *r;
+
+	u.cid = PEL_UNOWNED;
+	u.delivery_time = 0;
+	return pel_put(t, g, NULL, &u, prev_cid);
 }
 
 int
@@ -888,7 +907,7 @@ pel_deliver_new(struct storage_txn *t, struct group_meta *g, struct consumer_met
 {
 	struct pel_row r = {.id = *id, .cid = c->cid, .delivery_time = now, .delivery_count = 1};
 
-	return pel_put(t, g, c, &r, 0);
+	return pel_put(t, g, c, &r, PEL_NEW);
 }
 
 int
@@ -896,7 +915,7 @@ pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c
 	const struct stream_id *id, uint64_t now)
 {
 	struct pel_row r;
-	uint64_t prev = 0;
+	uint64_t prev = PEL_NEW;
 	int rc;
 
 	rc = pel_get(t, g, id, &r);
@@ -917,7 +936,8 @@ pel_run_end(struct storage_txn *t, const struct group_meta *g, struct pel_run *r
 {
 	int rc;
 
-	if (run->n == 0) {
+	if (run->n == 0 || run->cid == PEL_UNOWNED) {
+		run->n = 0; /* released rows count in no consumer */
 		return 0;
 	}
 	rc = consumer_adjust(t, g, run->cid, -(int64_t)run->n);
@@ -940,7 +960,7 @@ pel_remove_run(struct storage_txn *t, struct group_meta *g, const struct stream_
 	}
 	pel_key(key, g->gid, id);
 	rc = storage_del(t, STORAGE_T_PEL, &k);
-	if (rc == 0) {
+	if (rc == 0 && r.cid != PEL_UNOWNED) {
 		rc = cpel_set(t, g, r.cid, id, false);
 	}
 	if (rc == 0 && run->cid != r.cid) {

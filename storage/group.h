@@ -9,6 +9,7 @@
  *   consrec    gid(8) cid(8)          -> consumer record (with its name)
  *   pel        gid(8) ms(8) seq(8)    -> cid(8) delivery-time(8) count(8)
  *   cpel       gid(8) cid(8) ms seq   -> (empty): one consumer's PEL in id order
+ * A pel row with cid PEL_UNOWNED (released by XNACK) has no cpel row.
  * Counters (group pending, consumers, consumer pending) are kept exact in
  * the same transaction as the rows, so summaries cost O(consumers).
  * Every function runs inside the caller's transaction.
@@ -43,9 +44,16 @@ struct consumer_meta {
 	uint64_t pending;
 };
 
+/* A PEL row's cid when no consumer owns it: XNACK released it to the
+ * group. It has no cpel row and counts in no consumer's pending, only in
+ * the group's; its delivery_time is 0, so it is claimable at once. */
+#define PEL_UNOWNED 0
+/* pel_put()'s prev_cid for a row that was not in the PEL before. */
+#define PEL_NEW UINT64_MAX
+
 struct pel_row {
 	struct stream_id id;
-	uint64_t cid;
+	uint64_t cid; /* owner, or PEL_UNOWNED */
 	uint64_t delivery_time; /* ms */
 	uint64_t delivery_count;
 };
@@ -127,11 +135,19 @@ int pel_deliver(struct storage_txn *t, struct group_meta *g, struct consumer_met
  * skips the lookup. XREADGROUP's '>' checks that once per call. */
 int pel_deliver_new(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct stream_id *id, uint64_t now);
-/* Writes row r (owned by c) as it is, moving it from its previous owner
- * prev_cid when that differs (0 = a new row, as XCLAIM FORCE makes). */
+/* Writes row r (owned by c; c NULL and r->cid PEL_UNOWNED for a released
+ * row) as it is, moving it from its previous owner prev_cid when that
+ * differs: PEL_NEW for a new row (as XCLAIM FORCE makes), PEL_UNOWNED for
+ * a released one. */
 int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct pel_row *r, uint64_t prev_cid);
-/* Removes id from the group PEL and its owner's; returns ECHD_ENOTFOUND
+/* Releases row r to the group (XNACK): no owner, delivery time 0, the
+ * count as r has it. prev_cid is its owner before (PEL_NEW: a new row, as
+ * XNACK FORCE makes; PEL_UNOWNED: already released). Updates g->pending
+ * and the previous owner's record in storage (see the note below). */
+int pel_release(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
+	uint64_t prev_cid);
+/* Removes id from the group PEL and its owner's (none when released); returns ECHD_ENOTFOUND
  * when it was not pending. Updates g and the owner's record in storage.
  *
  * Consumer records: pel_remove(), and pel_deliver()/pel_put() moving a row

@@ -189,6 +189,7 @@ struct adm_pending_row {
 	struct st_buf consumer;
 	int64_t idle_ms;
 	uint64_t deliveries;
+	bool released;           /* XNACK gave it back: no owner (consumer ""), idle -1 */
 	bool with_payload;       /* --payload */
 	bool deleted;            /* with_payload: the entry is gone from the stream */
 	const struct st_buf *fv; /* field, value, field, value ... */
@@ -199,6 +200,7 @@ struct adm_entry_group {
 	struct st_buf name;
 	bool delivered; /* id <= the group's last-delivered id */
 	bool pending;
+	bool released; /* pending with no owner (XNACK) */
 	struct st_buf consumer;
 	int64_t idle_ms;
 	uint64_t deliveries;

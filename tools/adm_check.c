@@ -6,7 +6,8 @@
  *   keys <-> byid <-> the dbsize counters; every stream's entries against
  *   its node rows and metadata (length, first/last id, node count, tail);
  *   every group's consumers against their records, its PEL against each
- *   consumer's index (cpel) both ways, and the pending counters against
+ *   consumer's index (cpel) both ways (a row XNACK released has no owner, no
+ *   index row and delivery time 0), and the pending counters against
  *   the rows; ids in order; and no row whose stream or group is neither
  *   live nor queued for deletion (trash).
  * Row layouts are those documented in storage/stream.c and group.h; the
@@ -396,8 +397,18 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 		/* No bound by the stream's last id: XSETID may lower it below
 		 * entries trimmed away while still pending (Redis checks only
 		 * the last live entry and the max deleted id). */
-		ct = tally_find(v, nv, cid);
-		if (ct == NULL) {
+		ct = cid == PEL_UNOWNED ? NULL : tally_find(v, nv, cid);
+		if (cid == PEL_UNOWNED) {
+			/* released by XNACK: no owner, no index row, and claimable at
+			 * once (delivery time 0) */
+			if (get_u64((const unsigned char *)val.data + 8) != 0) {
+				problem(c,
+					"released pending entry %s has delivery time %llu, not 0",
+					idstr(&id, ib),
+					(unsigned long long)get_u64(
+						(const unsigned char *)val.data + 8));
+			}
+		} else if (ct == NULL) {
 			problem(c,
 				"pending entry %s is owned by consumer id %llu, which does not "
 				"exist",

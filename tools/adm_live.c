@@ -416,6 +416,7 @@ adm_live_pending(struct adm_ctx *x, const char *stream, const char *group)
 				break;
 			}
 			pr.idle_ms = idle;
+			pr.released = pr.consumer.len == 0 && idle == -1; /* XNACK'd */
 			pr.deliveries = (uint64_t)count;
 			if (o->min_deliveries >= 0 && count < o->min_deliveries) {
 				resp_reply_free(ent);
@@ -557,6 +558,7 @@ adm_live_entry(struct adm_ctx *x, const char *stream, const struct stream_id *id
 			eg.pending = true;
 			eg.consumer = adm_rep_buf(row->element[1]);
 			adm_rep_int(row->element[2], &eg.idle_ms);
+			eg.released = eg.consumer.len == 0 && eg.idle_ms == -1;
 			adm_rep_int(row->element[3], &n);
 			eg.deliveries = (uint64_t)n;
 		}

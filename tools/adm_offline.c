@@ -270,7 +270,10 @@ groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 		if (rc == 0) {
 			gi.has_oldest = true;
 			gi.oldest_id = r.id;
-			gi.oldest_idle_ms = since(w->x, (int64_t)r.delivery_time);
+			/* a released row has no delivery time: -1, as XPENDING says */
+			gi.oldest_idle_ms = r.cid == PEL_UNOWNED
+				? -1
+				: since(w->x, (int64_t)r.delivery_time);
 		} else if (rc == ECHD_ENOTFOUND) {
 			rc = 0;
 		}
@@ -436,13 +439,20 @@ adm_off_pending(struct adm_ctx *x, const char *stream, const char *group)
 			truncated = true;
 			break;
 		}
-		rc = consumer_name(x, &g, r.cid, &nc);
-		if (rc != 0) {
-			break;
-		}
 		memset(&pr, 0, sizeof(pr));
+		if (r.cid == PEL_UNOWNED) {
+			/* released by XNACK: shown as XPENDING shows it */
+			pr.released = true;
+			pr.consumer = (struct st_buf){"", 0};
+			idle = -1;
+		} else {
+			rc = consumer_name(x, &g, r.cid, &nc);
+			if (rc != 0) {
+				break;
+			}
+			pr.consumer = nc.name;
+		}
 		pr.id = r.id;
-		pr.consumer = nc.name;
 		pr.idle_ms = idle;
 		pr.deliveries = r.delivery_count;
 		if (o->payload) {
@@ -545,7 +555,7 @@ adm_off_entry(struct adm_ctx *x, const char *stream, const struct stream_id *id)
 		if (rc == 0) {
 			held = true;
 		} else if (rc == ECHD_ENOTFOUND) {
-			rows[i].cid = 0;
+			rows[i].cid = PEL_NEW; /* not pending in this group */
 			rc = 0;
 		}
 	}
@@ -566,7 +576,12 @@ adm_off_entry(struct adm_ctx *x, const char *stream, const struct stream_id *id)
 		memset(&eg, 0, sizeof(eg));
 		eg.name = w.v[i].name;
 		eg.delivered = stream_id_cmp(id, &w.v[i].g.last_delivered) <= 0;
-		if (rows[i].cid != 0) {
+		if (rows[i].cid == PEL_UNOWNED) {
+			eg.pending = true;
+			eg.released = true;
+			eg.idle_ms = -1;
+			eg.deliveries = rows[i].delivery_count;
+		} else if (rows[i].cid != PEL_NEW) {
 			rc = consumer_by_id(x->txn, &w.v[i].g, rows[i].cid, &cm, &eg.consumer);
 			if (rc != 0) {
 				rc = storage_fail(rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc,

@@ -13,6 +13,8 @@
 #include "echd.h"
 
 #define MAX_CELLS 8
+/* The owner column of a pending entry XNACK released (XPENDING: ""). */
+#define RELEASED "(released)"
 
 enum view_kind { V_STREAMS, V_GROUPS, V_CONSUMERS, V_PENDING, V_ENTRY, V_STATS };
 
@@ -419,8 +421,13 @@ adm_view_pending(struct adm_view *v, const struct adm_pending_row *r)
 	}
 	cells_clear(v);
 	cell_id(&v->cell[0], &r->id);
-	adm_str_add_escaped(&v->cell[1], r->consumer.data, r->consumer.len);
-	cell_duration(&v->cell[2], r->idle_ms);
+	if (r->released) {
+		adm_str_add(&v->cell[1], RELEASED, strlen(RELEASED));
+		adm_str_add(&v->cell[2], "-", 1);
+	} else {
+		adm_str_add_escaped(&v->cell[1], r->consumer.data, r->consumer.len);
+		cell_duration(&v->cell[2], r->idle_ms);
+	}
 	cell_count(&v->cell[3], r->deliveries);
 	if (v->payload) {
 		if (r->deleted) {
@@ -539,7 +546,11 @@ adm_view_entry_group(struct adm_view *v, const struct adm_entry_group *g)
 	adm_str_add_escaped(&v->cell[0], g->name.data, g->name.len);
 	adm_str_addf(&v->cell[1], "%s", g->delivered ? "yes" : "no");
 	adm_str_addf(&v->cell[2], "%s", g->pending ? "yes" : "no");
-	if (g->pending) {
+	if (g->pending && g->released) {
+		adm_str_add(&v->cell[3], RELEASED, strlen(RELEASED));
+		adm_str_add(&v->cell[4], "-", 1);
+		cell_count(&v->cell[5], g->deliveries);
+	} else if (g->pending) {
 		adm_str_add_escaped(&v->cell[3], g->consumer.data, g->consumer.len);
 		cell_duration(&v->cell[4], g->idle_ms);
 		cell_count(&v->cell[5], g->deliveries);

@@ -6,7 +6,8 @@ Used by tests/integration/06-crash.py (SIGKILL, CI), tests/integration/14-powerc
 The workload: producers (XADD, some pipelined with redis-py) and consumers of one consumer
 group (XREADGROUP '>' COUNT 10, sometimes with BLOCK; XACK of part of what they hold, or
 instead XACKDEL (KEEPREF or DELREF) or XDELEX DELREF, which also delete it; a few entries
-dropped unacknowledged, as by a failed worker; now and then XAUTOCLAIM; after every
+dropped unacknowledged, as by a failed worker; now and then one given back with XNACK, which
+XAUTOCLAIM then takes at once; now and then XAUTOCLAIM; after every
 reconnect their own history, XREADGROUP ... 0, as a real worker reads it).  Every reply a
 client receives is recorded in a Model.  While echd is down the clients park (Gate); after
 every restart check_state() compares what echd holds with what the clients were told:
@@ -24,6 +25,8 @@ every restart check_state() compares what echd holds with what the clients were 
     the stream and from every PEL; a lost one happened as a whole or not at all (a pending
     entry is never missing from the stream: the group's records go in the same transaction);
     entries-added and entries-read count the deleted entries;
+  * an entry whose XNACK was acknowledged is pending with no owner ("" in XPENDING) until a
+    claim takes it; no entry is released that no XNACK named;
   * every entry at or below the group's last-delivered-id is pending or acknowledged, and none
     above it is pending;
   * last-delivered-id and entries-read never go backwards, cover every delivery a consumer saw,
@@ -142,12 +145,14 @@ class Model:
         self.deleted = {}           # id -> (consumer, cycle, command)  deletion acknowledged
         self.del_unknown = {}       # id -> (consumer, cycle)  XACKDEL/XDELEX sent, no reply
         self.lost_reply = set()     # consumers whose XREADGROUP/XAUTOCLAIM reply got lost
+        self.released = {}          # id -> (consumer, cycle)  XNACK acknowledged, not claimed
+        self.nack_unknown = {}      # id -> (consumer, cycle)  XNACK sent, no reply
         self.last_batch = {}        # consumer -> last id it got from '>'
         self.cursor = None          # (last-delivered-id, entries-read) at the previous check
         self.max_delivered = None   # largest id any '>' reply contained
         self.stats = dict(xadd=0, xadd_unknown=0, delivered=0, acked=0, ack_unknown=0,
                           deleted=0, del_unknown=0,
-                          claimed=0, history=0, adopted=0)
+                          claimed=0, history=0, adopted=0, nacked=0, nack_unknown=0)
 
     def violate(self, msg):
         self.violations.append("cycle %d: %s" % (self.cycle, msg))
@@ -238,7 +243,7 @@ def producer(server, gate, model, p, wid, seed):
 def consumer(server, gate, model, name, wid, seed):
     rng = random.Random(seed)
     conn, epoch = None, None
-    ack_inflight = []
+    ack_inflight, nack_inflight = [], []
     try:
         for _ in range(10 ** 7):                              # bounded; ends with gate.finish
             e = gate.enter(wid)
@@ -272,6 +277,7 @@ def consumer(server, gate, model, name, wid, seed):
                         for eid, fields in r[1]:
                             check_fields(model, eid, fields, "%s XAUTOCLAIM" % name)
                             take(model, name, eid)
+                            model.released.pop(eid, None)
                             model.stats["claimed"] += 1
                 else:
                     op = "read"
@@ -310,9 +316,28 @@ def consumer(server, gate, model, name, wid, seed):
                                 if (model.max_delivered is None
                                         or parse_id(eid) > parse_id(model.max_delivered)):
                                     model.max_delivered = eid
-                # acknowledge part of what this consumer holds
+                # now and then give one back (a worker that cannot do it): XNACK
                 with model.lock:
                     held = sorted(model.mine[name], key=parse_id)
+                if held and rng.random() < 0.05:
+                    nack_inflight = [rng.choice(held)]
+                    with model.lock:
+                        model.mine[name].discard(nack_inflight[0])
+                    op = "nack"
+                    n = conn.call("XNACK", KEY, GROUP, rng.choice(("SILENT", "FAIL", "FATAL")),
+                                  "IDS", "1", *nack_inflight)
+                    with model.lock:
+                        # 0: another consumer claimed and acknowledged it meanwhile
+                        if n not in (0, 1):
+                            model.violate("%s: XNACK of 1 id replied %r" % (name, n))
+                        for eid in nack_inflight:
+                            if n == 1:
+                                model.released[eid] = (name, model.cycle)
+                        model.stats["nacked"] += 1
+                    nack_inflight = []
+                    with model.lock:
+                        held = sorted(model.mine[name], key=parse_id)
+                # acknowledge part of what this consumer holds
                 if held:
                     ack_inflight = rng.sample(held, max(1, int(len(held) * 0.7)))
                     how = rng.random()
@@ -362,9 +387,13 @@ def consumer(server, gate, model, name, wid, seed):
                         model.stats["ack_unknown"] += len(ack_inflight)
                         if op != "ack":
                             model.stats["del_unknown"] += len(ack_inflight)
+                    elif op == "nack":
+                        for eid in nack_inflight:
+                            model.nack_unknown[eid] = (name, model.cycle)
+                        model.stats["nack_unknown"] += len(nack_inflight)
                     elif op in ("read", "claim", "history"):
                         model.lost_reply.add(name)
-                ack_inflight = []
+                ack_inflight, nack_inflight = [], []
                 if conn is not None:
                     conn.close()
                 conn = None
@@ -545,7 +574,7 @@ def _check_state(c, m):
             if gpel.get(r[0]) != name:
                 v("%s is in %s's PEL, the group PEL says %r" % (r[0], name, gpel.get(r[0])))
     for eid, owner in gpel.items():
-        if seen.get(eid) != owner:
+        if owner != "" and seen.get(eid) != owner:
             v("%s (owner %s in the group PEL) is in no consumer's PEL" % (eid, owner))
         if eid not in stream:
             v("pending %s does not exist in the stream" % eid)
@@ -564,9 +593,18 @@ def _check_state(c, m):
             v("%s was received (%s%s) and never acknowledged, but is not pending"
               % (eid, sorted(m.owners.get(eid, ())),
                  ", from '>' %r" % (m.delivered[eid],) if eid in m.delivered else ""))
+        elif gpel[eid] == "":
+            if eid not in m.released and eid not in m.nack_unknown:
+                v("%s is released (owner \"\") but no XNACK named it" % eid)
         elif gpel[eid] not in m.owners.get(eid, ()) and gpel[eid] not in m.lost_reply:
             v("%s is pending for %s, which never received it (held by %s)"
               % (eid, gpel[eid], sorted(m.owners.get(eid, ()))))
+    for eid, (name, cyc) in m.released.items():
+        if eid in m.acked or eid in m.ack_unknown or eid not in gpel:
+            continue                               # acknowledged since, or reported above
+        if gpel[eid] != "" and gpel[eid] not in m.lost_reply:
+            v("%s was released by %s's XNACK (cycle %d) but is owned by %s, whose claim no "
+              "reply reported" % (eid, name, cyc, gpel[eid]))
     # every entry at or below the cursor was delivered: pending, or acknowledged
     for eid in stream:
         if parse_id(eid) > parse_id(ldi):
@@ -590,7 +628,14 @@ def _check_state(c, m):
             del m.ack_unknown[eid]
             for holders in m.mine.values():
                 holders.discard(eid)
+    for eid, (name, cyc) in list(m.nack_unknown.items()):
+        if gpel.get(eid) == "":
+            m.released[eid] = (name, cyc)          # that XNACK happened
+        del m.nack_unknown[eid]
     for eid, owner in gpel.items():
+        if owner == "":
+            continue                               # released: nobody holds it
+        m.released.pop(eid, None)                  # claimed (its reply lost)
         if eid not in m.received:                 # a '>' whose reply was lost
             if owner not in m.lost_reply:
                 v("%s is pending for %s, but no reply to %s was lost and it never got it"

@@ -10,6 +10,8 @@
  *       adds one to the group's pending counter
  *   adm-fixture DIR consumer-pending STREAM GROUP CONSUMER
  *       adds one to the consumer's pending counter
+ *   adm-fixture DIR released-time STREAM GROUP
+ *       gives the group's first released (XNACK) pending entry a delivery time
  *   adm-fixture DIR length STREAM
  *       adds one to the stream's length
  *   adm-fixture DIR fill STREAM GROUP CONSUMER N
@@ -126,6 +128,28 @@ damage(struct storage_txn *t, int argc, char **argv)
 	if (strcmp(mode, "group-pending") == 0) {
 		g.pending++;
 		return group_save(t, &m, &gn, &g);
+	}
+	if (strcmp(mode, "released-time") == 0) {
+		struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+		unsigned char k[24], v[24];
+		struct st_buf kb = {k, 24}, vb = {v, 24};
+		struct pel_iter *it;
+		struct pel_row r;
+
+		rc = pel_iter_create(t, &g, 0, &lo, &hi, &it);
+		while (rc == 0 && (rc = pel_iter_next(it, &r)) == 0 && r.cid != PEL_UNOWNED) {
+		}
+		pel_iter_destroy(it);
+		if (rc != 0) {
+			return rc;
+		}
+		put_u64(k, g.gid);
+		put_u64(k + 8, r.id.ms);
+		put_u64(k + 16, r.id.seq);
+		put_u64(v, PEL_UNOWNED);
+		put_u64(v + 8, 1);
+		put_u64(v + 16, r.delivery_count);
+		return storage_put(t, STORAGE_T_PEL, &kb, &vb, 0);
 	}
 	if (argc < 6) {
 		return ECHD_EINVAL;

@@ -101,3 +101,8 @@ for _t in NODE_REDIS_TESTS:
 @echdtest.echd_only("Redis 8.2 commands; 7.0 lacks them")
 def test_node_redis_deletion(server):
     run_node_redis(server, "deletion")
+
+
+@echdtest.echd_only("XNACK is Redis 8.8 and XREADGROUP CLAIM 8.4; 7.0 lacks both")
+def test_node_redis_xnack(server):
+    run_node_redis(server, "xnack")

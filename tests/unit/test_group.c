@@ -279,8 +279,8 @@ csum_fn(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 	return 0;
 }
 
-/* The group's invariants, from storage: pending == PEL rows == CPEL rows ==
- * the sum of its consumers' pending; each consumer's pending == its CPEL
+/* The group's invariants, from storage: pending == PEL rows == CPEL rows +
+ * released rows == the sum of its consumers' pending + released rows; each consumer's pending == its CPEL
  * rows; consumers == consumer and record rows; every PEL row's owner exists
  * and indexes it, and every CPEL row's PEL row names that consumer. */
 static void
@@ -290,12 +290,11 @@ verify_group(const struct group_meta *g)
 	unsigned char p[8];
 	struct storage_cursor *c;
 	struct st_buf key, val, seek = {p, 8};
-	uint64_t pel = 0, cpel = 0;
+	uint64_t pel = 0, cpel = 0, unowned = 0;
 	int rc;
 
 	OK(consumer_each(tx, g, csum_fn, &s));
 	U64_EQ(s.n, g->consumers);
-	U64_EQ(s.pending, g->pending);
 	U64_EQ(rows_of(STORAGE_T_CONSUMERS, g->gid), g->consumers);
 	U64_EQ(rows_of(STORAGE_T_CONSREC, g->gid), g->consumers);
 
@@ -315,6 +314,16 @@ verify_group(const struct group_meta *g)
 		}
 		st_get_id((const unsigned char *)key.data + 8, &id);
 		owner = st_get_u64(val.data);
+		pel++;
+		if (owner == PEL_UNOWNED) {
+			/* released: no index row, no owner, claimable at once */
+			if (st_get_u64((const unsigned char *)val.data + 8) != 0) {
+				ck_abort_msg("released PEL %" PRIu64 "-%" PRIu64 " has a time",
+					id.ms, id.seq);
+			}
+			unowned++;
+			continue;
+		}
 		if (!cpel_has(g->gid, owner, &id)) {
 			ck_abort_msg("PEL %" PRIu64 "-%" PRIu64 ": owner %" PRIu64
 				     " lacks its CPEL row",
@@ -325,7 +334,6 @@ verify_group(const struct group_meta *g)
 				     " does not exist",
 				id.ms, id.seq, owner);
 		}
-		pel++;
 	}
 	storage_cursor_close(c);
 	ck_assert_msg(rc == 0 || rc == ECHD_ENOTFOUND, "PEL walk: %d", rc);
@@ -355,7 +363,8 @@ verify_group(const struct group_meta *g)
 	storage_cursor_close(c);
 	ck_assert_msg(rc == 0 || rc == ECHD_ENOTFOUND, "CPEL walk: %d", rc);
 	U64_EQ(pel, g->pending);
-	U64_EQ(cpel, g->pending);
+	U64_EQ(cpel + unowned, g->pending);
+	U64_EQ(s.pending + unowned, g->pending);
 }
 
 /* A group at 0-0 with consumers c0.. and ids 1-0 .. nrows-0 delivered round
@@ -1718,7 +1727,7 @@ START_TEST(test_pel_put)
 	r.id = fid;
 	r.delivery_count = 1;
 	r.delivery_time = 700;
-	OK(pel_put(tx, &g, &b, &r, 0));
+	OK(pel_put(tx, &g, &b, &r, PEL_NEW));
 	U64_EQ(g.pending, 3);
 	U64_EQ(b.pending, 2);
 	OK(pel_get(tx, &g, &fid, &got));
@@ -1736,6 +1745,145 @@ START_TEST(test_pel_put)
 	U64_EQ(a.pending, 2);
 	cload(&g, "b", &c);
 	U64_EQ(c.pending, 1);
+	verify_group(&g);
+	commit();
+}
+END_TEST
+
+/* XNACK: pel_release() gives a row back to the group; the other PEL
+ * functions treat a released row as owned by no one. */
+START_TEST(test_pel_release)
+{
+	struct stream_meta m, cm;
+	struct group_meta g, cg;
+	struct consumer_meta a, b, c;
+	struct pel_row r, got;
+	struct pel_run run = {0, 0};
+	struct stream_id id = ID(10, 0), id2 = ID(12, 0), fid = ID(11, 0), id4 = ID(14, 0);
+	struct st_buf from = B("s"), to = B("t"), gname = B("g");
+	uint64_t pending;
+
+	mkstream(0, "s", &m);
+	gcreate(&m, "g", ID_MIN, 0, &g);
+	ccreate(&g, "a", 1, &a);
+	ccreate(&g, "b", 1, &b);
+	deliver(&g, &a, 10, 0, 100);
+	deliver(&g, &a, 12, 0, 100);
+	deliver(&g, &a, 13, 0, 100);
+	csave(&g, "a", &a);
+
+	/* released from a: a's record and index lose it, the group keeps it */
+	OK(pel_get(tx, &g, &id, &r));
+	r.delivery_count = 4;
+	r.delivery_time = 555; /* ignored: a released row has time 0 */
+	OK(pel_release(tx, &g, &r, a.cid));
+	U64_EQ(g.pending, 3);
+	OK(pel_get(tx, &g, &id, &got));
+	row_eq(&got, id, PEL_UNOWNED, 0, 4);
+	ck_assert(!cpel_has(g.gid, a.cid, &id));
+	cload(&g, "a", &a);
+	U64_EQ(a.pending, 2);
+	verify_group(&g);
+
+	/* released again: only the count changes */
+	r = got;
+	r.delivery_count = 3;
+	OK(pel_release(tx, &g, &r, PEL_UNOWNED));
+	U64_EQ(g.pending, 3);
+	OK(pel_get(tx, &g, &id, &got));
+	row_eq(&got, id, PEL_UNOWNED, 0, 3);
+	verify_group(&g);
+
+	/* FORCE: an id pending nowhere becomes a released row */
+	r.id = fid;
+	r.delivery_count = 0;
+	OK(pel_release(tx, &g, &r, PEL_NEW));
+	U64_EQ(g.pending, 4);
+	OK(pel_get(tx, &g, &fid, &got));
+	row_eq(&got, fid, PEL_UNOWNED, 0, 0);
+	gsave(&m, "g", &g);
+	verify_group(&g);
+
+	/* the group PEL lists them in id order; a's own list does not */
+	{
+		struct pel_iter *it;
+		uint64_t n = 0;
+
+		OK(pel_iter_create(tx, &g, a.cid, &ID_MIN, &ID_MAX, &it));
+		while (pel_iter_next(it, &got) == 0) {
+			ck_assert_uint_ne(got.cid, PEL_UNOWNED);
+			n++;
+		}
+		pel_iter_destroy(it);
+		U64_EQ(n, 2);
+	}
+
+	/* a copy of the stream keeps released rows released */
+	savestream(0, "s", &m);
+	OK(stream_copy(tx, 0, &from, 0, &to, &cm));
+	OK(group_copy(tx, &m, &cm));
+	OK(group_lookup(tx, &cm, &gname, &cg));
+	U64_EQ(cg.pending, 4);
+	OK(pel_get(tx, &cg, &fid, &got));
+	row_eq(&got, fid, PEL_UNOWNED, 0, 0);
+	verify_group(&cg);
+
+	/* claimed by b (XCLAIM/XAUTOCLAIM): b gains it, the group count stays */
+	OK(pel_get(tx, &g, &id, &r));
+	r.cid = b.cid;
+	r.delivery_time = 900;
+	r.delivery_count++;
+	OK(pel_put(tx, &g, &b, &r, PEL_UNOWNED));
+	U64_EQ(g.pending, 4);
+	U64_EQ(b.pending, 1);
+	ck_assert(cpel_has(g.gid, b.cid, &id));
+	csave(&g, "b", &b);
+	verify_group(&g);
+
+	/* delivered again after SETID moved the cursor back: to b, count 1 */
+	OK(pel_deliver(tx, &g, &b, &fid, 950));
+	U64_EQ(g.pending, 4);
+	U64_EQ(b.pending, 2);
+	OK(pel_get(tx, &g, &fid, &got));
+	row_eq(&got, fid, b.cid, 950, 1);
+	csave(&g, "b", &b);
+	verify_group(&g);
+
+	/* XACK of released and owned rows in one run */
+	OK(pel_get(tx, &g, &fid, &r));
+	OK(pel_release(tx, &g, &r, b.cid));
+	OK(pel_get(tx, &g, &id2, &r));
+	OK(pel_release(tx, &g, &r, a.cid));
+	cload(&g, "a", &a);
+	cload(&g, "b", &b);
+	U64_EQ(a.pending, 1);
+	U64_EQ(b.pending, 1);
+	verify_group(&g);
+	OK(pel_remove_run(tx, &g, &fid, &run));
+	OK(pel_remove_run(tx, &g, &id, &run));  /* b's */
+	OK(pel_remove_run(tx, &g, &id2, &run)); /* released */
+	OK(pel_run_end(tx, &g, &run));
+	U64_EQ(g.pending, 1);
+	cload(&g, "b", &b);
+	U64_EQ(b.pending, 0);
+	gsave(&m, "g", &g);
+	verify_group(&g);
+
+	/* a consumer deleted after releasing leaves its released rows */
+	deliver(&g, &a, 14, 0, 100);
+	csave(&g, "a", &a);
+	OK(pel_get(tx, &g, &id4, &r));
+	OK(pel_release(tx, &g, &r, a.cid));
+	cload(&g, "a", &c);
+	{
+		struct st_buf an = B("a");
+		OK(consumer_delete(tx, &g, &an, &pending));
+	}
+	U64_EQ(pending, 1);
+	U64_EQ(g.pending, 1);
+	OK(pel_get(tx, &g, &id4, &got));
+	row_eq(&got, id4, PEL_UNOWNED, 0, 1);
+	gsave(&m, "g", &g);
 	verify_group(&g);
 	commit();
 }
@@ -2298,9 +2446,11 @@ END_TEST
 #define R_CONS 5
 #define R_OPS  2000
 
+#define R_RELEASED (-2) /* pending, owned by no one (XNACK) */
+
 /* What the PEL should hold, kept by the test. */
 struct model {
-	int owner[R_IDS]; /* consumer slot, or -1 */
+	int owner[R_IDS]; /* consumer slot, -1 (not pending) or R_RELEASED */
 	uint64_t time[R_IDS], count[R_IDS];
 	uint64_t cid[R_CONS];
 	bool exists[R_CONS];
@@ -2352,7 +2502,9 @@ r_check(const struct model *md, const struct group_meta *g)
 			ck_abort_msg("unexpected row %" PRIu64 "-%" PRIu64, r.id.ms, r.id.seq);
 		}
 		seen[i] = true;
-		if (md->owner[i] < 0 || md->cid[md->owner[i]] != r.cid ||
+		if (md->owner[i] == -1 ||
+			(md->owner[i] == R_RELEASED ? r.cid != PEL_UNOWNED
+						    : md->cid[md->owner[i]] != r.cid) ||
 			md->time[i] != r.delivery_time || md->count[i] != r.delivery_count) {
 			ck_abort_msg("row %u: cid %" PRIu64 " time %" PRIu64 " count %" PRIu64
 				     "; model slot %d time %" PRIu64 " count %" PRIu64,
@@ -2390,7 +2542,7 @@ START_TEST(test_pel_random)
 	struct stream_meta m;
 	struct group_meta g;
 	struct model md;
-	unsigned counts[6] = {0};
+	unsigned counts[7] = {0};
 
 	rng_state = 0x9e3779b97f4a7c15ull;
 	memset(&md, 0, sizeof(md));
@@ -2428,20 +2580,23 @@ START_TEST(test_pel_random)
 			if (rc != 0) {
 				ck_abort_msg("op %u deliver: %d", op, rc);
 			}
-			if (md.owner[i] < 0) {
+			if (md.owner[i] == -1) {
 				md.pending++;
 			}
 			md.owner[i] = (int)s;
 			md.time[i] = now;
 			md.count[i] = 1;
 			counts[0]++;
-		} else if (kind < 70) {
+		} else if (kind < 55) {
 			/* XCLAIM, FORCE when not pending */
 			struct pel_row r = {id, c.cid, now, 7};
-			uint64_t prev = 0;
+			uint64_t prev = PEL_NEW;
 
 			if (md.owner[i] >= 0) {
 				prev = md.cid[md.owner[i]];
+				r.delivery_count = md.count[i] + 1;
+			} else if (md.owner[i] == R_RELEASED) {
+				prev = PEL_UNOWNED;
 				r.delivery_count = md.count[i] + 1;
 			} else {
 				md.pending++;
@@ -2453,15 +2608,42 @@ START_TEST(test_pel_random)
 			md.owner[i] = (int)s;
 			md.time[i] = now;
 			md.count[i] = r.delivery_count;
-			counts[prev ? 1 : 2]++;
+			counts[prev == PEL_NEW ? 2 : 1]++;
+		} else if (kind < 70) {
+			/* XNACK, FORCE when not pending */
+			struct pel_row r = {id, 0, now, md.count[i] / 2};
+			uint64_t prev = PEL_NEW;
+
+			if (md.owner[i] >= 0) {
+				prev = md.cid[md.owner[i]];
+			} else if (md.owner[i] == R_RELEASED) {
+				prev = PEL_UNOWNED;
+			} else {
+				r.delivery_count = 0;
+				md.pending++;
+			}
+			if (md.exists[s]) {
+				OK(consumer_save(tx, &g, &name, &c)); /* the owner's record moves */
+			}
+			rc = pel_release(tx, &g, &r, prev);
+			if (rc != 0) {
+				ck_abort_msg("op %u release: %d", op, rc);
+			}
+			if (md.exists[s]) {
+				OK(consumer_lookup(tx, &g, &name, &c));
+			}
+			md.owner[i] = R_RELEASED;
+			md.time[i] = 0;
+			md.count[i] = r.delivery_count;
+			counts[6]++;
 		} else if (kind < 95) {
 			/* XACK */
 			rc = pel_remove(tx, &g, &id);
-			if (rc != (md.owner[i] >= 0 ? 0 : ECHD_ENOTFOUND)) {
+			if (rc != (md.owner[i] != -1 ? 0 : ECHD_ENOTFOUND)) {
 				ck_abort_msg(
 					"op %u remove %u: %d, owner %d", op, i, rc, md.owner[i]);
 			}
-			if (md.owner[i] >= 0) {
+			if (md.owner[i] != -1) {
 				md.owner[i] = -1;
 				md.pending--;
 			}
@@ -2505,11 +2687,12 @@ START_TEST(test_pel_random)
 	}
 	gload(&m, "g", &g);
 	r_check(&md, &g);
-	printf("pel random: %u delivers, %u claims, %u forced, %u acks, %u misses, %u delconsumers;"
-	       " %" PRIu64 " pending\n",
-		counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], md.pending);
+	printf("pel random: %u delivers, %u claims, %u forced, %u acks, %u misses, %u delconsumers,"
+	       " %u releases; %" PRIu64 " pending\n",
+		counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], counts[6],
+		md.pending);
 	/* the mix did exercise every path */
-	for (unsigned k = 0; k < 6; k++) {
+	for (unsigned k = 0; k < 7; k++) {
 		ck_assert_uint_gt(counts[k], 0);
 	}
 	commit();
@@ -2530,6 +2713,7 @@ pel_suite(void)
 	tc = tcase_create("put");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_pel_put);
+	tcase_add_test(tc, test_pel_release);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("remove");

@@ -131,6 +131,32 @@ const TESTS = {
       null);
   },
 
+  // XNACK (Redis 8.8) and XREADGROUP CLAIM (8.4) through the typed commands,
+  // unchanged: released entries, then the claimed entry's extra fields.
+  async xnack() {
+    const c = await connect();
+    const k = "xnack:q";
+    assert.equal(await c.xAdd(k, "1-1", { f: "v1" }), "1-1");
+    assert.equal(await c.xAdd(k, "1-2", { f: "v2" }), "1-2");
+    assert.equal(await c.xGroupCreate(k, "g", "0"), "OK");
+    await c.xReadGroup("g", "alice", { key: k, id: ">" });
+    assert.equal(await c.xNack(k, "g", "FAIL", ["1-1", "1-2"]), 2);
+    assert.equal(await c.xNack(k, "g", "SILENT", "1-2", { RETRYCOUNT: 5 }), 1);
+    assert.equal(await c.xNack(k, "g", "FAIL", "9-9"), 0);
+    const pending = await c.xPendingRange(k, "g", "-", "+", 10);
+    assert.deepEqual(pending.map((p) => [p.id, p.consumer, p.millisecondsSinceLastDelivery,
+      p.deliveriesCounter]), [["1-1", "", -1, 1], ["1-2", "", -1, 5]]);
+    await c.xAdd(k, "1-3", { f: "v3" });
+    const got = plain(await c.xReadGroup("g", "bob", { key: k, id: ">" }, { CLAIM: 60000 }));
+    assert.deepEqual(got, [{ name: k, messages: [
+      { id: "1-1", message: { f: "v1" }, millisElapsedFromDelivery: -1, deliveriesCounter: 1 },
+      { id: "1-2", message: { f: "v2" }, millisElapsedFromDelivery: -1, deliveriesCounter: 5 },
+      { id: "1-3", message: { f: "v3" } }] }]);
+    const after = await c.xPendingRange(k, "g", "-", "+", 10);
+    assert.deepEqual(after.map((p) => [p.id, p.consumer, p.deliveriesCounter]),
+      [["1-1", "bob", 2], ["1-2", "bob", 6], ["1-3", "bob", 1]]);
+  },
+
   // MULTI/EXEC and a pipeline through the client's own batching.
   async pipeline() {
     const c = await connect();
