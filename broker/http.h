@@ -1,0 +1,39 @@
+/* http.h - what the HTTP side (http.c, metrics.c) shares: the listener's
+ * life cycle for server.c, and the request a route's handler answers.
+ *
+ * Only broker/ includes this. A route is one row of http.c's table (path,
+ * method, the ACL command it needs); adding an endpoint is a row and a
+ * handler of this type.
+ */
+#ifndef ECHD_BROKER_HTTP_H
+#define ECHD_BROKER_HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker.h"
+
+struct evbuffer;
+struct evhttp_request;
+
+/* A request that passed authentication and its route's permission. */
+struct brk_http_req {
+	struct brk_server *srv;
+	struct evhttp_request *req;   /* libevent's, borrowed for the call */
+	const struct brk_user *user;  /* logged in as (the default user when no login is needed) */
+};
+
+/* A route's handler: writes the body into out (borrowed) and returns the
+ * HTTP status, setting *ctype to a static content type. */
+typedef int (*brk_http_fn)(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+
+/* Starts the listener when http-port is set: 0, BRK_INIT_CONFIG (a TLS
+ * certificate that does not load), or -1 (an address that cannot be bound;
+ * logged). Called from brk_server_init() once the event base exists. */
+int brk_http_init(struct brk_server *srv);
+/* Closes the listener and every HTTP connection; NULL-safe, half-built too. */
+void brk_http_finish(struct brk_server *srv);
+/* metrics.c: GET /metrics */
+int brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+
+#endif
