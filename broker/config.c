@@ -159,9 +159,9 @@ static const struct opt opts[] = {
 	{"http-maxclients", OPT_INT, true, "64", OFF(http_maxclients), 1, 100000, NULL,
 		"HTTP connections open at once; more are closed when accepted"},
 	{"http-max-header-size", OPT_MEM, false, "8kb", OFF(http_max_header_size), 1024,
-		1024 * 1024, NULL, "largest request line and headers of an HTTP request"},
+		LLMAX, NULL, "largest request line and headers of an HTTP request"},
 	{"http-max-body-size", OPT_MEM, false, "64kb", OFF(http_max_body_size), 0,
-		16 * 1024 * 1024, NULL, "largest body of an HTTP request"},
+		LLMAX, NULL, "largest body of an HTTP request"},
 	{"http-timeout", OPT_INT, true, "10", OFF(http_timeout), 1, 86400, NULL,
 		"seconds an HTTP connection has to send a whole request, from its accept and "
 		"from each answer; an idle one is closed then too"},
