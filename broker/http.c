@@ -182,7 +182,6 @@ bev_cb(struct event_base *base, void *arg)
 	h->conns = hc;
 	h->nconns++;
 	if (h->nconns > srv->cfg.http_maxclients) {
-		srv->stats.rejected_connections++;
 		echd_log(ECHD_LOG_VERBOSE, "HTTP: http-maxclients (%lld) reached, connection closed",
 			srv->cfg.http_maxclients);
 		hc->refused = true;
