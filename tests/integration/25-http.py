@@ -29,6 +29,9 @@ import urllib.request
 from echdtest import RespConn, echd_only, free_port, free_ports, timeout
 
 ECHD_ONLY = "the HTTP listener and /metrics are echd's own"
+TLS_SUITE = False
+TLS_SUITE_WHY = ("its tests speak HTTP, not through the suite's RESP clients, and the http-tls "
+                 "ones bring certificates of their own, which the suite's would override")
 PROMTOOL = "/usr/bin/promtool"
 PROMETHEUS = "/usr/bin/prometheus"
 
