@@ -236,9 +236,30 @@ reply_unauthorized(struct evhttp_request *req, const char *why)
 
 /* ---- authentication ----------------------------------------------------- */
 
+/* Whether the peer is on loopback (protected mode, as listen.c decides it
+ * for RESP clients). */
+static bool
+from_loopback(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	char *addr = NULL;
+	ev_uint16_t port = 0;
+
+	if (evcon == NULL) {
+		return false;
+	}
+	evhttp_connection_get_peer(evcon, &addr, &port);
+	if (addr == NULL) {
+		return false;
+	}
+	return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+		strncmp(addr, "::ffff:127.", 11) == 0;
+}
+
 /* The user of a request: the one its Basic credentials name, or the
  * default user when it sends none and the default user needs no password
- * (as a RESP connection starts). NULL: answered 401 here. */
+ * (as a RESP connection starts; protected mode then serves loopback
+ * clients only). NULL: answered 401 (or 403) here. */
 static const struct brk_user *
 authenticate(struct brk_server *srv, struct evhttp_request *req)
 {
@@ -250,6 +271,14 @@ authenticate(struct brk_server *srv, struct evhttp_request *req)
 	const struct brk_user *u;
 	int n;
 
+	if (srv->cfg.protected_mode && brk_acl_nopass_default(srv) && !from_loopback(req)) {
+		/* as listen.c refuses such a RESP client, whatever it sends */
+		reply_text(req, 403, "Forbidden",
+			"DENIED echd is running in protected mode because protected mode is enabled "
+			"and no password is set for the default user: only loopback clients are "
+			"served");
+		return NULL;
+	}
 	if (auth == NULL) {
 		if (brk_acl_nopass_default(srv)) {
 			return brk_acl_find(srv, "default", 7);

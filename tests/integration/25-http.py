@@ -356,6 +356,49 @@ def test_no_password_needs_no_credentials(server):
     assert status == 401
 
 
+def non_loopback_ipv4():
+    """An address of this host that is not loopback (the one a route out uses)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))     # no packet is sent for a UDP connect
+        return s.getsockname()[0]
+    except OSError:
+        pass                            # no route out: any address of an interface
+    finally:
+        s.close()
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True,
+                         timeout=10).stdout
+    for word in out.split():
+        if "/" in word and word[0].isdigit() and not word.startswith("127."):
+            return word.split("/")[0]
+    raise AssertionError("this host has no IPv4 address but loopback: protected mode cannot "
+                         "be tried from another address\n" + out)
+
+
+@echd_only(ECHD_ONLY)
+def test_protected_mode(server):
+    """No password and protected-mode yes: only loopback HTTP clients are served, as RESP."""
+    addr = non_loopback_ipv4()
+    assert not addr.startswith("127."), addr
+    s, port = http_server(server, "--http-bind", "127.0.0.1 " + addr)
+    assert get(port)[0] == 200
+    c = http.client.HTTPConnection(addr, port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        assert r.status == 403 and b"protected mode" in r.read(), r.status
+    finally:
+        c.close()
+    r = s.raw()
+    r.call("CONFIG", "SET", "protected-mode", "no")
+    c = http.client.HTTPConnection(addr, port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        assert c.getresponse().status == 200
+    finally:
+        c.close()
+
+
 # ---------------------------------------------------------------------------
 # bad requests
 # ---------------------------------------------------------------------------
