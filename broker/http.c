@@ -405,14 +405,33 @@ request_cb(struct evhttp_request *req, void *arg)
 		return;
 	}
 	code = rt->fn(&r, body, &ctype);
-	{
-		struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
-		evhttp_add_header(hd, "Content-Type", ctype);
-		evhttp_add_header(hd, "Cache-Control", "no-store");
-		evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	if (code != BRK_HTTP_DEFERRED) {
+		brk_http_reply(req, code, ctype, body);
 	}
-	evhttp_send_reply(req, code, code == 200 ? "OK" : "Error", body);
 	evbuffer_free(body);
+}
+
+void
+brk_http_reply(struct evhttp_request *req, int code, const char *ctype, struct evbuffer *body)
+{
+	struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
+	const char *reason;
+
+	switch (code) {
+	case 200:
+		reason = "OK";
+		break;
+	case 503:
+		reason = "Service Unavailable";
+		break;
+	default:
+		reason = "Error";
+		break;
+	}
+	evhttp_add_header(hd, "Content-Type", ctype);
+	evhttp_add_header(hd, "Cache-Control", "no-store");
+	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	evhttp_send_reply(req, code, reason, body);
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -481,6 +500,7 @@ brk_http_finish(struct brk_server *srv)
 	if (h == NULL) {
 		return;
 	}
+	brk_http_metrics_cancel(srv); /* before evhttp_free() frees their requests */
 	if (h->http != NULL) {
 		evhttp_free(h->http); /* frees its connections and their bufferevents */
 	}

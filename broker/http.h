@@ -24,8 +24,17 @@ struct brk_http_req {
 };
 
 /* A route's handler: writes the body into out (borrowed) and returns the
- * HTTP status, setting *ctype to a static content type. */
+ * HTTP status, setting *ctype to a static content type; or returns
+ * BRK_HTTP_DEFERRED after taking r->req, which it answers in a later loop
+ * turn with brk_http_reply() (libevent keeps the request until then, even
+ * when its client has gone: the reply then only frees it). */
+#define BRK_HTTP_DEFERRED 0
 typedef int (*brk_http_fn)(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+
+/* Answers req with code and body (borrowed; NULL: none) and the headers
+ * every answer has. */
+void brk_http_reply(struct evhttp_request *req, int code, const char *ctype,
+	struct evbuffer *body);
 
 /* Starts the listener when http-port is set: 0, BRK_INIT_CONFIG (a TLS
  * certificate that does not load), or -1 (an address that cannot be bound;
@@ -33,7 +42,10 @@ typedef int (*brk_http_fn)(struct brk_http_req *r, struct evbuffer *out, const c
 int brk_http_init(struct brk_server *srv);
 /* Closes the listener and every HTTP connection; NULL-safe, half-built too. */
 void brk_http_finish(struct brk_server *srv);
-/* metrics.c: GET /metrics */
+/* metrics.c: GET /metrics, answered over several loop turns (deferred). */
 int brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+/* Answers the scrapes still running with 503 and frees them (shutdown):
+ * before the listener is freed. */
+void brk_http_metrics_cancel(struct brk_server *srv);
 
 #endif

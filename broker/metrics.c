@@ -6,18 +6,24 @@
  *
  * Cost of one scrape. The server-wide series come from counters kept in
  * memory (commandstats, the commit and flush histograms, storage_stat()).
- * The per-stream series come from metadata rows only, read in the loop
- * turn's transaction: per stream one index row (stream_scan) and its meta
- * row; per group its group row, one PEL row (the lowest id, for the oldest
- * pending age) and group_lag()'s count, which reads one node row per node
- * past the group's cursor (stream-node-max-entries entries each; none when
- * the group is caught up); per consumer its record. Never an entry row, and
- * never more than metrics-max-series series nor keys visited: past that
- * the walk stops, and what it left out is added to
- * echd_metrics_series_dropped_total -- exactly for the stream it stopped
- * in (from its groups' consumer counts), one per stream it did not reach
+ * The per-stream series come from metadata rows only: per stream one index
+ * row (stream_scan) and its meta row; per group its group row, one PEL row
+ * (the lowest id, for the oldest pending age) and group_lag()'s count,
+ * which reads one node row per node past the group's cursor
+ * (stream-node-max-entries entries each; none when the group is caught up)
+ * and the entry rows of the node the cursor is in; per consumer its
+ * record. Never more than metrics-max-series series nor keys visited: past
+ * that the walk stops, and what it left out is added to
+ * echd_metrics_series_dropped_total -- exactly for the stream it stopped in
+ * (from its groups' consumer counts), one per stream it did not reach
  * (their groups are not read: that would be the walk the cap prevents), so
  * the counter is a lower bound.
+ *
+ * The walk is spread over loop turns: TURN_KEYS keys a turn (measured: about
+ * 30 us a stream with a group and two consumers, so a few ms a turn), each
+ * turn in that turn's transaction, the RESP clients served in between. So a
+ * scrape is not one snapshot: each stream's figures are consistent, and a
+ * key made during the scrape may or may not be in it.
  *
  * What a user sees follows its ACL: streams whose names its key patterns
  * do not match are left out (not counted as dropped).
@@ -27,6 +33,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 
 #include "broker.h"
 #include "http.h"
@@ -50,12 +57,26 @@ static const struct family {
 		"Entries delivered to the consumer and not acknowledged."},
 };
 
-struct scrape {
+/* Keys one loop turn of a scrape visits: the walk goes on in the next turn,
+ * so the clients of RESP are served in between. */
+#define TURN_KEYS 128
+
+/* One scrape in progress: it walks TURN_KEYS keys a loop turn and answers
+ * when done. On srv->scrapes until then. */
+struct brk_scrape {
 	struct brk_server *srv;
-	const struct brk_user *user;
-	struct storage_txn *t;
+	struct evhttp_request *req;  /* answered by finish() */
+	struct event *next_turn;
+	char *user_name;             /* owned: looked up again each turn (ACL DELUSER) */
+	size_t user_len;
+	const struct brk_user *user; /* this turn's */
+	struct storage_txn *t;       /* this turn's batch */
 	uint64_t now_ms;
+	uint64_t t0_us, busy_us;     /* when it began; time spent in its turns */
+	unsigned turns;
 	unsigned db;
+	bool db_started;             /* db_size and cursor are db's */
+	uint64_t db_size, cursor;
 	struct evbuffer *fam[NFAM];
 	long long budget;     /* series left under metrics-max-series */
 	long long visits;     /* keys left to visit */
@@ -67,8 +88,8 @@ struct scrape {
 	const struct st_buf *stream;
 	const struct st_buf *group;
 	uint64_t consumers_left;
+	struct brk_scrape *next;
 };
-
 /* ---- label values ------------------------------------------------------- */
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
@@ -144,7 +165,7 @@ put_label(struct evbuffer *b, const void *data, size_t len)
 /* Starts a per-stream line: name{db="..",stream=".."[,group=".."] and the
  * closing brace, except for the consumer family that adds its label. */
 static void
-line_start(struct scrape *s, int f, bool group)
+line_start(struct brk_scrape *s, int f, bool group)
 {
 	struct evbuffer *b = s->fam[f];
 
@@ -162,7 +183,7 @@ line_start(struct scrape *s, int f, bool group)
 static int
 consumer_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 {
-	struct scrape *s = ud;
+	struct brk_scrape *s = ud;
 	struct evbuffer *b = s->fam[F_CPENDING];
 
 	if (s->budget < 1) {
@@ -182,7 +203,7 @@ consumer_cb(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 static int
 group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 {
-	struct scrape *s = ud;
+	struct brk_scrape *s = ud;
 	double oldest = 0;
 	int rc;
 
@@ -219,7 +240,7 @@ group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 
 /* group_cb() with the stream's meta for group_lag(). */
 struct group_walk {
-	struct scrape *s;
+	struct brk_scrape *s;
 	const struct stream_meta *m;
 };
 
@@ -227,7 +248,7 @@ static int
 group_lag_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 {
 	struct group_walk *gw = ud;
-	struct scrape *s = gw->s;
+	struct brk_scrape *s = gw->s;
 	bool was_full = s->full || s->budget < 3;
 	int64_t lag;
 	int rc;
@@ -248,7 +269,7 @@ group_lag_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 static int
 stream_cb(const struct st_buf *name, void *ud)
 {
-	struct scrape *s = ud;
+	struct brk_scrape *s = ud;
 	struct stream_meta m;
 	struct group_walk gw = {s, &m};
 	int rc;
@@ -284,38 +305,45 @@ stream_cb(const struct st_buf *name, void *ud)
 	return s->full ? 1 : 0;
 }
 
-/* Walks every database's streams within the cap. */
+/* One turn of the walk over every database's streams, within the cap:
+ * 0 when the walk is over, 1 when it goes on next turn, or an error. */
 static int
-walk(struct scrape *s)
+walk_turn(struct brk_scrape *s)
 {
-	for (int db = 0; db < s->srv->cfg.databases; db++) {
-		uint64_t size = 0, cursor = 0;
-		int rc = stream_db_size(s->t, (unsigned)db, &size);
+	while ((int)s->db < s->srv->cfg.databases) {
+		int rc;
 
-		if (rc != 0 && rc != ECHD_ENOTFOUND) {
-			return rc;
-		}
-		if (size == 0) {
-			continue;
-		}
-		if (s->full) {
-			s->dropped += size; /* a stream not reached counts as one */
-			continue;
-		}
-		s->db = (unsigned)db;
-		s->visited_db = 0;
-		do {
-			rc = stream_scan(s->t, (unsigned)db, s->now_ms, &cursor, 128, stream_cb, s);
-			if (s->rc != 0) {
-				return s->rc;
-			}
-			if (rc < 0) {
+		if (!s->db_started) {
+			s->db_size = 0;
+			rc = stream_db_size(s->t, s->db, &s->db_size);
+			if (rc != 0 && rc != ECHD_ENOTFOUND) {
 				return rc;
 			}
-		} while (cursor != 0 && !s->full);
-		if (s->full && size > s->visited_db) {
-			s->dropped += size - s->visited_db;
+			if (s->db_size == 0 || s->full) {
+				s->dropped += s->db_size; /* a stream not reached counts as one */
+				s->db++;
+				continue;
+			}
+			s->db_started = true;
+			s->cursor = 0;
+			s->visited_db = 0;
 		}
+		rc = stream_scan(s->t, s->db, s->now_ms, &s->cursor, TURN_KEYS, stream_cb, s);
+		if (s->rc != 0) {
+			return s->rc;
+		}
+		if (rc < 0) {
+			return rc;
+		}
+		if (s->full || s->cursor == 0) {
+			if (s->full && s->db_size > s->visited_db) {
+				s->dropped += s->db_size - s->visited_db;
+			}
+			s->db_started = false;
+			s->db++;
+			continue;
+		}
+		return 1;
 	}
 	return 0;
 }
@@ -387,48 +415,58 @@ commands(struct brk_server *srv, struct evbuffer *b)
 	}
 }
 
-int
-brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctype)
+static void
+scrape_free(struct brk_scrape *s)
 {
-	struct brk_server *srv = r->srv;
-	struct scrape s;
-	struct storage_stat st;
-	uint64_t t0 = brk_now_us();
-	int rc = 0;
+	struct brk_scrape **pp = &s->srv->scrapes;
 
-	memset(&s, 0, sizeof(s));
-	s.srv = srv;
-	s.user = r->user;
-	s.now_ms = brk_now_ms();
-	s.budget = srv->cfg.metrics_max_series;
-	s.visits = srv->cfg.metrics_max_series;
+	while (*pp != NULL && *pp != s) {
+		pp = &(*pp)->next;
+	}
+	if (*pp == s) {
+		*pp = s->next;
+	}
 	for (int f = 0; f < NFAM; f++) {
-		s.fam[f] = evbuffer_new();
-		if (s.fam[f] == NULL) {
-			rc = -ENOMEM;
+		if (s->fam[f] != NULL) {
+			evbuffer_free(s->fam[f]);
 		}
 	}
-	if (rc == 0) {
-		s.t = brk_batch_txn(srv, &rc);
+	if (s->next_turn != NULL) {
+		event_free(s->next_turn);
 	}
-	if (rc == 0) {
-		rc = walk(&s);
-	}
-	if (rc != 0) {
-		char err[256];
-		brk_error_text(srv, rc, err, sizeof(err));
-		evbuffer_add_printf(out, "cannot read the streams: %s\n", err);
-		for (int f = 0; f < NFAM; f++) {
-			if (s.fam[f] != NULL) {
-				evbuffer_free(s.fam[f]);
-			}
-		}
-		*ctype = "text/plain; charset=utf-8";
-		return 503;
-	}
-	srv->metrics_dropped += s.dropped;
+	echd_free(s->user_name);
+	echd_free(s);
+}
 
-	*ctype = "text/plain; version=0.0.4; charset=utf-8";
+/* Answers a failed scrape. */
+static void
+fail(struct brk_scrape *s, int code, const char *why)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	if (b != NULL) {
+		evbuffer_add_printf(b, "%s\n", why);
+	}
+	brk_http_reply(s->req, code, "text/plain; charset=utf-8", b);
+	if (b != NULL) {
+		evbuffer_free(b);
+	}
+	scrape_free(s);
+}
+
+/* Answers a finished scrape: the server-wide series, then the walk's. */
+static void
+finish(struct brk_scrape *s)
+{
+	struct brk_server *srv = s->srv;
+	struct evbuffer *out = evbuffer_new();
+	struct storage_stat st;
+
+	if (out == NULL) {
+		fail(s, 503, "out of memory");
+		return;
+	}
+	srv->metrics_dropped += s->dropped;
 	header(out, "echd_build_info", "gauge", "Always 1; the version in a label.");
 	evbuffer_add_printf(out, "echd_build_info{version=\"%s\"} 1\n", ECHD_VERSION);
 	gauge(out, "echd_uptime_seconds", "Seconds since echd started.",
@@ -455,8 +493,7 @@ brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctyp
 	}
 	for (int f = 0; f < NFAM; f++) {
 		header(out, fams[f].name, fams[f].type, fams[f].help);
-		evbuffer_add_buffer(out, s.fam[f]);
-		evbuffer_free(s.fam[f]);
+		evbuffer_add_buffer(out, s->fam[f]);
 	}
 	gauge(out, "echd_metrics_max_series", "The per-stream series cap (metrics-max-series).",
 		(unsigned long long)srv->cfg.metrics_max_series);
@@ -465,8 +502,104 @@ brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctyp
 		"one).",
 		(unsigned long long)srv->metrics_dropped);
 	header(out, "echd_metrics_scrape_duration_seconds", "gauge",
-		"Time this scrape took to gather its series.");
+		"Time this scrape took, from its request to its answer (its walk took turns with the "
+		"other clients).");
 	evbuffer_add_printf(out, "echd_metrics_scrape_duration_seconds %.6f\n",
-		(double)(brk_now_us() - t0) / 1e6);
-	return 200;
+		(double)(brk_now_us() - s->t0_us) / 1e6);
+	header(out, "echd_metrics_scrape_busy_seconds", "gauge",
+		"Time the loop spent on this scrape's walk, over its turns.");
+	evbuffer_add_printf(out, "echd_metrics_scrape_busy_seconds %.6f\n",
+		(double)s->busy_us / 1e6);
+	header(out, "echd_metrics_scrape_turns", "gauge", "Loop turns this scrape's walk took.");
+	evbuffer_add_printf(out, "echd_metrics_scrape_turns %u\n", s->turns);
+	brk_http_reply(s->req, 200, "text/plain; version=0.0.4; charset=utf-8", out);
+	evbuffer_free(out);
+	scrape_free(s);
+}
+
+/* Runs one turn of s; answers it when the walk is over. */
+static void
+turn(struct brk_scrape *s)
+{
+	struct brk_server *srv = s->srv;
+	uint64_t t0 = brk_now_us();
+	int rc = 0;
+
+	s->turns++;
+	s->now_ms = brk_now_ms();
+	s->user = brk_acl_find(srv, s->user_name, s->user_len);
+	if (s->user == NULL || !brk_user_enabled(s->user)) {
+		fail(s, 503, "the user was removed or disabled during the scrape");
+		return;
+	}
+	s->t = brk_batch_txn(srv, &rc);
+	if (s->t != NULL) {
+		rc = walk_turn(s);
+	}
+	s->t = NULL;
+	s->busy_us += brk_now_us() - t0;
+	if (rc < 0) {
+		char err[256], msg[300];
+		brk_error_text(srv, rc, err, sizeof(err));
+		snprintf(msg, sizeof(msg), "cannot read the streams: %s", err);
+		fail(s, 503, msg);
+	} else if (rc == 0) {
+		finish(s);
+	} else {
+		struct timeval now = {0, 0};
+		event_add(s->next_turn, &now); /* the next loop turn, after this one's commit */
+	}
+}
+
+static void
+next_turn_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	turn(arg);
+}
+
+int
+brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctype)
+{
+	struct brk_server *srv = r->srv;
+	const char *name = brk_user_name(r->user);
+	struct brk_scrape *s = echd_calloc(1, sizeof(*s));
+
+	if (s == NULL) {
+		evbuffer_add_printf(out, "out of memory\n");
+		return 503;
+	}
+	s->srv = srv;
+	s->req = r->req;
+	s->t0_us = brk_now_us();
+	s->budget = srv->cfg.metrics_max_series;
+	s->visits = srv->cfg.metrics_max_series;
+	s->user_len = strlen(name);
+	s->user_name = echd_strndup(name, s->user_len);
+	s->next_turn = evtimer_new(srv->base, next_turn_cb, s);
+	for (int f = 0; f < NFAM; f++) {
+		s->fam[f] = evbuffer_new();
+	}
+	s->next = srv->scrapes;
+	srv->scrapes = s;
+	for (int f = 0; f < NFAM; f++) {
+		if (s->fam[f] == NULL || s->user_name == NULL || s->next_turn == NULL) {
+			s->req = NULL;
+			scrape_free(s);
+			evbuffer_add_printf(out, "out of memory\n");
+			*ctype = "text/plain; charset=utf-8";
+			return 503;
+		}
+	}
+	turn(s); /* a small keyspace is answered at once */
+	return BRK_HTTP_DEFERRED;
+}
+
+void
+brk_http_metrics_cancel(struct brk_server *srv)
+{
+	while (srv->scrapes != NULL) {
+		fail(srv->scrapes, 503, "echd is shutting down");
+	}
 }

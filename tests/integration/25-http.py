@@ -301,6 +301,38 @@ def test_metrics_series_cap(server):
     assert value(m, "echd_metrics_series_dropped_total") == 13
 
 
+@echd_only(ECHD_ONLY)
+def test_metrics_walk_over_turns(server):
+    """A keyspace larger than one turn's share is walked over several loop turns, and the
+    answer still has every stream, right; scrapes at once do not mix."""
+    s, port = http_server(server)
+    r = s.raw()
+    for i in range(450):
+        r.call("XADD", "k%03d" % i, "*", "a", "1")
+        if i % 3 == 0:
+            r.call("XADD", "k%03d" % i, "*", "b", "2")
+            r.call("XGROUP", "CREATE", "k%03d" % i, "g", "0")
+    results = []
+    import threading
+    threads = [threading.Thread(target=lambda: results.append(scrape(port)))
+               for _ in range(3)]
+    for t in threads:
+        t.start()
+    ping(s)
+    for t in threads:
+        t.join(30)
+    assert len(results) == 3
+    for text, m in results:
+        assert value(m, "echd_metrics_scrape_turns") >= 4, value(m, "echd_metrics_scrape_turns")
+        entries = {dict(k[1])["stream"]: v for k, v in m.items()
+                   if k[0] == "echd_stream_entries"}
+        assert len(entries) == 450
+        for i in range(450):
+            assert entries["k%03d" % i] == (2 if i % 3 == 0 else 1)
+        assert value(m, "echd_group_lag_entries", db="0", stream="k003", group="g") == 2
+    promtool_check(results[0][0])
+
+
 # ---------------------------------------------------------------------------
 # authentication
 # ---------------------------------------------------------------------------
