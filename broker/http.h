@@ -44,8 +44,9 @@ int brk_http_init(struct brk_server *srv);
 void brk_http_finish(struct brk_server *srv);
 /* metrics.c: GET /metrics, answered over several loop turns (deferred). */
 int brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
-/* Answers the scrapes still running with 503 and frees them (shutdown):
- * before the listener is freed. */
+/* Ends the scrapes still running (shutdown), before the listener is freed:
+ * each is answered 503, which leaves only if its socket takes it at once,
+ * and freed. */
 void brk_http_metrics_cancel(struct brk_server *srv);
 
 #endif
