@@ -40,6 +40,8 @@ struct brk_cmd;
 struct brk_user;
 struct brk_pubsub;
 struct brk_psub;
+struct brk_http;
+struct brk_scrape;
 
 /* A copied request, for clients that block. */
 struct brk_argv {
@@ -287,7 +289,10 @@ struct brk_server {
 	int nsubstats;
 	struct brk_errstat errstats[BRK_MAX_ERRSTATS];
 	int nerrstats;
-	struct ssl_ctx_st *tls_ctx;  /* for new TLS connections */
+	struct ssl_ctx_st *tls_ctx;  /* for new TLS connections (RESP and HTTP) */
+	struct brk_http *http;       /* http.c: the HTTP listener, NULL: none */
+	uint64_t metrics_dropped;    /* series /metrics scrapes left out (metrics.c) */
+	struct brk_scrape *scrapes;  /* /metrics scrapes in progress (metrics.c), owned */
 	struct brk_user *users;      /* ACL users; "default" always exists */
 	uint64_t acl_generation;
 	unsigned users_loaded;

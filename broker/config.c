@@ -153,6 +153,24 @@ static const struct opt opts[] = {
 	{"tls-handshake-timeout", OPT_INT, true, "10", OFF(tls_handshake_timeout), 1, 86400, NULL,
 		"close a TLS connection whose handshake has not finished this many seconds after "
 		"it was accepted"},
+	{"http-port", OPT_INT, false, "0", OFF(http_port), 0, 65535, NULL,
+		"port of the HTTP listener (GET /metrics); 0 = none"},
+	{"http-bind", OPT_STR, false, "127.0.0.1", OFF(http_bind), 0, 0, NULL,
+		"addresses the HTTP listener binds, space separated"},
+	{"http-tls", OPT_BOOL, false, "no", OFF(http_tls), 0, 0, NULL,
+		"serve HTTPS on http-port with the tls-cert-file and tls-key-file certificate"},
+	{"http-maxclients", OPT_INT, true, "64", OFF(http_maxclients), 1, 100000, NULL,
+		"HTTP connections open at once; more are closed when accepted"},
+	{"http-max-header-size", OPT_MEM, false, "8kb", OFF(http_max_header_size), 1024,
+		LLMAX, NULL, "largest request line and headers of an HTTP request"},
+	{"http-max-body-size", OPT_MEM, false, "64kb", OFF(http_max_body_size), 0,
+		LLMAX, NULL, "largest body of an HTTP request"},
+	{"http-timeout", OPT_INT, true, "10", OFF(http_timeout), 1, 86400, NULL,
+		"seconds an HTTP connection has to send a whole request, from its accept and "
+		"from each answer; an idle one is closed then too"},
+	{"metrics-max-series", OPT_INT, true, "10000", OFF(metrics_max_series), 0, 100000000,
+		NULL, "per-stream, per-group and per-consumer series one /metrics scrape exports "
+		"at most; the rest are counted in echd_metrics_series_dropped_total"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,
 		"must be no: run under a supervisor"},
 };

@@ -80,6 +80,15 @@ struct brk_config {
 	char *tls_protocols, *tls_ciphers, *tls_ciphersuites;
 	bool tls_prefer_server_ciphers;
 	bool tls_session_caching;
+	/* HTTP (http.c) and /metrics (metrics.c) */
+	long long http_port;          /* 0: no HTTP listener */
+	char *http_bind;              /* addresses, space separated */
+	bool http_tls;                /* HTTPS with the tls-* certificate */
+	long long http_maxclients;
+	long long http_max_header_size;
+	long long http_max_body_size;
+	long long http_timeout;       /* seconds a request may take to arrive */
+	long long metrics_max_series; /* per-stream, group and consumer series per scrape */
 };
 
 enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };
