@@ -495,9 +495,10 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 	int rc = 0;
 
 	*n = 0;
-	for (size_t i = 0; i < cs->n && (count == 0 || *n < count) && !x->w->out->oom &&
-		!brk_read_budget_spent(budget, x->w);
-		i++) {
+	for (size_t i = 0; i < cs->n && (count == 0 || *n < count); i++) {
+		if (x->w->out->oom || brk_read_budget_spent(budget, x->w)) {
+			break;
+		}
 		struct pel_row r = cs->rows[i];
 		struct st_buf fields, f, v;
 		size_t pos = 0;
