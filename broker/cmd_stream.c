@@ -49,7 +49,8 @@ brk_reply_entry(struct resp_writer *w, const struct stream_id *id, const struct 
 /* Replies entries in [start, end] (count 0 = all); returns how many. */
 static int
 reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *start,
-	const struct stream_id *end, uint64_t count, bool rev, size_t *emitted)
+	const struct stream_id *end, uint64_t count, bool rev, size_t *emitted,
+	struct brk_read_budget *budget)
 {
 	struct stream_iter *it;
 	struct stream_id id;
@@ -66,9 +67,13 @@ reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_
 		count == 0 || count > RANGE_AHEAD_MAX ? RANGE_AHEAD_MAX : (unsigned)count);
 	/* a reply that outgrew the output limit is dropped: stop building it */
 	while ((count == 0 || n < count) && !x->w->out->oom &&
+		!brk_read_budget_spent(budget, x->w) &&
 		(rc = stream_iter_next(it, &id, &fields)) == 0) {
 		brk_reply_entry(x->w, &id, &fields);
 		n++;
+		if (budget != NULL) {
+			budget->emitted++;
+		}
 	}
 	stream_iter_destroy(it);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
@@ -509,7 +514,7 @@ xrange_generic(struct brk_ctx *x, bool rev)
 		resp_add_null_array(x->w);
 		return 0;
 	}
-	return reply_range(x, &m, &start, &end, count < 0 ? 0 : (uint64_t)count, rev, NULL);
+	return reply_range(x, &m, &start, &end, count < 0 ? 0 : (uint64_t)count, rev, NULL, NULL);
 }
 
 int
@@ -694,6 +699,17 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 			if (ro->count < 0) {
 				ro->count = 0;
 			}
+		} else if ((brk_arg_eq(o, "MAXCOUNT") || brk_arg_eq(o, "MAXSIZE")) && more) {
+			bool mc = brk_arg_eq(o, "MAXCOUNT");
+			long long v;
+			i++;
+			/* any value but a positive integer, as Redis' range check */
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &v) || v < 1) {
+				resp_add_errorf(x->w, "ERR %s must be a positive integer",
+					mc ? "MAXCOUNT" : "MAXSIZE");
+				return false;
+			}
+			*(mc ? &ro->maxcount : &ro->maxsize) = v;
 		} else if (brk_arg_eq(o, "STREAMS") && more) {
 			ro->streams_arg = i + 1;
 			ro->nstreams = x->argc - ro->streams_arg;
@@ -746,7 +762,34 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 		resp_add_error(x->w, BRK_ERR_SYNTAX);
 		return false;
 	}
+	if (ro->maxcount > 0 && ro->count > ro->maxcount) {
+		/* a total below the per-stream cap is a caller's mistake */
+		resp_add_error(x->w, "ERR MAXCOUNT must be greater than or equal to COUNT");
+		return false;
+	}
 	return true;
+}
+
+void
+brk_read_budget_init(struct brk_read_budget *b, const struct brk_read_opts *ro,
+	const struct resp_writer *w)
+{
+	b->maxcount = (uint64_t)ro->maxcount;
+	b->maxsize = (uint64_t)ro->maxsize;
+	b->base = w->out->len;
+	b->emitted = 0;
+}
+
+bool
+brk_read_budget_spent(const struct brk_read_budget *b, const struct resp_writer *w)
+{
+	if (b == NULL) {
+		return false;
+	}
+	if (b->maxcount > 0 && b->emitted >= b->maxcount) {
+		return true;
+	}
+	return b->maxsize > 0 && b->emitted > 0 && w->out->len - b->base >= b->maxsize;
 }
 
 int
@@ -759,6 +802,7 @@ brk_cmd_xread(struct brk_ctx *x)
 	size_t served = 0, h = 0;
 
 	struct brk_read_opts ro;
+	struct brk_read_budget budget;
 
 	if (!brk_parse_read_opts(x, false, &ro)) {
 		return 0;
@@ -808,7 +852,10 @@ brk_cmd_xread(struct brk_ctx *x)
 			goto out;
 		}
 	}
-	for (int i = 0; i < nstreams; i++) {
+	brk_read_budget_init(&budget, &ro, x->w);
+	/* streams in the caller's order; once the budget is spent the rest
+	 * are left out */
+	for (int i = 0; i < nstreams && !brk_read_budget_spent(&budget, x->w); i++) {
 		struct st_buf key = arg_buf(&x->argv[streams_arg + i]);
 		struct stream_meta m;
 		struct stream_id maxid, start, end = {UINT64_MAX, UINT64_MAX};
@@ -837,7 +884,7 @@ brk_cmd_xread(struct brk_ctx *x)
 		resp_add_bulk(x->w, key.data, key.len);
 		start = ids[i];
 		stream_id_incr(&start);
-		rc = reply_range(x, &m, &start, &end, (uint64_t)count, false, NULL);
+		rc = reply_range(x, &m, &start, &end, (uint64_t)count, false, NULL, &budget);
 		if (rc != 0) {
 			goto out;
 		}
@@ -969,7 +1016,7 @@ xinfo_stream(struct brk_ctx *x)
 	{
 		struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
 		resp_add_bulk_cstr(x->w, "entries");
-		rc = reply_range(x, &m, &lo, &hi, (uint64_t)count, false, NULL);
+		rc = reply_range(x, &m, &lo, &hi, (uint64_t)count, false, NULL, NULL);
 		if (rc != 0) {
 			return rc;
 		}
