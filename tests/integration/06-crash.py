@@ -56,3 +56,4 @@ def test_crash_cycles(server):
         cycles, secs, seed, driver.stats_line(model)), flush=True)
     # the run did exercise what it checks
     assert s["xadd"] > 100 and s["delivered"] > 100 and s["acked"] > 50, (s, seed)
+    assert s["idmp_resends"] > 0, (s, seed)     # the IDMP producer re-sent after a restart
