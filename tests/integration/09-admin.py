@@ -792,6 +792,21 @@ def test_check_idmp(server):
                    for l in problems), p.stdout
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    # streams shows the settings and counters, live and offline alike
+    c.call("XADD", "plain", "*", "f", "v")
+    c.call("XCFGSET", "idem", "IDMP-DURATION", "600")
+    c.call("XADD", "idem", "IDMP", "p0", "again", "*", "f", "v")
+    c.call("XADD", "idem", "IDMP", "p0", "again", "*", "f", "v")
+    for lv in (True, False):
+        doc = adm_json(server, "streams", live=lv)
+        by = {s["name"]: s["idmp"] for s in doc["streams"]}
+        assert by["idem"] == {"duration_s": 600, "maxsize": 100, "pids_tracked": 1,
+                              "iids_tracked": 1, "iids_added": 7, "iids_duplicates": 1}, by
+        assert by["plain"]["iids_added"] == 0 and by["plain"]["duration_s"] == 100
+        table = ok(adm(server, "streams", live=lv)).stdout.splitlines()
+        assert table[0].split()[-1] == "IDMP", table
+        rows = {l.split()[0]: l.split()[-1] for l in table[1:]}
+        assert rows["idem"] == "1:600s/100" and rows["plain"] == "-", table
 
 
 def test_check_during_deletions(server):
