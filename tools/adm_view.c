@@ -216,19 +216,15 @@ adm_view_stream(struct adm_view *v, const struct adm_stream_info *s)
 		if (!s->idmp_known) {
 			adm_json_null();
 		} else {
+			static const char *const keys[] = {"duration_s", "maxsize", "pids_tracked",
+				"iids_tracked", "iids_added", "iids_duplicates"};
+			const uint64_t vals[] = {s->idmp.duration_s, s->idmp.maxsize, s->idmp.pids,
+				s->idmp.iids, s->idmp.added, s->idmp.duplicates};
 			adm_json_obj();
-			adm_json_key("duration_s");
-			adm_json_uint(s->idmp.duration_s);
-			adm_json_key("maxsize");
-			adm_json_uint(s->idmp.maxsize);
-			adm_json_key("pids_tracked");
-			adm_json_uint(s->idmp.pids);
-			adm_json_key("iids_tracked");
-			adm_json_uint(s->idmp.iids);
-			adm_json_key("iids_added");
-			adm_json_uint(s->idmp.added);
-			adm_json_key("iids_duplicates");
-			adm_json_uint(s->idmp.duplicates);
+			for (size_t i = 0; i < 6; i++) {
+				adm_json_key(keys[i]);
+				adm_json_uint(vals[i]);
+			}
 			adm_json_obj_end();
 		}
 		adm_json_obj_end();
