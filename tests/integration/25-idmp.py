@@ -68,7 +68,14 @@ def test_xcfgset_page_examples(server):
 
 @echd_only(R86)
 def test_xinfo_stream_fields(server):
+    """The XINFO STREAM page's example (its XCFGSET spells the options as the XCFGSET page
+    does not: DURATION and MAXSIZE; see docs/compatibility.md)."""
     c = server.raw()
+    c.call("XADD", "mystream", "*", "message", "apple")
+    assert c.err("XCFGSET", "mystream", "DURATION", "100", "MAXSIZE", "100") == SYNTAX
+    assert c.call("XCFGSET", "mystream", "IDMP-DURATION", "100", "IDMP-MAXSIZE", "100") == "OK"
+    c.call("XADD", "mystream", "IDMP", "producer1", "msg1", "*", "field", "value")
+    assert idmp_fields(c, "mystream") == [100, 100, 1, 1, 1, 0]
     c.call("XADD", "s", "1-1", "message", "apple")
     # defaults (stream-idmp-duration/-maxsize), and the fields sit after
     # recorded-first-entry-id as in the page's example
