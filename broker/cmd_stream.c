@@ -371,6 +371,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 		return rc;
 	}
 	exists = rc == 0;
+	rc = 0;
 	if (!exists) {
 		if (a.nomkstream) {
 			resp_add_null(x->w);
