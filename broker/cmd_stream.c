@@ -18,6 +18,8 @@ arg_buf(const struct resp_arg *a)
 	return b;
 }
 
+static int lookup_or_nokey(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m);
+
 void
 brk_reply_id(struct resp_writer *w, const struct stream_id *id)
 {
@@ -124,6 +126,8 @@ brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missin
  * XADD / XTRIM
  * ---------------------------------------------------------------------- */
 
+enum idmp_mode { IDMP_NONE, IDMP_GIVEN, IDMP_AUTO };
+
 struct add_args {
 	struct stream_trim trim;
 	enum stream_ref_policy policy; /* KEEPREF | DELREF | ACKED for the trimming */
@@ -131,7 +135,15 @@ struct add_args {
 	bool id_given;
 	bool seq_given;
 	struct stream_id id;
+	enum idmp_mode idmp;           /* XADD IDMP pid iid / IDMPAUTO pid */
+	struct st_buf idmp_pid, idmp_iid;
 };
+
+#define ERR_IDMP_TWICE     "ERR IDMP/IDMPAUTO specified multiple times"
+#define ERR_IDMP_NOPID     "ERR IDMP requires a non-empty producer ID"
+#define ERR_IDMP_NOIID     "ERR IDMP requires a non-empty idempotent ID"
+#define ERR_IDMPAUTO_NOPID "ERR IDMPAUTO requires a non-empty producer ID"
+#define ERR_IDMP_EXPLICIT  "ERR IDMP/IDMPAUTO can be used only with auto-generated IDs"
 
 /* Parses XADD/XTRIM options; returns the index of XADD's id argument (or
  * argc for XTRIM), or -1 after replying an error. */
@@ -207,6 +219,26 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 			continue;
 		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
 			a->nomkstream = true;
+		} else if (xadd && ((brk_arg_eq(o, "IDMP") && more >= 2) ||
+					   (brk_arg_eq(o, "IDMPAUTO") && more))) {
+			bool aut = o->len == 8;
+			if (a->idmp != IDMP_NONE) {
+				resp_add_error(x->w, ERR_IDMP_TWICE);
+				return -1;
+			}
+			a->idmp = aut ? IDMP_AUTO : IDMP_GIVEN;
+			a->idmp_pid = arg_buf(&x->argv[++i]);
+			if (a->idmp_pid.len == 0) {
+				resp_add_error(x->w, aut ? ERR_IDMPAUTO_NOPID : ERR_IDMP_NOPID);
+				return -1;
+			}
+			if (!aut) {
+				a->idmp_iid = arg_buf(&x->argv[++i]);
+				if (a->idmp_iid.len == 0) {
+					resp_add_error(x->w, ERR_IDMP_NOIID);
+					return -1;
+				}
+			}
 		} else if (xadd) {
 			/* the id: "ms-seq", "ms", or "ms-*"; Redis reads it up
 			 * to a NUL and splits it at the first '-' */
@@ -302,16 +334,27 @@ next_id(const struct stream_meta *m, const struct add_args *a, struct stream_id 
 	return true;
 }
 
+/* The settings a stream without its own IDMP settings has. */
+static struct stream_idmp_cfg
+idmp_defaults(const struct brk_ctx *x)
+{
+	struct stream_idmp_cfg d = {(uint64_t)x->srv->cfg.stream_idmp_duration,
+		(uint64_t)x->srv->cfg.stream_idmp_maxsize};
+	return d;
+}
+
 int
 brk_cmd_xadd(struct brk_ctx *x)
 {
 	struct st_buf key = arg_buf(&x->argv[1]);
 	struct stream_meta m;
+	struct stream_idmp_cfg idmp_def = idmp_defaults(x);
+	unsigned char auto_iid[STREAM_IDMP_AUTO_LEN];
 	struct add_args a;
 	struct stream_id id;
 	struct st_buf fv[64], *fvp = fv;
 	int idpos, field_pos, nfv, rc;
-	uint64_t removed;
+	uint64_t removed, now;
 	bool exists;
 
 	idpos = parse_add_trim(x, true, &a);
@@ -323,6 +366,10 @@ brk_cmd_xadd(struct brk_ctx *x)
 		resp_add_error(x->w, "ERR wrong number of arguments for 'xadd' command");
 		return 0;
 	}
+	if (a.idmp != IDMP_NONE && a.id_given) {
+		resp_add_error(x->w, ERR_IDMP_EXPLICIT);
+		return 0;
+	}
 	if (a.id_given && a.seq_given && a.id.ms == 0 && a.id.seq == 0) {
 		resp_add_error(x->w, ERR_XADD_ZERO);
 		return 0;
@@ -332,26 +379,13 @@ brk_cmd_xadd(struct brk_ctx *x)
 		return rc;
 	}
 	exists = rc == 0;
+	rc = 0;
 	if (!exists) {
 		if (a.nomkstream) {
 			resp_add_null(x->w);
 			return 0;
 		}
 		memset(&m, 0, sizeof(m));
-	}
-	if (m.last.ms == UINT64_MAX && m.last.seq == UINT64_MAX) {
-		resp_add_error(x->w, ERR_EXHAUSTED);
-		return 0;
-	}
-	if (!next_id(&m, &a, &id)) {
-		resp_add_error(x->w, ERR_XADD_SMALL);
-		return 0;
-	}
-	if (!exists) {
-		rc = stream_create(x->txn, x->c->db, &key, &m);
-		if (rc != 0) {
-			return rc;
-		}
 	}
 	nfv = x->argc - field_pos;
 	if (nfv > (int)(sizeof(fv) / sizeof(fv[0]))) {
@@ -363,11 +397,46 @@ brk_cmd_xadd(struct brk_ctx *x)
 	for (int i = 0; i < nfv; i++) {
 		fvp[i] = arg_buf(&x->argv[field_pos + i]);
 	}
-	rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
-		(uint64_t)x->srv->cfg.stream_node_max_entries,
-		(uint64_t)x->srv->cfg.stream_node_max_bytes);
-	if (fvp != fv) {
-		echd_free(fvp);
+	now = brk_now_ms();
+	if (a.idmp == IDMP_AUTO) {
+		stream_idmp_auto_iid(fvp, (size_t)nfv, auto_iid);
+		a.idmp_iid.data = auto_iid;
+		a.idmp_iid.len = sizeof(auto_iid);
+	}
+	if (a.idmp != IDMP_NONE && exists) {
+		/* a producer's retry: the first entry's id, nothing added */
+		rc = stream_idmp_find(x->txn, &m, &a.idmp_pid, &a.idmp_iid, now, true, &id);
+		if (rc == 0) {
+			x->dirty++; /* iids-duplicates */
+			brk_reply_id(x->w, &id);
+			goto out;
+		}
+		if (rc != ECHD_ENOTFOUND) {
+			goto out;
+		}
+		rc = 0;
+	}
+	if (m.last.ms == UINT64_MAX && m.last.seq == UINT64_MAX) {
+		resp_add_error(x->w, ERR_EXHAUSTED);
+		goto out;
+	}
+	if (!next_id(&m, &a, &id)) {
+		resp_add_error(x->w, ERR_XADD_SMALL);
+		goto out;
+	}
+	if (!exists) {
+		rc = stream_create(x->txn, x->c->db, &key, &m);
+	}
+	if (rc == 0) {
+		rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
+			(uint64_t)x->srv->cfg.stream_node_max_entries,
+			(uint64_t)x->srv->cfg.stream_node_max_bytes);
+	}
+	if (rc == 0 && a.idmp != IDMP_NONE) {
+		rc = stream_idmp_record(x->txn, &m, &a.idmp_pid, &a.idmp_iid, &id, now, &idmp_def);
+		if (rc == 0) {
+			brk_expire_note(x->srv, now + STREAM_IDMP_DURATION_MIN * 1000);
+		}
 	}
 	if (rc == 0 && a.trim.strategy != STREAM_TRIM_NONE) {
 		rc = brk_trim_with_policy(x->txn, &m, &a.trim, a.policy, &removed);
@@ -375,12 +444,116 @@ brk_cmd_xadd(struct brk_ctx *x)
 	if (rc == 0) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
 	}
+	if (rc == 0) {
+		x->dirty++;
+		brk_signal_key(x->srv, x->c->db, key.data, key.len);
+		brk_reply_id(x->w, &id);
+	}
+out:
+	if (fvp != fv) {
+		echd_free(fvp);
+	}
+	return rc;
+}
+
+/* XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n] */
+int
+brk_cmd_xcfgset(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_idmp_cfg def = idmp_defaults(x);
+	struct stream_meta m;
+	long long duration = 0, maxsize = 0;
+	int rc;
+
+	if (x->argc == 2) {
+		resp_add_error(x->w, "ERR At least one parameter must be specified");
+		return 0;
+	}
+	for (int i = 2; i < x->argc; i += 2) {
+		bool dur = brk_arg_eq(&x->argv[i], "IDMP-DURATION");
+		long long v;
+		if ((!dur && !brk_arg_eq(&x->argv[i], "IDMP-MAXSIZE")) || i + 1 >= x->argc) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		if (!brk_arg_ll(x, &x->argv[i + 1], &v)) {
+			return 0;
+		}
+		if (dur && (v < STREAM_IDMP_DURATION_MIN || v > STREAM_IDMP_DURATION_MAX)) {
+			resp_add_error(x->w, "ERR IDMP-DURATION must be between 1 and 86400 seconds");
+			return 0;
+		}
+		if (!dur && (v < STREAM_IDMP_MAXSIZE_MIN || v > STREAM_IDMP_MAXSIZE_MAX)) {
+			resp_add_error(x->w, "ERR IDMP-MAXSIZE must be between 1 and 10000 entries");
+			return 0;
+		}
+		*(dur ? &duration : &maxsize) = v;
+	}
+	rc = lookup_or_nokey(x, &key, &m);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	}
+	rc = stream_idmp_configure(x->txn, &m, (uint64_t)duration, (uint64_t)maxsize, &def);
 	if (rc != 0) {
 		return rc;
 	}
 	x->dirty++;
-	brk_signal_key(x->srv, x->c->db, key.data, key.len);
-	brk_reply_id(x->w, &id);
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+/* XIDMPRECORD key pid iid stream-id: what an AOF replays of an XADD IDMP. */
+int
+brk_cmd_xidmprecord(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]), pid = arg_buf(&x->argv[2]),
+		      iid = arg_buf(&x->argv[3]), fields;
+	struct stream_idmp_cfg def = idmp_defaults(x);
+	struct stream_meta m;
+	struct stream_id id, had;
+	uint64_t now = brk_now_ms();
+	int rc;
+
+	rc = lookup_or_nokey(x, &key, &m);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	}
+	if (pid.len == 0 || iid.len == 0) {
+		resp_add_error(x->w, pid.len == 0 ? ERR_IDMP_NOPID : ERR_IDMP_NOIID);
+		return 0;
+	}
+	if (!brk_parse_strict_id(x, &x->argv[4], 0, &id)) {
+		return 0;
+	}
+	rc = stream_get_entry(x->txn, &m, &id, &fields);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, "ERR The specified stream ID was deleted or doesn't exist");
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_idmp_find(x->txn, &m, &pid, &iid, now, false, &had);
+	if (rc == 0) {
+		if (stream_id_cmp(&had, &id) != 0) {
+			resp_add_error(x->w, "ERR The specified IDMP producer-id/idempotent-id pair "
+					     "maps to a different stream ID");
+			return 0;
+		}
+		resp_add_simple(x->w, "OK");
+		return 0;
+	}
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	rc = stream_idmp_record(x->txn, &m, &pid, &iid, &id, now, &def);
+	if (rc != 0) {
+		return rc;
+	}
+	brk_expire_note(x->srv, now + STREAM_IDMP_DURATION_MIN * 1000);
+	x->dirty++;
+	resp_add_simple(x->w, "OK");
 	return 0;
 }
 
@@ -954,6 +1127,7 @@ xinfo_stream(struct brk_ctx *x)
 {
 	struct st_buf key;
 	struct stream_meta m;
+	struct stream_idmp_info idmp;
 	bool full = false;
 	long long count = 10;
 	int rc;
@@ -985,7 +1159,14 @@ xinfo_stream(struct brk_ctx *x)
 			}
 		}
 	}
-	resp_add_map(x->w, full ? 9 : 10);
+	{
+		struct stream_idmp_cfg def = idmp_defaults(x);
+		rc = stream_idmp_info(x->txn, &m, &def, &idmp);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	resp_add_map(x->w, full ? 15 : 16);
 	resp_add_bulk_cstr(x->w, "length");
 	resp_add_int(x->w, (long long)m.length);
 	/* Redis reports its radix tree here; echd's node rows play that part. */
@@ -1001,6 +1182,16 @@ xinfo_stream(struct brk_ctx *x)
 	resp_add_int(x->w, (long long)m.entries_added);
 	resp_add_bulk_cstr(x->w, "recorded-first-entry-id");
 	brk_reply_id(x->w, &m.first);
+	{
+		static const char *const names[] = {"idmp-duration", "idmp-maxsize",
+			"pids-tracked", "iids-tracked", "iids-added", "iids-duplicates"};
+		const uint64_t vals[] = {idmp.duration_s, idmp.maxsize, idmp.pids, idmp.iids,
+			idmp.added, idmp.duplicates};
+		for (size_t i = 0; i < 6; i++) {
+			resp_add_bulk_cstr(x->w, names[i]);
+			resp_add_int(x->w, (long long)vals[i]);
+		}
+	}
 	if (!full) {
 		resp_add_bulk_cstr(x->w, "groups");
 		resp_add_int(x->w, (long long)m.groups);

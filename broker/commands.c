@@ -387,8 +387,16 @@ static const struct brk_cmd cmds[] = {
 		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
 	{"xadd", brk_cmd_xadd, -5, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
-		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<MAXLEN | MINID> [<= | ~>] "
-		 "threshold [LIMIT count]] <* | id> field value [field value ...]"},
+		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<IDMPAUTO pid | IDMP pid iid>] "
+		 "[<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
+		 "<* | id> field value [field value ...]"},
+	{"xcfgset", brk_cmd_xcfgset, -2, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "8.6.0",
+		"Sets the IDMP configuration parameters for a stream.", "O(1)",
+		.syntax = "key [IDMP-DURATION idmp-duration] [IDMP-MAXSIZE idmp-maxsize]"},
+	{"xidmprecord", brk_cmd_xidmprecord, 5, W | OM | F, {1, 1, 1}, "@write @stream @fast",
+		"stream", "8.8.0",
+		"An internal command for setting IDMP metadata on an existing stream message.", "O(1)",
+		.syntax = "key pid iid stream-id"},
 	{"xlen", brk_cmd_xlen, 2, R | F, {1, 1, 1}, "@read @stream @fast", "stream", "5.0.0",
 		"Return the number of messages in a stream.", "O(1)",
 		.syntax = "key"},
