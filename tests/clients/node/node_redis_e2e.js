@@ -163,6 +163,32 @@ const TESTS = {
       [["1-1", "bob", 2], ["1-2", "bob", 6], ["1-3", "bob", 1]]);
   },
 
+  // Idempotent producers (Redis 8.6/8.8) through the typed commands: a re-sent XADD with
+  // the same producer and message id gets the first id back and adds nothing.
+  async idmp() {
+    const c = await connect();
+    const k = "idmp:s";
+    assert.equal(await c.xCfgSet(k, { IDMP_DURATION: 60, IDMP_MAXSIZE: 10 }).then(
+      () => "OK", (e) => e.message), "ERR no such key");
+    const first = await c.xAdd(k, "*", { job: "1" }, { IDMP: { pid: "p1", iid: "m1" } });
+    assert.match(first, ID);
+    assert.equal(await c.xAdd(k, "*", { job: "1" }, { IDMP: { pid: "p1", iid: "m1" } }), first);
+    const auto = await c.xAdd(k, "*", { job: "2" }, { IDMPAUTO: { pid: "p2" } });
+    assert.equal(await c.xAdd(k, "*", { job: "2" }, { IDMPAUTO: { pid: "p2" } }), auto);
+    assert.notEqual(auto, first);
+    assert.equal(await c.xCfgSet(k, { IDMP_DURATION: 60, IDMP_MAXSIZE: 10 }), "OK");
+    assert.equal(await c.xLen(k), 2);
+    const info = plain(await c.sendCommand(["XINFO", "STREAM", k]));
+    assert.equal(info["idmp-duration"], 60);
+    assert.equal(info["idmp-maxsize"], 10);
+    // a changed setting drops the records; the lifetime counters stay
+    assert.equal(info["iids-duplicates"], 2);
+    assert.equal(info["iids-added"], 2);
+    assert.equal(info["pids-tracked"], 0);
+    assert.notEqual(await c.xAdd(k, "*", { job: "1" }, { IDMP: { pid: "p1", iid: "m1" } }),
+      first);
+  },
+
   // MULTI/EXEC and a pipeline through the client's own batching.
   async pipeline() {
     const c = await connect();
