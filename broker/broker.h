@@ -243,12 +243,9 @@ struct brk_server {
 	struct brk_conn *held;       /* conns with replies to release */
 	struct brk_conn *pending;    /* conns with parsed-but-unrun input */
 	struct brk_conn *closing;    /* conns to free at the end of the turn */
-	bool meta_pending;           /* everysec: a commit's meta page is not flushed yet */
-	uint64_t commit_gen;         /* commits so far (appendfsync always) */
-	uint64_t durable_gen;        /* of those, the ones whose meta page is flushed */
-	struct brk_conn *waiting;    /* conns with replies waiting for a flush */
+	struct brk_conn *waiting;    /* conns with replies waiting for a durable commit */
 	uint64_t nwaiting;
-	struct event *flush_timer;   /* flushes a lone commit's meta page */
+	struct event *flush_timer;   /* makes a lone commit durable */
 	struct event *watchdog;      /* WATCHDOG=1 from the loop, when asked */
 	bool flush_armed;
 	uint64_t rnd;                /* RANDOMKEY's generator state (splitmix64) */
@@ -256,11 +253,11 @@ struct brk_server {
 	bool expire_due;             /* the cron's tick: drop keys whose time passed */
 	uint64_t expire_next_ms;     /* no key expires before this (0: look) */
 	uint64_t cmd_ms;             /* the running command's time (EXEC's for its commands) */
-	bool savepoints;             /* map nearly full at maxdisk: nest every write */
-	bool disk_full;              /* at maxdisk: commands that add data are refused */
+	/* the storage's last storage_write_admit() answer (commit.c) */
+	bool savepoints;             /* room is short: nest every write */
+	bool disk_full;              /* commands that add data are refused */
 	int disk_full_rc;            /* why: ECHD_ELIMIT (maxdisk) or the file system's error */
 	bool fs_full;                /* disk_full because the file system is full */
-	uint64_t reserve_retry_ms;   /* when map_headroom() last asked for disk space */
 	struct brk_conn *monitors;   /* MONITOR clients (monitor.c) */
 	struct brk_pubsub *pubsub;   /* pubsub.c: channels and their subscribers; owned */
 	/* SLOWLOG (slowlog.c), newest first */

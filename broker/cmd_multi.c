@@ -282,7 +282,7 @@ again:
 		}
 		if (sub.dirty > 0 || brk_cmd_wrote(&sub)) {
 			wrote = true;
-			c->write_gen = srv->commit_gen + 1; /* for a WAITAOF later in it */
+			c->write_gen = storage_commit_gen(srv->st) + 1; /* for a WAITAOF later in it */
 		}
 		dirty += sub.dirty;
 	}

@@ -4,11 +4,13 @@
  * The promise kept here: nothing is acknowledged before it is durable. The
  * commands of one loop turn share one write transaction (brk_batch_txn());
  * brk_batch_end() commits it once, and the replies held during the turn
- * leave only when the storage says that commit is durable
- * (brk_release_durable()).
- * A failed commit turns every reply of the batch into an error. This file
- * also owns the disk-full policy: when writes are refused and when the map
- * grows.
+ * leave only when the storage says that commit is durable: a commit gets a
+ * generation, the storage answers the highest durable one
+ * (storage_durable_gen()), and brk_release_durable() sends what waited
+ * for it. A failed commit turns every reply of the batch into an error.
+ * This file also asks the storage, at the end of each turn, whether writes
+ * that add data may run (storage_write_admit(): maxdisk and a full file
+ * system), and grows it when a write found no room (ECHD_EMAPFULL).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,9 +20,6 @@
 
 #include "broker.h"
 #include "server.h"
-
-/* How often a full file system is asked again for room when nothing commits. */
-#define FS_RETRY_MS 1000
 
 struct storage_txn *
 brk_batch_txn(struct brk_server *srv, int *rc)
@@ -78,14 +77,15 @@ fail_held_replies(struct brk_conn *c, int rc)
 	c->nranges = 0;
 }
 
-/* Flushes the pending meta page, making every committed batch durable. */
+/* Makes every committed batch durable, when the storage has not said so
+ * yet (with LMDB: flushes the last commit's meta page). */
 int
-brk_meta_flush(struct brk_server *srv)
+brk_storage_flush(struct brk_server *srv)
 {
 	uint64_t t0;
 	int rc;
 
-	if (!srv->meta_pending) {
+	if (storage_durable_gen(srv->st) >= storage_commit_gen(srv->st)) {
 		return 0;
 	}
 	t0 = brk_now_us();
@@ -95,8 +95,6 @@ brk_meta_flush(struct brk_server *srv)
 		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
 		return rc;
 	}
-	srv->meta_pending = false;
-	srv->durable_gen = srv->commit_gen;
 	return 0;
 }
 
@@ -118,11 +116,6 @@ brk_batch_commit(struct brk_server *srv)
 			srv->stats.commits++;
 			srv->stats.batch_commands_total += srv->batch_writes;
 			srv->stats.last_commit_ms = brk_now_ms();
-			/* This commit's data flush also flushed the previous
-			 * commit's meta page: that one is durable now. */
-			srv->durable_gen = srv->commit_gen;
-			srv->commit_gen++;
-			srv->meta_pending = true;
 		} else {
 			srv->stats.commit_failures++;
 			srv->expire_next_ms = 0; /* keys it dropped are back */
@@ -148,7 +141,7 @@ void
 brk_batch_wrote(struct brk_server *srv, struct brk_conn *c)
 {
 	srv->batch_writes++;
-	c->write_gen = srv->commit_gen + 1; /* the generation this batch's commit gets */
+	c->write_gen = storage_commit_gen(srv->st) + 1; /* the one this batch's commit gets */
 }
 
 void
@@ -212,16 +205,17 @@ waiting_add(struct brk_server *srv, struct brk_conn *c)
 static bool
 release_or_wait(struct brk_server *srv, struct brk_conn *c)
 {
-	uint64_t gen = srv->durable_gen < srv->commit_gen ? srv->commit_gen : 0;
+	uint64_t last = storage_commit_gen(srv->st), durable = storage_durable_gen(srv->st);
+	uint64_t gen = durable < last ? last : 0;
 
 	if (srv->cfg.appendfsync == BRK_FSYNC_EVERYSEC) {
-		gen = 0; /* the commit's data flush is enough; the timer does the meta page */
+		gen = 0; /* the commit is enough; the timer makes it durable */
 	}
 	if (c->wait_gen != 0) {
 		/* WAITAOF under everysec. A write whose batch was aborted never
 		 * got its generation: wait for no later commit than the last. */
-		uint64_t w = c->wait_gen < srv->commit_gen ? c->wait_gen : srv->commit_gen;
-		if (w > srv->durable_gen && w > gen) {
+		uint64_t w = c->wait_gen < last ? c->wait_gen : last;
+		if (w > durable && w > gen) {
 			gen = w;
 		}
 		c->wait_gen = 0;
@@ -256,6 +250,7 @@ int
 brk_release_durable(struct brk_server *srv, int err)
 {
 	struct brk_conn *c, *next, *keep = NULL;
+	uint64_t durable = storage_durable_gen(srv->st);
 	int released = 0;
 
 	for (c = srv->waiting; c != NULL; c = next) {
@@ -263,7 +258,7 @@ brk_release_durable(struct brk_server *srv, int err)
 		int i, k;
 
 		next = c->waiting_next;
-		for (i = 0; i < c->nmarks && c->marks[i].gen <= srv->durable_gen; i++) {
+		for (i = 0; i < c->nmarks && c->marks[i].gen <= durable; i++) {
 			upto = c->marks[i].end;
 		}
 		if (err != 0 && i < c->nmarks) {
@@ -297,7 +292,7 @@ brk_release_durable(struct brk_server *srv, int err)
 	return released;
 }
 
-/* No commit came along to flush the last one's meta page: flush it alone. */
+/* No commit came along to make the last one durable: flush it alone. */
 void
 brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -312,124 +307,51 @@ brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_TIMEOUT) {
 		srv->stats.meta_flush_waits++; /* the timer fired: no commit came */
 	}
-	rc = brk_meta_flush(srv);
+	rc = brk_storage_flush(srv);
 	brk_release_durable(srv, rc);
 }
 
-/* The room kept for the writes that free space, out of a limit of `bytes`. */
-static uint64_t
-reserve_for(uint64_t bytes, uint64_t page_size)
-{
-	return bytes / 16 > 64 * page_size ? bytes / 16 : 64 * page_size;
-}
-
-/* When the file system is full: the storage could not claim disk past
- * its data (storage_stat's reserve_error). What it claimed before (the
- * LMDB backend keeps 1-2 MiB of zeroes written ahead) is then kept for the
- * commands that free space, as at maxdisk. Returns whether that is so. */
-static bool
-fs_full(struct brk_server *srv, struct storage_stat *st)
-{
-	uint64_t now = brk_now_ms(), free_bytes = 0;
-	bool full;
-
-	if (st->reserve_error != 0 && now - srv->reserve_retry_ms >= FS_RETRY_MS) {
-		/* Space may have come back with no commit to find out. */
-		srv->reserve_retry_ms = now;
-		(void)storage_reserve(srv->st); /* its result is in the new stat */
-		if (storage_stat(srv->st, st) != 0) {
-			return srv->fs_full;
-		}
-	}
-	/* Another error (EIO, say) is not a full disk: the commits that
-	 * need the disk report it themselves. */
-	full = st->reserve_error == -ENOSPC || st->reserve_error == -EDQUOT;
-	if (full && storage_free_bytes(srv->st, &free_bytes) == 0) {
-		/* Pages freed inside the data file (XTRIM, DEL) are room that
-		 * needs no disk: the file grows only when they are used up. The
-		 * room asked is that of maxdisk's reserve, over the file's data;
-		 * what was written ahead stays the reserve. */
-		full = free_bytes < reserve_for(st->used_bytes, st->page_size);
-	}
-	if (!full) {
-		if (srv->fs_full && free_bytes != 0) {
-			echd_log(ECHD_LOG_NOTICE, "the data directory's file system is full, but "
-				"%llu bytes are free inside the data file: writes that add data are "
-				"accepted", (unsigned long long)free_bytes);
-		} else if (srv->fs_full) {
-			echd_log(ECHD_LOG_NOTICE, "the data directory's file system has room again: "
-						  "writes that add data are accepted");
-		}
-		srv->fs_full = false;
-		return false;
-	}
-	if (!srv->fs_full) {
-		echd_log(ECHD_LOG_WARNING,
-			"the data directory's file system is full (%s): refusing writes that add "
-			"data, keeping %llu bytes for the commands that free space",
-			echd_strerror(st->reserve_error), (unsigned long long)st->reserve_bytes);
-	}
-	srv->fs_full = true;
-	srv->savepoints = true;
-	srv->disk_full = true;
-	srv->disk_full_rc = st->reserve_error;
-	return true;
-}
-
-/* Grows the map while a quarter of it is still free: when the map fills
- * to the last page, LMDB cannot even commit its free list, and the whole
- * batch fails rather than the one command that ran out of room.
- *
- * At maxdisk the map cannot grow: commands that add data are refused
- * (disk_full) while a reserve is still free, so that XDEL, XTRIM, XACK and
- * DEL, which need a few pages of their own to copy-on-write, can still run
- * and free space; and every write runs in a nested transaction so one that
- * does not fit fails alone. */
+/* Asks the storage whether the next turns' writes that add data may run
+ * (maxdisk, a full file system; LMDB grows its map here while a quarter
+ * of it is free) and keeps the answer for brk_conn_execute() and MULTI:
+ * commands that add data are refused while !adds_ok, so that XDEL, XTRIM,
+ * XACK and DEL can still run in the reserve and free space, and while room
+ * is short every write runs nested, so that one that does not fit fails
+ * alone. A storage without capacity admits everything. */
 static void
 map_headroom(struct brk_server *srv)
 {
+	struct storage_room room;
 	struct storage_stat st;
-	uint64_t free_bytes = 0, live, cap;
 
-	if (srv->batch != NULL || storage_stat(srv->st, &st) != 0) {
-		return;
+	if (srv->batch != NULL ||
+		storage_write_admit(srv->st, (uint64_t)srv->cfg.maxdisk, &room) != 0) {
+		return; /* the last answer stands */
 	}
-	srv->savepoints = false;
-	srv->disk_full = false;
-	srv->disk_full_rc = ECHD_ELIMIT;
-	if (fs_full(srv, &st)) {
-		return;
-	}
-	/* A maxdisk lowered below the map (CONFIG SET) bounds it from now on. */
-	cap = st.map_size;
-	if (srv->cfg.maxdisk != 0 && (uint64_t)srv->cfg.maxdisk < cap) {
-		cap = (uint64_t)srv->cfg.maxdisk;
-	}
-	if (st.used_bytes < cap / 4 * 3) {
-		return;
-	}
-	if (srv->cfg.maxdisk == 0 || st.map_size < (uint64_t)srv->cfg.maxdisk) {
-		if (brk_storage_grow(srv) == 0) {
-			return;
+	if (room.grew) {
+		srv->stats.map_grows++;
+		if (storage_stat(srv->st, &st) == 0) {
+			echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
+				(unsigned long long)st.map_size);
 		}
 	}
-	srv->savepoints = true;
-	if (storage_free_bytes(srv->st, &free_bytes) != 0) {
-		free_bytes = 0;
-	}
-	live = st.used_bytes > free_bytes ? st.used_bytes - free_bytes : 0;
-	srv->disk_full = live + reserve_for(cap, st.page_size) >= cap;
+	srv->savepoints = room.nest;
+	srv->disk_full = !room.adds_ok;
+	srv->disk_full_rc = room.adds_ok ? ECHD_ELIMIT : room.full_rc;
+	srv->fs_full = room.fs_full;
 }
 
 /* The end of a loop turn: commit, release replies, wake waiters.
  *
- * The storage is opened with STORAGE_SYNC_DATA: a commit flushes its data
- * pages, not its meta page. With appendfsync always the turn's replies
- * wait until the meta page is durable too: the next commit's flush covers
- * it, or a flush of its own after flush-wait-us (release_or_wait). With
- * everysec the replies go at once and a timer flushes the meta page each
- * second: a crash of the machine can undo the commits of that last second,
- * never corrupt, and a crash of the process loses nothing acknowledged. */
+ * The storage is opened with STORAGE_SYNC_DATA: a commit may return before
+ * it is durable (LMDB: its meta page is written, not flushed), and
+ * storage_durable_gen() says when it is. With appendfsync always the
+ * turn's replies wait for their commit's generation to be durable: the
+ * next commit usually makes it so, or a flush of its own after
+ * flush-wait-us (release_or_wait). With everysec the replies go at once
+ * and a timer flushes each second: a crash of the machine can undo the
+ * commits of that last second, never corrupt, and a crash of the process
+ * loses nothing acknowledged. */
 void
 brk_batch_end(struct brk_server *srv)
 {
@@ -464,7 +386,7 @@ brk_batch_end(struct brk_server *srv)
 	srv->batch_cmds = 0;
 	answered += brk_release_durable(srv, 0);
 	if (srv->waiting != NULL && !srv->flush_armed) {
-		/* Under load the next turn's commit flushes this meta page for
+		/* Under load the next turn's commit makes this one durable for
 		 * free; give it that long before paying a flush of its own. The
 		 * next commit is likely when clients were just answered (they
 		 * tend to send again at once); when none was, the others are
@@ -489,5 +411,5 @@ brk_fsync_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	brk_meta_flush(srv);
+	brk_storage_flush(srv);
 }

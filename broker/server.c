@@ -492,7 +492,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_batch_commit(srv);
 	}
 	if (srv->st != NULL) {
-		brk_release_durable(srv, brk_meta_flush(srv));
+		brk_release_durable(srv, brk_storage_flush(srv));
 	}
 	while (srv->conns != NULL) {
 		struct brk_conn *c = srv->conns;

@@ -19,12 +19,12 @@ void brk_serve_ready(struct brk_server *srv);
 /* The end of a loop turn: deferred work, the commit, the release of the
  * replies it made durable, the wake-up of readers. */
 void brk_batch_end(struct brk_server *srv);
-/* flush-wait-us ran out: flush the lone commit's meta page. */
+/* flush-wait-us ran out: make the lone commit durable with a flush of its own. */
 void brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* appendfsync everysec: the once-a-second flush. */
 void brk_fsync_timer_cb(evutil_socket_t fd, short what, void *arg);
 /* Makes the last commit durable; 0 or the storage's error. */
-int brk_meta_flush(struct brk_server *srv);
+int brk_storage_flush(struct brk_server *srv);
 /* Sends the replies whose commit is durable; err: the flush failed, so
  * their clients are closed unanswered. */
 int brk_release_durable(struct brk_server *srv, int err);

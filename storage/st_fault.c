@@ -375,6 +375,20 @@ fault_reserve(struct storage *st)
 }
 
 static int
+fault_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out)
+{
+	return storage_write_admit(fault_from(st)->inner, max_bytes, out);
+}
+
+/* The inner backend numbers the same commits: a top-level commit here
+ * succeeds exactly when the inner one does. */
+static uint64_t
+fault_durable_gen(struct storage *st)
+{
+	return storage_durable_gen(fault_from(st)->inner);
+}
+
+static int
 fault_grow(struct storage *st, uint64_t max_bytes)
 {
 	return storage_grow(fault_from(st)->inner, max_bytes);
@@ -688,4 +702,6 @@ const struct storage_ops st_fault_ops = {
 	.copy = fault_copy,
 	.free_bytes = fault_free_bytes,
 	.reserve = fault_reserve,
+	.write_admit = fault_write_admit,
+	.durable_gen = fault_durable_gen,
 };

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "echd.h"
@@ -26,6 +27,9 @@
 #define TXN_CACHE_MAX 8
 /* data.mdb and lock.mdb: echo-admin may run as another user of the group. */
 #define ENV_FILE_MODE 0640
+/* How often a full file system is asked again for room when nothing
+ * commits (lmdb_write_admit()). */
+#define FS_RETRY_MS 1000
 /* Zeroes written past LMDB's last page (see zero_ahead()). */
 #define ZERO_AHEAD_MIN ((uint64_t)1 << 20)
 #define ZERO_AHEAD_MAX ((uint64_t)2 << 20)
@@ -140,6 +144,11 @@ struct st_lmdb {
 	uint64_t commits;
 	uint64_t syncs;
 	int reserve_err;    /* zero_ahead()'s last failure, 0 once it succeeds */
+	bool nometasync;    /* STORAGE_SYNC_DATA: commits leave the meta page unflushed */
+	bool meta_pending;  /* a commit's meta page is written, not flushed */
+	uint64_t durable;   /* storage_durable_gen(): every commit up to it is on disk */
+	bool fs_full;       /* lmdb_write_admit()'s last answer: the file system is full */
+	uint64_t reserve_retry_ms; /* when it last claimed disk again, CLOCK_MONOTONIC */
 };
 
 static struct st_lmdb *
@@ -476,6 +485,7 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 		/* The commit's fdatasync covers data pages only; the meta page
 		 * reaches the disk with the next commit or storage_sync(). */
 		flags |= MDB_NOMETASYNC;
+		s->nometasync = true;
 	}
 
 	rc = mdb_env_create(&s->env);
@@ -682,7 +692,19 @@ lmdb_sync(struct storage *st)
 		return xlate(rc);
 	}
 	s->syncs++;
+	s->meta_pending = false;
+	s->durable = s->base.commit_gen;
 	return 0;
+}
+
+/* Commit N's meta page is written but not flushed (MDB_NOMETASYNC): a
+ * crash before it reaches the disk reverts to commit N-1. It is in the
+ * same file as the data pages, so the next commit's fdatasync, or a sync,
+ * flushes it: commit N is durable when commit N+1 returns. */
+static uint64_t
+lmdb_durable_gen(struct storage *st)
+{
+	return lmdb_from(st)->durable;
 }
 
 static int
@@ -953,7 +975,7 @@ lmdb_txn_commit(struct storage_txn *base)
 {
 	struct lmdb_txn *t = txn_from(base);
 	struct st_lmdb *s = lmdb_from(base->st);
-	bool top;
+	bool top, wrote;
 	int rc;
 
 	if (t->child != NULL) {
@@ -978,6 +1000,8 @@ lmdb_txn_commit(struct storage_txn *base)
 		return 0;
 	}
 	top = t->parent == NULL;
+	/* LMDB writes (and flushes) nothing for a txn that changed nothing. */
+	wrote = storage_txn_writes(base) != 0;
 	/* mdb_txn_commit() frees the txn whether it succeeds or not. */
 	rc = mdb_txn_commit(t->mt);
 	txn_end(s, t);
@@ -985,10 +1009,149 @@ lmdb_txn_commit(struct storage_txn *base)
 		return xlate(rc);
 	}
 	if (top) {
+		uint64_t gen = s->base.commit_gen + 1; /* storage.c's numbering */
+
 		s->commits++;
 		s->syncs++;
+		if (!s->nometasync) {
+			s->durable = gen;
+		} else if (wrote) {
+			/* This flush carried the previous commits' meta pages. */
+			s->durable = gen - 1;
+			s->meta_pending = true;
+		} else if (!s->meta_pending) {
+			s->durable = gen;
+		}
 		(void)zero_ahead(s); /* remembered in s->reserve_err */
 	}
+	return 0;
+}
+
+/* ---- capacity ---------------------------------------------------------- */
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The room kept for the writes that free space, out of a limit of `bytes`. */
+static uint64_t
+reserve_for(uint64_t bytes, uint64_t page_size)
+{
+	return bytes / 16 > 64 * page_size ? bytes / 16 : 64 * page_size;
+}
+
+/* Whether the file system is full: the backend could not claim disk past
+ * its data (reserve_err). What it claimed before (zero_ahead()'s 1-2 MiB)
+ * is then kept for the writes that free space, as at max_bytes. Returns 1
+ * (full), 0, or a negative error. */
+static int
+fs_full(struct st_lmdb *s, struct storage_stat *st)
+{
+	uint64_t now = mono_ms(), free_bytes = 0;
+	bool full;
+	int rc;
+
+	if (st->reserve_error != 0 && now - s->reserve_retry_ms >= FS_RETRY_MS) {
+		/* Space may have come back with no commit to find out. */
+		s->reserve_retry_ms = now;
+		(void)zero_ahead(s); /* its result is in the new stat */
+		rc = lmdb_stat(&s->base, st);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	/* Another error (EIO, say) is not a full disk: the commits that
+	 * need the disk report it themselves. */
+	full = st->reserve_error == -ENOSPC || st->reserve_error == -EDQUOT;
+	if (full && lmdb_free_bytes(&s->base, &free_bytes) == 0) {
+		/* Pages freed inside the data file (XTRIM, DEL) are room that
+		 * needs no disk: the file grows only when they are used up. The
+		 * room asked is that of max_bytes' reserve, over the file's
+		 * data; what was written ahead stays the reserve. */
+		full = free_bytes < reserve_for(st->used_bytes, st->page_size);
+	}
+	if (!full) {
+		if (s->fs_full && free_bytes != 0) {
+			echd_log(ECHD_LOG_NOTICE, "the data directory's file system is full, but "
+				"%llu bytes are free inside the data file: writes that add data are "
+				"accepted", (unsigned long long)free_bytes);
+		} else if (s->fs_full) {
+			echd_log(ECHD_LOG_NOTICE, "the data directory's file system has room again: "
+						  "writes that add data are accepted");
+		}
+		s->fs_full = false;
+		return 0;
+	}
+	if (!s->fs_full) {
+		echd_log(ECHD_LOG_WARNING,
+			"the data directory's file system is full (%s): refusing writes that add "
+			"data, keeping %llu bytes for the commands that free space",
+			echd_strerror(st->reserve_error), (unsigned long long)st->reserve_bytes);
+	}
+	s->fs_full = true;
+	return 1;
+}
+
+/* Grows the map while a quarter of it is still free: when the map fills
+ * to the last page, LMDB cannot even commit its free list, and the whole
+ * batch fails rather than the one write that ran out of room.
+ *
+ * At max_bytes (or on a full file system) the map cannot grow: writes that
+ * add data are refused while a reserve is still free, so that the writes
+ * that free space, which need a few pages of their own to copy-on-write,
+ * can still run; and each write should run nested, so that one that does
+ * not fit fails alone. */
+static int
+lmdb_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out)
+{
+	struct st_lmdb *s = lmdb_from(st);
+	struct storage_room room = {.adds_ok = true, .full_rc = ECHD_ELIMIT};
+	struct storage_stat ss;
+	uint64_t free_bytes = 0, live, cap;
+	int rc;
+
+	if (s->ntxn != 0) {
+		return -EBUSY;
+	}
+	rc = lmdb_stat(st, &ss);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = fs_full(s, &ss);
+	if (rc < 0) {
+		return rc;
+	}
+	if (rc == 1) {
+		room.adds_ok = false;
+		room.nest = true;
+		room.fs_full = true;
+		room.full_rc = ss.reserve_error;
+		*out = room;
+		return 0;
+	}
+	/* A max_bytes lowered below the map bounds it from now on. */
+	cap = ss.map_size;
+	if (max_bytes != 0 && max_bytes < cap) {
+		cap = max_bytes;
+	}
+	if (ss.used_bytes >= cap / 4 * 3) {
+		if ((max_bytes == 0 || ss.map_size < max_bytes) && lmdb_grow(st, max_bytes) == 0) {
+			room.grew = true;
+		} else {
+			room.nest = true;
+			if (lmdb_free_bytes(st, &free_bytes) != 0) {
+				free_bytes = 0;
+			}
+			live = ss.used_bytes > free_bytes ? ss.used_bytes - free_bytes : 0;
+			room.adds_ok = live + reserve_for(cap, ss.page_size) < cap;
+		}
+	}
+	*out = room;
 	return 0;
 }
 
@@ -1257,4 +1420,6 @@ const struct storage_ops st_lmdb_ops = {
 	.free_bytes = lmdb_free_bytes,
 	.reserve = lmdb_reserve,
 	.copy = lmdb_copy,
+	.write_admit = lmdb_write_admit,
+	.durable_gen = lmdb_durable_gen,
 };

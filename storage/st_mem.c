@@ -9,7 +9,9 @@
  * an aborted child drops its roots (the parent's are untouched) and a
  * committed child hands its roots to the parent. Nothing is written to
  * disk: the data lives as long as the struct storage, and a commit is
- * "durable" only in that sense (tests, and a proof of the interface).
+ * "durable" only in that sense (tests, and a proof of the interface): it
+ * leaves durable_gen out (every commit is durable when it returns) and the
+ * capacity part too (every write is admitted; it never grows).
  *
  * Cursors hold a copy of the key they stand on, and a move is a search
  * from the root, or, with a read-ahead hint, the next of a batch of nodes
@@ -387,7 +389,7 @@ mem_stat(struct storage *st, struct storage_stat *out)
 	struct st_mem *s = mem_from(st);
 
 	memset(out, 0, sizeof(*out));
-	out->map_size = UINT64_MAX; /* no map: the broker's headroom never asks to grow */
+	out->map_size = UINT64_MAX; /* no capacity part: nothing to fill */
 	out->used_bytes = s->bytes;
 	out->last_txn_id = s->txn_id;
 	out->commits = s->commits;

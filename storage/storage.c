@@ -2,8 +2,8 @@
  * dispatch through the backend's struct storage_ops, and what every backend
  * shares on the way: the checks of txn_begin and of writes, nested
  * transactions ended child first, open cursors closed at their
- * transaction's end, the write counts (storage_txn_writes()) and the
- * cursor-versus-write rule of storage.h. */
+ * transaction's end, the write counts (storage_txn_writes()), the commit
+ * generations and the cursor-versus-write rule of storage.h. */
 #include <assert.h>
 #include <errno.h>
 #include <stddef.h>
@@ -67,6 +67,7 @@ storage_open(const char *backend, const struct storage_opts *o, struct storage *
 	assert(st->ops == ops);
 	st->read_only = o->read_only;
 	st->writer = NULL;
+	st->commit_gen = 0;
 	*out = st;
 	return 0;
 }
@@ -144,7 +145,15 @@ storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags
 int
 storage_txn_commit(struct storage_txn *t)
 {
+	return storage_txn_commit_gen(t, NULL);
+}
+
+int
+storage_txn_commit_gen(struct storage_txn *t, uint64_t *gen)
+{
 	struct storage_txn *parent = t->parent;
+	struct storage *st = t->st;
+	bool top_write = parent == NULL && !t->rdonly;
 	uint64_t writes[STORAGE_T__COUNT];
 	int rc;
 
@@ -160,7 +169,7 @@ storage_txn_commit(struct storage_txn *t)
 	cursors_close(t);
 	memcpy(writes, t->writes, sizeof(writes)); /* t is freed by the commit */
 	txn_unlink(t);
-	rc = t->st->ops->txn_commit(t);
+	rc = st->ops->txn_commit(t);
 	if (rc == 0 && parent != NULL) {
 		/* The child's rows are the parent's now: its cursors on those
 		 * tables must seek again, as after a write of their own. */
@@ -168,7 +177,32 @@ storage_txn_commit(struct storage_txn *t)
 			parent->writes[tb] += writes[tb];
 		}
 	}
+	if (rc == 0 && top_write) {
+		st->commit_gen++; /* the backend gave it st->commit_gen + 1 */
+	}
+	if (rc == 0 && gen != NULL) {
+		*gen = top_write ? st->commit_gen : 0;
+	}
 	return rc;
+}
+
+uint64_t
+storage_commit_gen(const struct storage *st)
+{
+	return st->commit_gen;
+}
+
+uint64_t
+storage_durable_gen(struct storage *st)
+{
+	uint64_t g;
+
+	if (st->ops->durable_gen == NULL) {
+		return st->commit_gen;
+	}
+	g = st->ops->durable_gen(st);
+	assert(g <= st->commit_gen);
+	return g;
 }
 
 uint64_t
@@ -360,6 +394,28 @@ int
 storage_stat(struct storage *st, struct storage_stat *out)
 {
 	return st->ops->stat(st, out);
+}
+
+bool
+storage_has_capacity(const struct storage *st)
+{
+	return st->ops->write_admit != NULL;
+}
+
+int
+storage_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out)
+{
+	struct storage_room room = {.adds_ok = true}; /* without capacity */
+	int rc;
+
+	if (st->ops->write_admit != NULL) {
+		rc = st->ops->write_admit(st, max_bytes, &room);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	*out = room;
+	return 0;
 }
 
 int

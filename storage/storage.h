@@ -25,9 +25,12 @@
  *    cursor_del() keeps its place, and writes to other tables do not touch
  *    it. So an engine need not keep cursors stable under its own writes (a
  *    B-tree may split the node a cursor stands on; SQL re-runs a query).
- *  - storage_txn_commit() of a top-level transaction returns 0 only once
- *    the data is durable as the open options ask (see sync_mode).
- *  - storage_grow() must be called with no transaction open.
+ *  - Durability is told in generations (below): a top-level commit may
+ *    return before it is on stable storage (sync_mode), and the backend
+ *    says when it is, with storage_durable_gen().
+ *  - Capacity is optional (below): a backend with a bounded store answers
+ *    storage_write_admit() and grows on storage_grow(); one without
+ *    answers "admitted" and never reports ECHD_EMAPFULL.
  */
 #ifndef ECHD_STORAGE_STORAGE_H
 #define ECHD_STORAGE_STORAGE_H
@@ -63,22 +66,21 @@ enum storage_table {
 	STORAGE_T__COUNT
 };
 
-/* Unstable: STORAGE_SYNC_DATA is LMDB's meta-page scheme, and the broker
- * counts on its shape (commit N is durable once commit N+1 returns). The
- * plan (docs/architecture.md, "Where the contract goes next"): a commit
- * returns its generation, and storage_durable_gen() answers the highest
- * one on stable storage, for any engine's way of flushing. */
+/* How soon a top-level commit must be durable. Either way the backend
+ * reports what is durable through storage_durable_gen(). */
 enum storage_sync_mode {
-	STORAGE_SYNC_FULL, /* commit flushes data and meta page: durable on return */
-	STORAGE_SYNC_DATA, /* commit flushes data only; the caller must call
-			    * storage_sync() (or commit again) before the commit is durable */
+	STORAGE_SYNC_FULL, /* each commit is durable when it returns */
+	STORAGE_SYNC_DATA, /* a commit may return before it is durable (LMDB: its
+			    * meta page is written, not flushed); storage_sync()
+			    * makes every commit durable */
 };
 
 struct storage_opts {
 	const char *dir;    /* borrowed; must exist */
-	uint64_t map_size;  /* initial map size in bytes */
-	uint64_t map_max;   /* 0, or the largest map: a larger one recorded is shrunk to it
-			     * (never below the data) */
+	uint64_t map_size;  /* capacity (optional): the initial size of a bounded
+			     * store, such as LMDB's map, in bytes */
+	uint64_t map_max;   /* 0, or the largest store: a larger one recorded is
+			     * shrunk to it (never below the data) */
 	enum storage_sync_mode sync_mode;
 	bool read_only;     /* open for inspection only (echo-admin) */
 };
@@ -100,6 +102,9 @@ int storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned f
 	struct storage_txn **out);
 /* Commits and frees t (even on failure). Returns 0, ECHD_EMAPFULL, -EIO, -ENOSPC ... */
 int storage_txn_commit(struct storage_txn *t);
+/* The same, and for a top-level write transaction that commits writes
+ * *gen with the generation it got (0 for a nested or read one). */
+int storage_txn_commit_gen(struct storage_txn *t, uint64_t *gen);
 /* Rows t has written so far (successful puts, dels and cursor_dels, those
  * of its committed children included), counted by storage.c for every
  * backend: 0 means committing t would change nothing. */
@@ -149,38 +154,82 @@ int storage_cursor_del(struct storage_cursor *c);
  * nothing it would not have seen without the hint. 0 or 1: no batches. */
 void storage_cursor_ahead(struct storage_cursor *c, unsigned rows);
 
+/* Durability, in generations. Each top-level write transaction that
+ * commits gets the next generation: 1, 2, ... from the open (storage.c
+ * counts them, for every backend), so the open writer, if it commits, gets
+ * storage_commit_gen() + 1. The backend tells which are durable:
+ * storage_durable_gen() is the highest generation G such that every
+ * commit up to G is on stable storage, never more than storage_commit_gen()
+ * and never lower than before. With STORAGE_SYNC_FULL it equals
+ * storage_commit_gen() after every commit; with STORAGE_SYNC_DATA it may
+ * lag (LMDB: commit N is durable once commit N+1's flush returns, as that
+ * flush also carries N's meta page; a write-ahead log would report a group
+ * at once), and storage_sync() brings it to storage_commit_gen(). A caller
+ * that must not acknowledge before durable holds its answer to a commit of
+ * generation G until storage_durable_gen() >= G, and calls storage_sync()
+ * when no later commit is coming. Call it after a commit or a sync: the
+ * value changes only then (a backend that becomes durable in the
+ * background is not supported yet). */
+uint64_t storage_commit_gen(const struct storage *st);
+uint64_t storage_durable_gen(struct storage *st);
+
 struct storage_stat {
-	uint64_t map_size;    /* bytes mapped; UINT64_MAX: no map, nothing to fill */
-	uint64_t used_bytes;  /* pages in use * page size */
-	uint64_t page_size;
-	uint64_t last_txn_id;
 	uint64_t commits;     /* top-level write commits since open */
 	uint64_t syncs;       /* explicit flushes (commits included) since open */
+	uint64_t last_txn_id; /* the backend's own commit counter (LMDB's txn id), 0 if none */
+	/* Capacity (0 for a backend without capacity, map_size UINT64_MAX): */
+	uint64_t map_size;    /* bytes the store may hold now (LMDB's map) */
+	uint64_t used_bytes;  /* bytes in use, free pages inside included */
+	uint64_t page_size;   /* the unit of allocation */
 	uint64_t reserve_bytes; /* disk claimed past the used pages: growth into it needs no new space */
 	int reserve_error;    /* why claiming more failed (-ENOSPC, ...); 0 once a claim succeeds */
 };
 int storage_stat(struct storage *st, struct storage_stat *out);
 
-/* Capacity: storage_free_bytes(), storage_grow() and storage_reserve() are
- * about a map of bounded size, and a backend without one leaves them out
- * (0 and nothing done; storage_stat's map_size UINT64_MAX). Planned: these
- * and the broker's headroom logic become an optional part of the
- * interface that the broker asks for before it uses (docs/architecture.md).
+/* Capacity: the optional part. A backend whose store is bounded (LMDB's
+ * map, a quota) keeps the policy of room behind these calls; one without
+ * (mem) leaves them out and admits every write.
  *
- * Bytes of pages on the free list: space inside the map that new writes
- * reuse before they need more of it. Walks the free list: call it only
- * when the map is nearly full. No write transaction may be open. */
-int storage_free_bytes(struct storage *st, uint64_t *out);
-
-/* Grows the map (about doubles it) up to max_bytes (0: no limit; a limit
- * per call, so it may change while the storage is open). No transaction
- * may be open. Returns 0, or ECHD_ELIMIT when already at max_bytes. */
+ * storage_write_admit() asks, between write transactions, whether writes
+ * that add data may run until it is asked again; the backend may make room
+ * first (LMDB grows its map while a quarter of it is free). max_bytes is
+ * the limit in force (0: none), passed on each call because it may change
+ * while the storage is open. The answer: */
+struct storage_room {
+	bool adds_ok;  /* writes that add data may run; when not, only writes
+			* that free space should (they run in a reserve kept for them) */
+	bool nest;     /* room is short: run each write in its own nested
+			* transaction, so that one that does not fit fails alone */
+	int full_rc;   /* !adds_ok: why: ECHD_ELIMIT (max_bytes reached), or the
+			* file system's -ENOSPC or -EDQUOT */
+	bool fs_full;  /* the file system, not max_bytes, is what is full */
+	bool grew;     /* the store was grown to make room */
+};
+/* No transaction may be open. Returns 0 and *out (everything admitted for
+ * a backend without capacity), or a negative error (*out untouched: the
+ * caller keeps its last answer). */
+int storage_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out);
+/* Whether st has the capacity part: false means storage_write_admit()
+ * always admits, storage_grow() never grows, and no write reports
+ * ECHD_EMAPFULL. */
+bool storage_has_capacity(const struct storage *st);
+/* Makes room after a write or commit failed with ECHD_EMAPFULL (LMDB: about
+ * doubles the map) up to max_bytes (0: no limit). No transaction may be
+ * open. Returns 0 (retry the write; also when the backend has no
+ * capacity, and nothing is done), or ECHD_ELIMIT when already at max_bytes. */
 int storage_grow(struct storage *st, uint64_t max_bytes);
-/* Claims disk space past the data now, as every commit does (the LMDB
- * backend keeps zeroes written past its last page): whether a full file
- * system has room again. No write transaction may be open. Returns 0 or
- * the new reserve_error. */
+/* The primitives storage_write_admit() works with, for tests and tools (the
+ * broker asks storage_write_admit()); both 0 and nothing done without
+ * capacity. No write transaction may be open.
+ * storage_free_bytes(): bytes of free pages inside the store, which new
+ * writes reuse before they need more of it (LMDB walks its free list: call
+ * it only when the store is nearly full).
+ * storage_reserve(): claims disk space past the data now, as every commit
+ * does (LMDB keeps zeroes written past its last page): whether a full file
+ * system has room again. Returns 0 or the new reserve_error. */
+int storage_free_bytes(struct storage *st, uint64_t *out);
 int storage_reserve(struct storage *st);
+
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);
 /* Writes a consistent, compacted copy of the environment into dir (which

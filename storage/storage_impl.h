@@ -15,7 +15,9 @@ struct storage_ops {
 	void (*close)(struct storage *st); /* accepts half-open */
 	int (*txn_begin)(struct storage *st, struct storage_txn *parent, unsigned flags,
 		struct storage_txn **out);
-	int (*txn_commit)(struct storage_txn *t); /* 0 => durable per sync_mode */
+	int (*txn_commit)(struct storage_txn *t); /* a top-level write one that
+						   * returns 0 gets generation
+						   * st->commit_gen + 1 */
 	void (*txn_abort)(struct storage_txn *t);
 	int (*get)(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 		struct st_buf *v);
@@ -33,18 +35,25 @@ struct storage_ops {
 	int (*cursor_prev)(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
 	int (*cursor_del)(struct storage_cursor *c);
 	int (*stat)(struct storage *st, struct storage_stat *out);
-	int (*grow)(struct storage *st, uint64_t max_bytes); /* may be NULL: no map, 0 */
-	int (*sync)(struct storage *st);
+	int (*grow)(struct storage *st, uint64_t max_bytes); /* capacity; may be NULL */
+	int (*sync)(struct storage *st); /* then durable_gen() is st->commit_gen */
 	int (*copy)(struct storage *st, const char *dir);
-	int (*free_bytes)(struct storage *st, uint64_t *out); /* may be NULL: 0 */
-	int (*reserve)(struct storage *st); /* may be NULL: 0 */
+	int (*free_bytes)(struct storage *st, uint64_t *out); /* capacity; may be NULL */
+	int (*reserve)(struct storage *st); /* capacity; may be NULL */
 	void (*cursor_ahead)(struct storage_cursor *c, unsigned rows); /* may be NULL */
+	/* Capacity: storage.h's storage_write_admit(). NULL: no capacity,
+	 * every write admitted (then grow, free_bytes and reserve are NULL). */
+	int (*write_admit)(struct storage *st, uint64_t max_bytes, struct storage_room *out);
+	/* storage.h's storage_durable_gen(), in st->commit_gen's numbering.
+	 * NULL: every commit is durable when it returns. */
+	uint64_t (*durable_gen)(struct storage *st);
 };
 
 struct storage {
 	const struct storage_ops *ops;
 	bool read_only;             /* storage.c: opened so */
 	struct storage_txn *writer; /* storage.c: the top-level write txn */
+	uint64_t commit_gen;        /* storage.c: top-level write commits since open */
 };
 /* The backend sets ops, st and txn; storage.c keeps the rest, for every
  * backend alike: it refuses a txn_begin that breaks storage.h's rules
