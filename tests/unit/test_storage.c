@@ -1236,6 +1236,90 @@ START_TEST(test_random_against_model)
 }
 END_TEST
 
+/* Generations, on every backend: storage.c numbers the top-level write
+ * commits; the backend says which are durable, never more than were
+ * committed, never fewer than before, and all of them after a sync. */
+static void
+reopen_backend(enum storage_sync_mode mode)
+{
+	struct storage_opts o = opts_default();
+
+	o.sync_mode = mode;
+	storage_close(st);
+	st = NULL;
+	rm_rf(dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	OK(storage_open(fixture.backend, &o, &st));
+}
+
+START_TEST(test_commit_generations)
+{
+	struct storage_txn *t, *c;
+	uint64_t gen, before, d;
+	char k[16];
+
+	reopen_backend(STORAGE_SYNC_DATA);
+	U64_EQ(storage_commit_gen(st), 0);
+	U64_EQ(storage_durable_gen(st), 0);
+	for (uint64_t i = 1; i <= 4; i++) {
+		snprintf(k, sizeof(k), "k%" PRIu64, i);
+		OK(storage_txn_begin(st, NULL, 0, &t));
+		OK(storage_txn_begin(st, t, 0, &c));
+		put_s(c, STORAGE_T_KEYS, k, "v");
+		gen = 99;
+		OK(storage_txn_commit_gen(c, &gen));
+		U64_EQ(gen, 0); /* a nested commit gets none */
+		U64_EQ(storage_commit_gen(st), i - 1);
+		before = storage_durable_gen(st);
+		OK(storage_txn_commit_gen(t, &gen));
+		U64_EQ(gen, i);
+		U64_EQ(storage_commit_gen(st), i);
+		d = storage_durable_gen(st);
+		ck_assert_uint_le(d, i);
+		ck_assert_uint_ge(d, before);
+	}
+	/* Reads and aborts get no generation. */
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	gen = 99;
+	OK(storage_txn_commit_gen(t, &gen));
+	U64_EQ(gen, 0);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "lost", "v");
+	storage_txn_abort(t);
+	U64_EQ(storage_commit_gen(st), 4);
+	OK(storage_sync(st));
+	U64_EQ(storage_durable_gen(st), 4);
+
+	/* Full sync: durable when the commit returns. */
+	reopen_backend(STORAGE_SYNC_FULL);
+	for (uint64_t i = 1; i <= 2; i++) {
+		OK(storage_txn_begin(st, NULL, 0, &t));
+		put_s(t, STORAGE_T_KEYS, "k", "v");
+		OK(storage_txn_commit_gen(t, &gen));
+		U64_EQ(gen, i);
+		U64_EQ(storage_durable_gen(st), i);
+	}
+}
+END_TEST
+
+/* Capacity, on every backend: one without it admits every write. */
+START_TEST(test_write_admit_contract)
+{
+	struct storage_room room;
+
+	memset(&room, 0xff, sizeof(room));
+	OK(storage_write_admit(st, 0, &room));
+	ck_assert(room.adds_ok);
+	ck_assert(!room.fs_full);
+	if (!storage_has_capacity(st)) {
+		ck_assert(!room.nest && !room.grew);
+		OK(storage_write_admit(st, 1, &room)); /* no limit applies */
+		ck_assert(room.adds_ok && !room.nest);
+		OK(storage_grow(st, 0));
+	}
+}
+END_TEST
+
 START_TEST(test_stat_used_bytes)
 {
 	struct storage_stat s0, s1, s2;
@@ -1477,6 +1561,83 @@ open_tiny_map(void)
 	put_s(t, STORAGE_T_META, "before", "1");
 	OK(storage_txn_commit(t));
 }
+
+/* LMDB's meta-page rule, behind storage_durable_gen(): with
+ * STORAGE_SYNC_DATA commit N is durable once commit N+1 has flushed, or
+ * after a sync; a commit that wrote nothing flushes nothing. */
+START_TEST(test_durable_gen_meta_page)
+{
+	struct storage_opts o = opts_default();
+	struct storage_txn *t;
+
+	o.sync_mode = STORAGE_SYNC_DATA;
+	reopen_fresh(&o);
+	for (uint64_t i = 1; i <= 3; i++) {
+		OK(storage_txn_begin(st, NULL, 0, &t));
+		put_s(t, STORAGE_T_KEYS, "k", "v");
+		OK(storage_txn_commit(t));
+		U64_EQ(storage_durable_gen(st), i - 1);
+	}
+	/* An empty commit (generation 4) waits with the others... */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_txn_commit(t));
+	U64_EQ(storage_commit_gen(st), 4);
+	U64_EQ(storage_durable_gen(st), 2);
+	OK(storage_sync(st));
+	U64_EQ(storage_durable_gen(st), 4);
+	/* ...and is durable at once when nothing waits. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_txn_commit(t));
+	U64_EQ(storage_durable_gen(st), 5);
+}
+END_TEST
+
+/* LMDB's answer to storage_write_admit(): it grows the map while a quarter
+ * is free; at max_bytes it refuses writes that add data once the live
+ * pages and a reserve reach it, and asks for nested writes; pages freed
+ * inside the map count as room. */
+START_TEST(test_write_admit_lmdb)
+{
+	size_t n = 800 * 1024;
+	char *big = calloc(1, n);
+	struct st_buf kb = B("big"), vb = {big, n};
+	struct storage_room room;
+	struct storage_stat s;
+	struct storage_txn *t;
+
+	ck_assert_ptr_nonnull(big);
+	open_tiny_map();
+	ck_assert(storage_has_capacity(st));
+	OK(storage_write_admit(st, MIB, &room));
+	ck_assert(room.adds_ok && !room.nest && !room.grew && !room.fs_full);
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+	OK(storage_txn_commit(t));
+	/* More than 3/4 used, and the map is at max_bytes: full. */
+	OK(storage_write_admit(st, MIB, &room));
+	ck_assert(!room.adds_ok && room.nest && !room.grew && !room.fs_full);
+	I64_EQ(room.full_rc, ECHD_ELIMIT);
+	/* Not with a transaction open: the last answer stands. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	room.adds_ok = true;
+	FAILS(storage_write_admit(st, MIB, &room), -EBUSY);
+	ck_assert(room.adds_ok);
+	OK(storage_del(t, STORAGE_T_ENTRIES, &kb));
+	OK(storage_txn_commit(t));
+	/* The freed pages are room: still short (nest), but admitted. */
+	OK(storage_write_admit(st, MIB, &room));
+	ck_assert(room.adds_ok && room.nest && !room.grew);
+	OK(storage_stat(st, &s));
+	U64_EQ(s.map_size, MIB);
+	/* Without a limit the map grows instead. */
+	OK(storage_write_admit(st, 0, &room));
+	ck_assert(room.adds_ok && !room.nest && room.grew);
+	OK(storage_stat(st, &s));
+	ck_assert_uint_ge(s.map_size, MIB + 64 * MIB);
+	free(big);
+}
+END_TEST
 
 static void
 grow_and_check(uint64_t old_size)
@@ -2071,6 +2232,12 @@ contract_suite(void)
 	TC("stat");
 	tcase_add_test(tc, test_stat_used_bytes);
 
+	TC("generations");
+	tcase_add_test(tc, test_commit_generations);
+
+	TC("capacity");
+	tcase_add_test(tc, test_write_admit_contract);
+
 	TC("model");
 	tcase_add_test(tc, test_random_against_model);
 	return s;
@@ -2098,6 +2265,8 @@ lmdb_suite(void)
 
 	TC("sync");
 	tcase_add_test(tc, test_sync_data_mode);
+	tcase_add_test(tc, test_durable_gen_meta_page);
+	tcase_add_test(tc, test_write_admit_lmdb);
 
 	TC("map_full");
 	tcase_add_test(tc, test_map_full_child_abort_grow_retry);
