@@ -182,9 +182,9 @@ cursor_from(struct storage_cursor *c)
  * instead of returning, which turns the assertion into MDB_CORRUPTED.
  * A read changes nothing LMDB keeps (no dirty page, no free list), so
  * nothing is left half-done but the cursor, which the caller drops with
- * the error. Writes are not guarded: a jump out of a half-done page split
- * could leave the txn's page lists inconsistent, so there the abort
- * stands. Thread-local: each thread's reads are its own. */
+ * the error. Writes are not jumped out of (see write_probe()): they read
+ * their key's path under the guard first. Thread-local: each thread's
+ * reads are its own. */
 static _Thread_local sigjmp_buf *read_guard;
 
 static void
@@ -216,6 +216,23 @@ guarded_read(MDB_cursor *mc, MDB_txn *mt, MDB_dbi dbi, MDB_val *k, MDB_val *v,
 	rc = mc != NULL ? mdb_cursor_get(mc, k, v, op) : mdb_get(mt, dbi, k, v);
 	read_guard = NULL;
 	return rc;
+}
+
+/* Corruption met by a write. A write cannot be jumped out of like a read:
+ * mdb_put() links a cursor on its stack into the txn before it searches,
+ * and page splits and merges link more, so after a jump ending the txn
+ * would walk (and free) cursors of a stack frame that is gone. So a put or
+ * a del first walks its key's path, root to leaf, with a guarded read: the
+ * pages its own search is about to meet, where LMDB's checks of a page's
+ * kind and key count are. Corruption found there fails the write (and its
+ * txn) before anything changes; a corrupt sibling met only when a page is
+ * split or merged still aborts. Returns 0 or MDB_CORRUPTED. */
+static int
+write_probe(MDB_txn *mt, MDB_dbi dbi, MDB_val *key)
+{
+	MDB_val k = *key, v;
+
+	return guarded_read(NULL, mt, dbi, &k, &v, MDB_SET) == MDB_CORRUPTED ? MDB_CORRUPTED : 0;
 }
 
 /* LMDB codes stop here. */
@@ -1188,6 +1205,7 @@ lmdb_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	MDB_val key = to_val(k);
 	MDB_val val = to_val(v);
 	unsigned mflags;
+	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
 	if ((flags & ~STORAGE_PUT_APPEND) != 0) {
@@ -1195,7 +1213,13 @@ lmdb_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	}
 	/* MDB_APPEND answers MDB_KEYEXIST when k does not sort last. */
 	mflags = (flags & STORAGE_PUT_APPEND) != 0 ? MDB_APPEND : 0;
-	return txn_err(t, mdb_put(t->mt, s->dbi[tb], &key, &val, mflags));
+	/* An append searches the last page, which is k's path as well: k
+	 * sorts after every key, or the put fails before it writes. */
+	rc = write_probe(t->mt, s->dbi[tb], &key);
+	if (rc == 0) {
+		rc = mdb_put(t->mt, s->dbi[tb], &key, &val, mflags);
+	}
+	return txn_err(t, rc);
 }
 
 static int
@@ -1204,9 +1228,14 @@ lmdb_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	struct lmdb_txn *t = txn_from(base);
 	struct st_lmdb *s = lmdb_from(base->st);
 	MDB_val key = to_val(k);
+	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
-	return txn_err(t, mdb_del(t->mt, s->dbi[tb], &key, NULL));
+	rc = write_probe(t->mt, s->dbi[tb], &key);
+	if (rc == 0) {
+		rc = mdb_del(t->mt, s->dbi[tb], &key, NULL);
+	}
+	return txn_err(t, rc);
 }
 
 /* ---- cursors ----------------------------------------------------------- */

@@ -540,6 +540,49 @@ def test_corrupt_page_fails_the_command_not_the_server(server):
         (p.returncode, p.stderr)
 
 
+def empty_the_branches(path, psize):
+    """Sets the key count of every branch page to 0 (mp_lower to the header's end): a
+    search through one meets LMDB's assertion that a branch holds at least two keys."""
+    with open(path, "r+b") as f:
+        data = f.read()
+        branches = [pg for pg in range(2, len(data) // psize)
+                    if int.from_bytes(data[pg * psize:pg * psize + 8], "little") == pg
+                    and data[pg * psize + 10] & 0x01]
+        assert branches
+        for pg in branches:
+            f.seek(pg * psize + 12)
+            f.write((16).to_bytes(2, "little"))
+
+
+@echd_only("echd's data file")
+def test_corrupt_page_fails_a_write_not_the_server(server):
+    """A write whose LMDB put or delete must search through a corrupt page gets the
+    corruption error instead of aborting the process; its batch applies nothing, and echd
+    goes on serving what the corruption does not reach (here every entry is under the
+    broken branch, the streams' metadata and groups are not)."""
+    s = server.spawn()
+    c = s.raw()
+    ids = [c.call("XADD", "s", "*", "v", "needle-" + "y" * 400) for i in range(200)]
+    c.call("XADD", "other", "1-1", "f", "v")
+    psize = int([l for l in c.call("INFO", "storage").decode().split("\r\n")
+                 if l.startswith("storage_page_size:")][0].split(":")[1])
+    assert s.stop() == 0
+    empty_the_branches(os.path.join(s.dir, "data.mdb"), psize)
+    s.start()
+    c = s.raw()
+    corrupt = "ERR storage error: stored data is corrupt"
+    for cmd in [("XDEL", "s", ids[100]), ("XADD", "s", "*", "v", "more"),
+                ("XDEL", "s", ids[0], ids[199])]:
+        assert c.err(*cmd) == corrupt, cmd
+        assert c.call("PING") == "PONG"
+    assert c.call("XLEN", "s") == 200
+    assert c.call("XLEN", "other") == 1
+    assert c.call("XGROUP", "CREATE", "other", "g", "$") == "OK"
+    assert c.call("XINFO", "GROUPS", "other")[0][1] == b"g"
+    assert "Assertion" in s.log_tail(20) and "the data file is corrupt" in s.log_tail(20)
+    assert s.stop() == 0
+
+
 @echd_only("INFO persistence meta_flush_waits is echd's")
 def test_lone_writer_beside_idle_connections_does_not_wait(server):
     """With appendfsync always a reply may wait flush-wait-us for the next commit, whose flush
