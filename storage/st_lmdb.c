@@ -149,6 +149,10 @@ struct st_lmdb {
 	uint64_t durable;   /* storage_durable_gen(): every commit up to it is on disk */
 	bool fs_full;       /* lmdb_write_admit()'s last answer: the file system is full */
 	uint64_t reserve_retry_ms; /* when it last claimed disk again, CLOCK_MONOTONIC */
+	struct {            /* write_probe(): the key whose path it last read, per table */
+		size_t len; /* 0: none since the writer began or a child aborted */
+		unsigned char key[STORAGE_KEY_MAX];
+	} probed[STORAGE_T__COUNT];
 };
 
 static struct st_lmdb *
@@ -226,13 +230,38 @@ guarded_read(MDB_cursor *mc, MDB_txn *mt, MDB_dbi dbi, MDB_val *k, MDB_val *v,
  * pages its own search is about to meet, where LMDB's checks of a page's
  * kind and key count are. Corruption found there fails the write (and its
  * txn) before anything changes; a corrupt sibling met only when a page is
- * split or merged still aborts. Returns 0 or MDB_CORRUPTED. */
+ * split or merged still aborts.
+ *
+ * A path once read needs no second look in the same writer: every page a
+ * write then leaves on it is a copy LMDB made of a page read, or a new one
+ * (XADD puts the same keys row and node row again and again). A child's
+ * abort may bring back pages the child's probe did not read: it forgets.
+ * Returns 0 or MDB_CORRUPTED. */
 static int
-write_probe(MDB_txn *mt, MDB_dbi dbi, MDB_val *key)
+write_probe(struct st_lmdb *s, MDB_txn *mt, enum storage_table tb, MDB_val *key)
 {
 	MDB_val k = *key, v;
+	size_t n = key->mv_size;
 
-	return guarded_read(NULL, mt, dbi, &k, &v, MDB_SET) == MDB_CORRUPTED ? MDB_CORRUPTED : 0;
+	if (n != 0 && n == s->probed[tb].len && memcmp(key->mv_data, s->probed[tb].key, n) == 0) {
+		return 0;
+	}
+	if (guarded_read(NULL, mt, s->dbi[tb], &k, &v, MDB_SET) == MDB_CORRUPTED) {
+		return MDB_CORRUPTED;
+	}
+	if (n <= sizeof(s->probed[tb].key)) {
+		memcpy(s->probed[tb].key, key->mv_data, n);
+		s->probed[tb].len = n;
+	}
+	return 0;
+}
+
+static void
+probes_forget(struct st_lmdb *s)
+{
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		s->probed[tb].len = 0;
+	}
 }
 
 /* LMDB codes stop here. */
@@ -851,6 +880,7 @@ lmdb_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 		p->child = t;
 	} else if (!rdonly) {
 		s->writer = t;
+		probes_forget(s); /* a new snapshot: what others committed is unread */
 	}
 	s->ntxn++;
 	*out = &t->base;
@@ -910,6 +940,7 @@ lmdb_txn_abort(struct storage_txn *base)
 		read_end(s, t->mt);
 	} else {
 		mdb_txn_abort(t->mt);
+		probes_forget(s);
 	}
 	txn_end(s, t);
 }
@@ -1215,7 +1246,7 @@ lmdb_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	mflags = (flags & STORAGE_PUT_APPEND) != 0 ? MDB_APPEND : 0;
 	/* An append searches the last page, which is k's path as well: k
 	 * sorts after every key, or the put fails before it writes. */
-	rc = write_probe(t->mt, s->dbi[tb], &key);
+	rc = write_probe(s, t->mt, tb, &key);
 	if (rc == 0) {
 		rc = mdb_put(t->mt, s->dbi[tb], &key, &val, mflags);
 	}
@@ -1231,7 +1262,7 @@ lmdb_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
-	rc = write_probe(t->mt, s->dbi[tb], &key);
+	rc = write_probe(s, t->mt, tb, &key);
 	if (rc == 0) {
 		rc = mdb_del(t->mt, s->dbi[tb], &key, NULL);
 	}
