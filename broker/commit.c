@@ -319,7 +319,7 @@ brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg)
  * is short every write runs nested, so that one that does not fit fails
  * alone. A storage without capacity admits everything. */
 static void
-map_headroom(struct brk_server *srv)
+admit_writes(struct brk_server *srv)
 {
 	struct storage_room room;
 	struct storage_stat st;
@@ -374,7 +374,7 @@ brk_batch_end(struct brk_server *srv)
 				srv->cfg.maxdisk);
 		}
 	}
-	map_headroom(srv);
+	admit_writes(srv);
 	for (c = srv->held; c != NULL; c = next) {
 		next = c->held_next;
 		c->held_next = NULL;
