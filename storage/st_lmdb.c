@@ -222,6 +222,16 @@ guarded_read(MDB_cursor *mc, MDB_txn *mt, MDB_dbi dbi, MDB_val *k, MDB_val *v,
 	return rc;
 }
 
+/* Remembers that key's path in table tb was read under the guard. */
+static void
+probed(struct st_lmdb *s, enum storage_table tb, const MDB_val *key)
+{
+	if (key->mv_size <= sizeof(s->probed[tb].key)) {
+		memcpy(s->probed[tb].key, key->mv_data, key->mv_size);
+		s->probed[tb].len = key->mv_size;
+	}
+}
+
 /* Corruption met by a write. A write cannot be jumped out of like a read:
  * mdb_put() links a cursor on its stack into the txn before it searches,
  * and page splits and merges link more, so after a jump ending the txn
@@ -234,9 +244,13 @@ guarded_read(MDB_cursor *mc, MDB_txn *mt, MDB_dbi dbi, MDB_val *k, MDB_val *v,
  *
  * A path once read needs no second look in the same writer: every page a
  * write then leaves on it is a copy LMDB made of a page read, or a new one
- * (XADD puts the same keys row and node row again and again). A child's
- * abort may bring back pages the child's probe did not read: it forgets.
- * Returns 0 or MDB_CORRUPTED. */
+ * (XADD puts the same keys row and node row again and again; XACK reads
+ * the pending row it deletes). So the probe, and lmdb_get() in a write
+ * txn, remember the last key per table; a child's abort may bring back
+ * pages the child did not read, so it forgets, as does a new writer. A
+ * page merged into one on the path in between is LMDB's copy of a page
+ * not read here: the probe is a best effort against a corrupt file, not a
+ * proof. Returns 0 or MDB_CORRUPTED. */
 static int
 write_probe(struct st_lmdb *s, MDB_txn *mt, enum storage_table tb, MDB_val *key)
 {
@@ -249,10 +263,7 @@ write_probe(struct st_lmdb *s, MDB_txn *mt, enum storage_table tb, MDB_val *key)
 	if (guarded_read(NULL, mt, s->dbi[tb], &k, &v, MDB_SET) == MDB_CORRUPTED) {
 		return MDB_CORRUPTED;
 	}
-	if (n <= sizeof(s->probed[tb].key)) {
-		memcpy(s->probed[tb].key, key->mv_data, n);
-		s->probed[tb].len = n;
-	}
+	probed(s, tb, key);
 	return 0;
 }
 
@@ -1220,6 +1231,9 @@ lmdb_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 		return ECHD_ENOTFOUND;
 	}
 	rc = guarded_read(NULL, t->mt, s->dbi[tb], &key, &val, MDB_SET);
+	if (!t->rdonly && (rc == 0 || rc == MDB_NOTFOUND)) {
+		probed(s, tb, &key); /* a put or del of it needs no probe */
+	}
 	if (rc != 0) {
 		return txn_err(t, rc);
 	}
