@@ -127,6 +127,7 @@ struct lmdb_txn {
 	struct lmdb_cursor *cursors; /* closed when the txn ends */
 	int err;                     /* first error that made LMDB fail the txn */
 	bool rdonly;
+	MDB_cursor *probe[STORAGE_T__COUNT]; /* write_probe()'s, opened at first use */
 	struct lmdb_txn *next_free; /* link in st_lmdb.free_txns */
 };
 
@@ -252,7 +253,7 @@ probed(struct st_lmdb *s, enum storage_table tb, const MDB_val *key)
  * not read here: the probe is a best effort against a corrupt file, not a
  * proof. Returns 0 or MDB_CORRUPTED. */
 static int
-write_probe(struct st_lmdb *s, MDB_txn *mt, enum storage_table tb, MDB_val *key)
+write_probe(struct st_lmdb *s, struct lmdb_txn *t, enum storage_table tb, MDB_val *key)
 {
 	MDB_val k = *key, v;
 	size_t n = key->mv_size;
@@ -260,7 +261,15 @@ write_probe(struct st_lmdb *s, MDB_txn *mt, enum storage_table tb, MDB_val *key)
 	if (n != 0 && n == s->probed[tb].len && memcmp(key->mv_data, s->probed[tb].key, n) == 0) {
 		return 0;
 	}
-	if (guarded_read(NULL, mt, s->dbi[tb], &k, &v, MDB_SET) == MDB_CORRUPTED) {
+	/* A cursor of its own per table, which LMDB keeps placed through the
+	 * txn's writes: a key on the leaf it stands on (the next pending row,
+	 * the next entry) is found there without a walk from the root, as
+	 * mdb_cursor_set() looks at the current page first. */
+	if (t->probe[tb] == NULL && mdb_cursor_open(t->mt, s->dbi[tb], &t->probe[tb]) != 0) {
+		t->probe[tb] = NULL; /* mdb_get() then */
+	}
+	if (guarded_read(t->probe[tb], t->mt, s->dbi[tb], &k, &v, MDB_SET_RANGE) ==
+		MDB_CORRUPTED) {
 		return MDB_CORRUPTED;
 	}
 	probed(s, tb, key);
@@ -908,6 +917,12 @@ cursors_close(struct lmdb_txn *t)
 		mdb_cursor_close(c->mc);
 		echd_free(c);
 	}
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		if (t->probe[tb] != NULL) {
+			mdb_cursor_close(t->probe[tb]);
+			t->probe[tb] = NULL;
+		}
+	}
 }
 
 /* Ends a read txn: the first one is kept reset for reuse, which saves the
@@ -1260,7 +1275,7 @@ lmdb_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	mflags = (flags & STORAGE_PUT_APPEND) != 0 ? MDB_APPEND : 0;
 	/* An append searches the last page, which is k's path as well: k
 	 * sorts after every key, or the put fails before it writes. */
-	rc = write_probe(s, t->mt, tb, &key);
+	rc = write_probe(s, t, tb, &key);
 	if (rc == 0) {
 		rc = mdb_put(t->mt, s->dbi[tb], &key, &val, mflags);
 	}
@@ -1276,7 +1291,7 @@ lmdb_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
-	rc = write_probe(s, t->mt, tb, &key);
+	rc = write_probe(s, t, tb, &key);
 	if (rc == 0) {
 		rc = mdb_del(t->mt, s->dbi[tb], &key, NULL);
 	}
