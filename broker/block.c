@@ -541,7 +541,8 @@ brk_waitaof_local(struct brk_conn *c, bool want)
 	struct brk_server *srv = c->srv;
 
 	/* With always, every reply already waits for the commits before it. */
-	if (srv->cfg.appendfsync != BRK_FSYNC_EVERYSEC || c->write_gen <= storage_durable_gen(srv->st)) {
+	if (srv->cfg.appendfsync != BRK_FSYNC_EVERYSEC ||
+		c->write_gen <= storage_durable_gen(srv->st)) {
 		return 1;
 	}
 	if (!want) {

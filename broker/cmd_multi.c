@@ -282,7 +282,8 @@ again:
 		}
 		if (sub.dirty > 0 || brk_cmd_wrote(&sub)) {
 			wrote = true;
-			c->write_gen = storage_commit_gen(srv->st) + 1; /* for a WAITAOF later in it */
+			/* for a WAITAOF later in it */
+			c->write_gen = storage_commit_gen(srv->st) + 1;
 		}
 		dirty += sub.dirty;
 	}
