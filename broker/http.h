@@ -49,4 +49,20 @@ int brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **
  * and freed. */
 void brk_http_metrics_cancel(struct brk_server *srv);
 
+/* api.c: the JSON API (GET /api/...) and the actions (POST /api/action/...). */
+int brk_api_server(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_streams(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_groups(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_consumers(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_pending(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_entry(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_history(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_action(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+/* The sampler and the CSRF secret: started with the listener. */
+int brk_api_init(struct brk_server *srv);
+/* Answers the actions in flight 503 (before evhttp_free()) and frees it all. */
+void brk_api_finish(struct brk_server *srv);
+/* console.c: GET /, the console page. */
+int brk_http_console(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+
 #endif
