@@ -709,9 +709,7 @@ brk_api_pending(struct brk_http_req *r, struct evbuffer *out, const char **ctype
 			more = true;
 			break;
 		}
-		if (row.cid == PEL_UNOWNED) {
-			olen = 0;
-		} else if (row.cid != owner_cid) {
+		if (row.cid != PEL_UNOWNED && row.cid != owner_cid) {
 			struct consumer_meta c;
 			struct st_buf name;
 			owner_cid = row.cid;
