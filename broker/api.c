@@ -93,43 +93,6 @@ struct brk_api {
 
 /* ---- JSON and parameters ------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at p, or 0 (metrics.c's rule). */
-static size_t
-utf8_len(const unsigned char *p, size_t n)
-{
-	size_t len;
-	uint32_t cp;
-
-	if (p[0] < 0x80) {
-		return 1;
-	} else if ((p[0] & 0xe0) == 0xc0) {
-		len = 2;
-		cp = p[0] & 0x1f;
-	} else if ((p[0] & 0xf0) == 0xe0) {
-		len = 3;
-		cp = p[0] & 0x0f;
-	} else if ((p[0] & 0xf8) == 0xf0) {
-		len = 4;
-		cp = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (len > n) {
-		return 0;
-	}
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80) {
-			return 0;
-		}
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		(cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
-		return 0;
-	}
-	return len;
-}
-
 /* A JSON string. A byte that is not UTF-8 becomes U+00XX (the name is then
  * shown, not sent back byte for byte: binary names are out of the
  * console's reach, as docs/operations.md says). */
@@ -141,7 +104,7 @@ json_str(struct evbuffer *b, const void *data, size_t len)
 
 	evbuffer_add(b, "\"", 1);
 	while (i < len) {
-		size_t n = utf8_len(p + i, len - i);
+		size_t n = brk_http_utf8_len(p + i, len - i);
 		if (n > 1 || (n == 1 && p[i] >= 0x20 && p[i] != 0x7f && p[i] != '\\' && p[i] != '"')) {
 			i += n;
 			continue;

@@ -36,6 +36,10 @@ typedef int (*brk_http_fn)(struct brk_http_req *r, struct evbuffer *out, const c
 void brk_http_reply(struct evhttp_request *req, int code, const char *ctype,
 	struct evbuffer *body);
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes; no overlong
+ * forms, surrogates or values past U+10FFFF), or 0 (metrics.c). */
+size_t brk_http_utf8_len(const unsigned char *p, size_t n);
+
 /* Starts the listener when http-port is set: 0, BRK_INIT_CONFIG (a TLS
  * certificate that does not load), or -1 (an address that cannot be bound;
  * logged). Called from brk_server_init() once the event base exists. */
