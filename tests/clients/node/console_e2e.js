@@ -64,6 +64,18 @@ async function main() {
     }, null, { timeout: 15000 });
     seen.chartPoints = await page.$$eval("svg[data-points]", (s) => s.map((x) => Number(x.dataset.points)));
     await shot("2-stream");
+    // left open, the page redraws itself without growing: the same number of
+    // elements after two more refreshes (the footer's time says one happened)
+    const footer = () => page.$eval("footer", (f) => f.textContent);
+    const nodes = () => page.evaluate(() => document.getElementsByTagName("*").length);
+    const n0 = await nodes();
+    for (let i = 0; i < 2; i++) {
+      const f0 = await footer();
+      await page.waitForFunction((f) => document.querySelector("footer") &&
+        document.querySelector("footer").textContent !== f, f0, { timeout: 15000 });
+    }
+    seen.domNodes = [n0, await nodes()];
+    assert.equal(seen.domNodes[1], seen.domNodes[0], "the page grew while left open");
 
     // the group: consumers and the PEL, paged
     await page.click(`#groups a:text-is("${opts.group}")`);
