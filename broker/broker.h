@@ -590,8 +590,23 @@ struct brk_read_opts {
 	const struct resp_arg *group, *consumer;
 	bool noack;
 	long long claim; /* XREADGROUP CLAIM min-idle-time; -1: none */
+	long long maxcount, maxsize; /* 8.10 caps over all streams; 0: none */
 };
 bool brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro);
+/* What is left of MAXCOUNT and MAXSIZE while one XREAD/XREADGROUP reply is
+ * built: entries counted across all its streams, bytes from the reply's
+ * first byte. */
+struct brk_read_budget {
+	uint64_t maxcount, maxsize; /* 0: no cap */
+	size_t base;                /* reply length before the command's reply */
+	uint64_t emitted;           /* entries replied so far, all streams */
+};
+void brk_read_budget_init(struct brk_read_budget *b, const struct brk_read_opts *ro,
+	const struct resp_writer *w);
+/* True when no further entry may go into the reply: MAXCOUNT entries are
+ * in, or MAXSIZE bytes are and at least one entry (one entry larger than
+ * MAXSIZE still goes out, so a reader always progresses). */
+bool brk_read_budget_spent(const struct brk_read_budget *b, const struct resp_writer *w);
 /* A deletion policy word (KEEPREF, DELREF, ACKED): true and *out. */
 bool brk_parse_ref_policy(const struct resp_arg *a, enum stream_ref_policy *out);
 /* stream_trim() under a deletion policy (cmd_delpol.c): the groups are

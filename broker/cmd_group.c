@@ -354,7 +354,8 @@ count_incr(uint64_t n)
  * With header false the entries go into an array the caller opened. */
 static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n)
+	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n,
+	struct brk_read_budget *budget)
 {
 	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id, last;
 	struct stream_iter *it;
@@ -391,6 +392,7 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	}
 	/* a reply that outgrew the output limit is dropped: deliver no more */
 	while ((count == 0 || *n < count) && !x->w->out->oom &&
+		!brk_read_budget_spent(budget, x->w) &&
 		(rc = stream_iter_next(it, &id, &fields)) == 0) {
 		brk_reply_entry(x->w, &id, &fields);
 		group_advance(m, g, &id);
@@ -404,6 +406,7 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 			}
 		}
 		(*n)++;
+		budget->emitted++;
 	}
 	stream_iter_destroy(it);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
@@ -487,12 +490,15 @@ claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, u
 static int
 serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
 	struct consumer_meta *c, const struct claim_set *cs, uint64_t count, uint64_t now,
-	size_t *n)
+	size_t *n, struct brk_read_budget *budget)
 {
 	int rc = 0;
 
 	*n = 0;
-	for (size_t i = 0; i < cs->n && (count == 0 || *n < count) && !x->w->out->oom; i++) {
+	for (size_t i = 0; i < cs->n && (count == 0 || *n < count); i++) {
+		if (x->w->out->oom || brk_read_budget_spent(budget, x->w)) {
+			break;
+		}
 		struct pel_row r = cs->rows[i];
 		struct st_buf fields, f, v;
 		size_t pos = 0;
@@ -531,6 +537,7 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 		}
 		x->dirty++;
 		(*n)++;
+		budget->emitted++;
 	}
 	return 0;
 }
@@ -538,7 +545,8 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 /* Replies the consumer's pending entries after start (its history). */
 static int
 serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, const struct stream_id *start, uint64_t count, uint64_t now)
+	struct consumer_meta *c, const struct stream_id *start, uint64_t count, uint64_t now,
+	struct brk_read_budget *budget)
 {
 	struct stream_id end = {UINT64_MAX, UINT64_MAX};
 	struct pel_iter *it;
@@ -551,7 +559,8 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (rc != 0) {
 		return rc;
 	}
-	while ((count == 0 || n < count) && !x->w->out->oom && (rc = pel_iter_next(it, &r)) == 0) {
+	while ((count == 0 || n < count) && !x->w->out->oom &&
+		!brk_read_budget_spent(budget, x->w) && (rc = pel_iter_next(it, &r)) == 0) {
 		struct st_buf fields;
 		rc = stream_get_entry(x->txn, m, &r.id, &fields);
 		if (rc == ECHD_ENOTFOUND) {
@@ -570,6 +579,7 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 			break;
 		}
 		n++;
+		budget->emitted++;
 	}
 	pel_iter_destroy(it);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
@@ -594,6 +604,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	struct claim_set cs = {NULL, 0, 0, UINT64_MAX};
 
 	struct brk_read_opts ro;
+	struct brk_read_budget budget;
 
 	if (!brk_parse_read_opts(x, true, &ro)) {
 		return 0;
@@ -644,7 +655,10 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			goto out;
 		}
 	}
-	for (int i = 0; i < nstreams; i++) {
+	brk_read_budget_init(&budget, &ro, x->w);
+	/* streams in the caller's order; once the budget is spent the rest
+	 * are left out, untouched (no consumer made there) */
+	for (int i = 0; i < nstreams && !brk_read_budget_spent(&budget, x->w); i++) {
 		struct st_buf key = arg_buf(&x->argv[streams_arg + i]), gname = arg_buf(group);
 		struct st_buf cname = arg_buf(consumer);
 		struct stream_meta m;
@@ -701,11 +715,12 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			if (is_new[i] && claim >= 0) {
 				/* claimed first, then new ones, COUNT over both */
 				size_t eh = resp_add_deferred(x->w);
-				rc = serve_claimed(x, &m, &g, &c, &cs, (uint64_t)count, now, &nclaimed);
+				rc = serve_claimed(x, &m, &g, &c, &cs, (uint64_t)count, now, &nclaimed,
+					&budget);
 				if (rc == 0 && (count == 0 || nclaimed < (size_t)count)) {
 					rc = serve_new(x, &m, &g, &c,
 						count == 0 ? 0 : (uint64_t)count - nclaimed, noack, now,
-						false, &n);
+						false, &n, &budget);
 				}
 				if (rc == 0 && nclaimed + n > 0) {
 					if (nclaimed > 0 || !noack) {
@@ -715,7 +730,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 				}
 				resp_set_deferred_len(x->w, eh, '*', nclaimed + n);
 			} else if (is_new[i]) {
-				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n);
+				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n,
+					&budget);
 				if (rc == 0 && n > 0) {
 					if (!noack) {
 						/* NOACK takes nothing on: not activity (7.2+) */
@@ -726,7 +742,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			} else {
 				struct stream_id start = ids[i];
 				if (stream_id_incr(&start)) {
-					rc = serve_history(x, &m, &g, &c, &start, (uint64_t)count, now);
+					rc = serve_history(x, &m, &g, &c, &start, (uint64_t)count, now,
+						&budget);
 				} else {
 					resp_add_array(x->w, 0);
 				}

@@ -51,6 +51,8 @@ struct brk_config {
 	long long proto_inline_max_size;
 	long long stream_node_max_entries;
 	long long stream_node_max_bytes;
+	long long stream_idmp_duration; /* a new stream's IDMP-DURATION, seconds */
+	long long stream_idmp_maxsize;  /* a new stream's IDMP-MAXSIZE */
 	int appendfsync;         /* BRK_FSYNC_* */
 	long long map_size;      /* initial LMDB map size in bytes */
 	long long maxdisk;       /* map growth limit in bytes; 0 = none */
