@@ -42,6 +42,7 @@ struct brk_pubsub;
 struct brk_psub;
 struct brk_http;
 struct brk_scrape;
+struct brk_api;
 
 /* A copied request, for clients that block. */
 struct brk_argv {
@@ -290,6 +291,7 @@ struct brk_server {
 	struct brk_http *http;       /* http.c: the HTTP listener, NULL: none */
 	uint64_t metrics_dropped;    /* series /metrics scrapes left out (metrics.c) */
 	struct brk_scrape *scrapes;  /* /metrics scrapes in progress (metrics.c), owned */
+	struct brk_api *api;         /* the JSON API's state (api.c), owned */
 	struct brk_user *users;      /* ACL users; "default" always exists */
 	uint64_t acl_generation;
 	unsigned users_loaded;

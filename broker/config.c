@@ -177,6 +177,14 @@ static const struct opt opts[] = {
 	{"metrics-max-series", OPT_INT, true, "10000", OFF(metrics_max_series), 0, 100000000,
 		NULL, "per-stream, per-group and per-consumer series one /metrics scrape exports "
 		"at most; the rest are counted in echd_metrics_series_dropped_total"},
+	{"http-api-max-page", OPT_INT, true, "500", OFF(http_api_max_page), 1, 100000, NULL,
+		"items one /api/ request lists at most (streams, pending entries, groups, "
+		"consumers)"},
+	{"http-sample-interval", OPT_INT, false, "5", OFF(http_sample_interval), 1, 3600, NULL,
+		"seconds between two samples of each group's lag and pending count (the console's "
+		"charts of the last hour)"},
+	{"http-sample-max-groups", OPT_INT, true, "1000", OFF(http_sample_max_groups), 0,
+		1000000, NULL, "groups whose lag and pending count are sampled at most; 0 = none"},
 	{"daemonize", OPT_BOOL, false, "no", OFF(daemonize), 0, 0, NULL,
 		"must be no: run under a supervisor"},
 };

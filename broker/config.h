@@ -91,6 +91,10 @@ struct brk_config {
 	long long http_max_body_size;
 	long long http_timeout;       /* seconds a request may take to arrive */
 	long long metrics_max_series; /* per-stream, group and consumer series per scrape */
+	/* the JSON API and console (api.c) */
+	long long http_api_max_page;      /* items one /api/ request lists at most */
+	long long http_sample_interval;   /* seconds between two samples of the groups */
+	long long http_sample_max_groups; /* groups sampled at most */
 };
 
 enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };

@@ -35,7 +35,8 @@
 #include "http.h"
 
 /* A route: a path, the methods it answers, and the ACL command a user
- * must be allowed to see it (INFO for /metrics). */
+ * must be allowed to see it (INFO for /metrics; NULL: the handler checks
+ * the command equivalent to what it shows, with its key, as api.c does). */
 struct route {
 	const char *path;
 	unsigned methods; /* EVHTTP_REQ_* */
@@ -45,6 +46,18 @@ struct route {
 
 static const struct route routes[] = {
 	{"/metrics", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, "info", brk_http_metrics},
+	{"/", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_http_console},
+	{"/api/server", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, "info", brk_api_server},
+	{"/api/streams", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_api_streams},
+	{"/api/groups", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_api_groups},
+	{"/api/consumers", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_api_consumers},
+	{"/api/pending", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_api_pending},
+	{"/api/entry", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_api_entry},
+	{"/api/history", EVHTTP_REQ_GET | EVHTTP_REQ_HEAD, NULL, brk_api_history},
+	{"/api/action/xack", EVHTTP_REQ_POST, NULL, brk_api_action},
+	{"/api/action/xclaim", EVHTTP_REQ_POST, NULL, brk_api_action},
+	{"/api/action/xnack", EVHTTP_REQ_POST, NULL, brk_api_action},
+	{"/api/action/delconsumer", EVHTTP_REQ_POST, NULL, brk_api_action},
 };
 
 struct http_conn {
@@ -376,7 +389,8 @@ request_cb(struct evhttp_request *req, void *arg)
 		return;
 	}
 	if (!(rt->methods & evhttp_request_get_command(req))) {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+			rt->methods & EVHTTP_REQ_POST ? "POST" : "GET, HEAD");
 		reply_text(req, 405, "Method Not Allowed", "method not allowed");
 		return;
 	}
@@ -386,7 +400,7 @@ request_cb(struct evhttp_request *req, void *arg)
 	if (r.user == NULL) {
 		return;
 	}
-	cmd = brk_cmd_lookup(rt->acl_cmd, strlen(rt->acl_cmd));
+	cmd = rt->acl_cmd ? brk_cmd_lookup(rt->acl_cmd, strlen(rt->acl_cmd)) : NULL;
 	if (cmd != NULL) {
 		struct resp_arg a = {rt->acl_cmd, strlen(rt->acl_cmd)};
 		if (!brk_acl_cmd_allowed(r.user, cmd, 1, &a)) {
@@ -420,6 +434,15 @@ brk_http_reply(struct evhttp_request *req, int code, const char *ctype, struct e
 	switch (code) {
 	case 200:
 		reason = "OK";
+		break;
+	case 400:
+		reason = "Bad Request";
+		break;
+	case 403:
+		reason = "Forbidden";
+		break;
+	case 404:
+		reason = "Not Found";
 		break;
 	case 503:
 		reason = "Service Unavailable";
@@ -462,6 +485,9 @@ brk_http_init(struct brk_server *srv)
 		return -1;
 	}
 	event_add(h->sweep_timer, &tv1);
+	if (brk_api_init(srv) != 0) {
+		return -1;
+	}
 	evhttp_set_bevcb(h->http, bev_cb, h);
 	evhttp_set_gencb(h->http, request_cb, h);
 	/* every method, known to evhttp or not, reaches request_cb, which
@@ -501,6 +527,7 @@ brk_http_finish(struct brk_server *srv)
 		return;
 	}
 	brk_http_metrics_cancel(srv); /* before evhttp_free() frees their requests */
+	brk_api_finish(srv);
 	if (h->http != NULL) {
 		evhttp_free(h->http); /* frees its connections and their bufferevents */
 	}

@@ -36,6 +36,10 @@ typedef int (*brk_http_fn)(struct brk_http_req *r, struct evbuffer *out, const c
 void brk_http_reply(struct evhttp_request *req, int code, const char *ctype,
 	struct evbuffer *body);
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes; no overlong
+ * forms, surrogates or values past U+10FFFF), or 0 (metrics.c). */
+size_t brk_http_utf8_len(const unsigned char *p, size_t n);
+
 /* Starts the listener when http-port is set: 0, BRK_INIT_CONFIG (a TLS
  * certificate that does not load), or -1 (an address that cannot be bound;
  * logged). Called from brk_server_init() once the event base exists. */
@@ -48,5 +52,21 @@ int brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **
  * each is answered 503, which leaves only if its socket takes it at once,
  * and freed. */
 void brk_http_metrics_cancel(struct brk_server *srv);
+
+/* api.c: the JSON API (GET /api/...) and the actions (POST /api/action/...). */
+int brk_api_server(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_streams(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_groups(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_consumers(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_pending(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_entry(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_history(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+int brk_api_action(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+/* The sampler and the CSRF secret: started with the listener. */
+int brk_api_init(struct brk_server *srv);
+/* Answers the actions in flight 503 (before evhttp_free()) and frees it all. */
+void brk_api_finish(struct brk_server *srv);
+/* console.c: GET /, the console page. */
+int brk_http_console(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
 
 #endif

@@ -92,9 +92,8 @@ struct brk_scrape {
 };
 /* ---- label values ------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
-static size_t
-utf8_len(const unsigned char *p, size_t n)
+size_t
+brk_http_utf8_len(const unsigned char *p, size_t n)
 {
 	size_t len;
 	uint32_t cp;
@@ -141,7 +140,7 @@ put_label(struct evbuffer *b, const void *data, size_t len)
 	size_t i = 0, run = 0;
 
 	while (i < len) {
-		size_t n = utf8_len(p + i, len - i);
+		size_t n = brk_http_utf8_len(p + i, len - i);
 		if (n > 1 || (n == 1 && p[i] >= 0x20 && p[i] != 0x7f && p[i] != '\\' && p[i] != '"')) {
 			i += n;
 			continue;
