@@ -599,6 +599,10 @@ int brk_policy_delivered(struct brk_ctx *x, const struct st_buf *key, const stru
 /* The COUNT a '>' read may take of new entries under MAXACKPENDING (0:
  * all), or UINT64_MAX when it may take none. */
 uint64_t brk_policy_room(const struct group_meta *g, uint64_t count);
+/* After XNACK released rows of g, available at at (0: now): '>' readers
+ * look for them then. */
+int brk_policy_released(struct brk_ctx *x, const struct resp_arg *key, const struct st_buf *gname,
+	const struct group_meta *g, uint64_t at);
 /* After acks in g (pending was before): wakes readers waiting for room. */
 void brk_policy_acked(struct brk_ctx *x, const struct st_buf *key, const struct group_meta *g,
 	uint64_t before);

@@ -367,6 +367,14 @@ brk_cmd_xgroup(struct brk_ctx *x)
 
 static uint64_t idle_ms(uint64_t now, uint64_t t);
 
+/* A row released by XNACK DELAY whose delay has not passed: no one takes
+ * it (CLAIM, XCLAIM, XAUTOCLAIM, a policy's redelivery) before then. */
+static bool
+held_back(const struct pel_row *r, uint64_t now)
+{
+	return r->cid == PEL_UNOWNED && r->delivery_time > now;
+}
+
 /* A delivery count plus one delivery, staying at XNACK FATAL's LLONG_MAX
  * (Redis' counter would wrap to a negative reply). */
 static uint64_t
@@ -505,8 +513,9 @@ claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, u
 		return rc;
 	}
 	while ((rc = pel_iter_next(it, &r)) == 0) {
-		if (r.cid != PEL_UNOWNED && idle_ms(now, r.delivery_time) < minidle) {
-			uint64_t at = r.delivery_time + minidle;
+		if (held_back(&r, now) ||
+			(r.cid != PEL_UNOWNED && idle_ms(now, r.delivery_time) < minidle)) {
+			uint64_t at = r.cid == PEL_UNOWNED ? r.delivery_time : r.delivery_time + minidle;
 			if (at < cs->next_at) {
 				cs->next_at = at;
 			}
@@ -944,13 +953,43 @@ nack_count(enum nack_mode mode, long long retrycount, uint64_t count)
 	return count;
 }
 
-/* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]:
+/* Whether g's policy dead-letters (a DEADLETTER stream or MAXDELIVER). */
+static bool
+dead_letters(const struct group_meta *g)
+{
+	return g->policy.dl_len > 0 || g->policy.max_deliver > 0;
+}
+
+/* XNACK FATAL in a group that dead-letters: the row goes (with the count
+ * it had) to the dead-letter stream instead of back to the group. */
+static int
+nack_dead_letter(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	const struct pel_row *r)
+{
+	struct st_buf key = arg_buf(&x->argv[1]), gname = arg_buf(&x->argv[2]);
+	struct dead_letter d = {x->c->db, &key, &gname, "fatal", brk_now_ms(),
+		(uint64_t)x->srv->cfg.stream_node_max_entries,
+		(uint64_t)x->srv->cfg.stream_node_max_bytes};
+	struct pel_row had;
+	int rc = pel_get(x->txn, g, &r->id, &had);
+
+	if (rc == 0) {
+		rc = pel_dead_letter(x->txn, m, g, &had, &d);
+	}
+	if (rc == 0 && g->policy.dl_len > 0) {
+		brk_signal_key(x->srv, x->c->db, g->policy.dl, g->policy.dl_len);
+	}
+	return rc;
+}
+
+/* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]
+ * [DELAY ms]:
  * the rows go back to the group, owned by no one, claimable at once. */
 int
 brk_cmd_xnack(struct brk_ctx *x)
 {
 	struct st_buf gname = arg_buf(&x->argv[2]);
-	long long numids, retrycount = -1, released = 0;
+	long long numids, retrycount = -1, released = 0, delay = 0;
 	enum nack_mode mode;
 	bool force = false;
 	struct stream_meta m;
@@ -990,6 +1029,13 @@ brk_cmd_xnack(struct brk_ctx *x)
 			}
 		} else if (brk_arg_eq(&x->argv[j], "FORCE")) {
 			force = true;
+		} else if (brk_arg_eq(&x->argv[j], "DELAY") && j + 1 < x->argc) {
+			/* echd's extension (group policies): not handed out before */
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &delay) || delay < 0) {
+				resp_add_error(x->w, "ERR Invalid DELAY option argument for XNACK");
+				return 0;
+			}
 		} else {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return 0;
@@ -1028,11 +1074,23 @@ brk_cmd_xnack(struct brk_ctx *x)
 			r.delivery_count = 0;
 		}
 		r.delivery_count = nack_count(mode, retrycount, r.delivery_count);
-		rc = pel_release(x->txn, &g, &r, prev);
+		if (mode == NACK_FATAL && prev != PEL_NEW && dead_letters(&g)) {
+			rc = nack_dead_letter(x, &m, &g, &r);
+		} else {
+			rc = pel_release_until(x->txn, &g, &r, prev,
+				delay > 0 ? brk_now_ms() + (uint64_t)delay : 0);
+		}
 		if (rc != 0) {
 			return rc;
 		}
 		released++;
+	}
+	if (released > 0 && group_policy_timed(&g.policy)) {
+		rc = brk_policy_released(x, &x->argv[1], &gname, &g,
+			delay > 0 ? brk_now_ms() + (uint64_t)delay : 0);
+		if (rc != 0) {
+			return rc;
+		}
 	}
 	if (released > 0) {
 		rc = group_save(x->txn, &m, &gname, &g);
@@ -1412,7 +1470,8 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (!found && !force) {
 			continue;
 		}
-		if (found && minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
+		if (found && ((minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) ||
+				     held_back(&r, now))) {
 			continue;
 		}
 		prev = found ? r.cid : PEL_NEW;
@@ -1545,7 +1604,8 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 				count--;
 				continue;
 			}
-			if (minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
+			if ((minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) ||
+				held_back(&r, now)) {
 				continue;
 			}
 			prev = r.cid;

@@ -249,6 +249,16 @@ brk_policy_delivered(struct brk_ctx *x, const struct st_buf *key, const struct s
 	return pg_note(x->srv, x->c->db, key, gname, g->gid, now + w, false, false);
 }
 
+int
+brk_policy_released(struct brk_ctx *x, const struct resp_arg *key, const struct st_buf *gname,
+	const struct group_meta *g, uint64_t at)
+{
+	struct st_buf k = {key->p, key->len};
+
+	/* due at once: readers scan (the key's signal wakes blocked ones) */
+	return pg_note(x->srv, x->c->db, &k, gname, g->gid, at, at == 0, false);
+}
+
 uint64_t
 brk_policy_room(const struct group_meta *g, uint64_t count)
 {

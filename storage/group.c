@@ -978,10 +978,17 @@ int
 pel_release(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
 	uint64_t prev_cid)
 {
+	return pel_release_until(t, g, r, prev_cid, 0);
+}
+
+int
+pel_release_until(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
+	uint64_t prev_cid, uint64_t until)
+{
 	struct pel_row u = *r;
 
 	u.cid = PEL_UNOWNED;
-	u.delivery_time = 0;
+	u.delivery_time = until;
 	return pel_put(t, g, NULL, &u, prev_cid);
 }
 

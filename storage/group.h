@@ -220,6 +220,10 @@ int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c
  * and the previous owner's record in storage (see the note below). */
 int pel_release(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
 	uint64_t prev_cid);
+/* pel_release() with a delivery time of until (ms): XNACK DELAY's row,
+ * which no one takes before then (0: at once). */
+int pel_release_until(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
+	uint64_t prev_cid, uint64_t until);
 /* Removes id from the group PEL and its owner's (none when released); returns ECHD_ENOTFOUND
  * when it was not pending. Updates g and the owner's record in storage.
  *

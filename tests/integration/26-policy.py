@@ -328,3 +328,60 @@ def test_copy_rename_keep_policy(server):
     for k in ("s2", "s3"):
         g = info_groups(c, k)[0]
         assert (g["ack-wait"], g["dead-letter"]) == (1234, b"dlq")
+
+
+def test_xnack_fatal_deadletters(server):
+    """XNACK FATAL in a group with DEADLETTER: to the dead-letter stream at once."""
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    c.call("XADD", "s", "2-1", "f", "w")
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XGROUP", "SETPOLICY", "s", "g", "DEADLETTER", "dlq")
+    assert ids(read(c, "w1")) == ["1-1", "2-1"]
+    assert c.call("XNACK", "s", "g", "FATAL", "IDS", "1", "1-1") == 1
+    dl = c.call("XRANGE", "dlq", "-", "+")
+    assert kv(dl[0][1]) == {"stream": b"s", "id": b"1-1", "group": b"g", "consumer": b"w1",
+                            "deliveries": b"1", "reason": b"fatal", "f": b"v"}
+    assert list(counts(c)) == ["2-1"]
+    assert info_groups(c)[0]["dead-lettered"] == 1
+    # FAIL still releases
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "2-1") == 1
+    assert counts(c) == {"2-1": ("", 1)}
+
+
+def test_xnack_delay(server):
+    """XNACK DELAY: no one takes the entry before the delay; XPENDING shows it released."""
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    assert ids(read(c, "w1")) == ["1-1"]
+    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "DELAY", "-5") == \
+        "ERR Invalid DELAY option argument for XNACK"
+    t0 = time.time()
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "DELAY", "400") == 1
+    assert c.call("XPENDING", "s", "g", "-", "+", "10") == [[b"1-1", b"", -1, 1]]
+    assert c.call("XAUTOCLAIM", "s", "g", "w2", "0", "0")[1] == []
+    assert c.call("XCLAIM", "s", "g", "w2", "0", "1-1") == []
+    got = c.call("XREADGROUP", "GROUP", "g", "w2", "CLAIM", "0", "BLOCK", "5000",
+                 "STREAMS", "s", ">")
+    assert time.time() - t0 >= 0.4
+    assert got[0][1][0][0] == b"1-1"
+
+
+def test_xnack_delay_with_ackwait(server):
+    """In a group with ACKWAIT a delayed entry comes back to '>' readers after the delay."""
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XGROUP", "SETPOLICY", "s", "g", "ACKWAIT", "60000")
+    assert ids(read(c, "w1")) == ["1-1"]
+    t0 = time.time()
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "DELAY", "300") == 1
+    assert read(c, "w2") is None
+    b = server.raw()
+    assert ids(read(b, "w2", block=5000)) == ["1-1"]
+    assert time.time() - t0 >= 0.3
+    assert counts(c)["1-1"] == ("w2", 2)
+    # without a delay: at once
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1") == 1
+    assert ids(read(c, "w3")) == ["1-1"]
