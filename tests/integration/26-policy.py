@@ -385,3 +385,33 @@ def test_xnack_delay_with_ackwait(server):
     # without a delay: at once
     assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1") == 1
     assert ids(read(c, "w3")) == ["1-1"]
+
+
+def test_admin_shows_policy(server):
+    """echo-admin groups --json shows the policy, live and offline; check accepts it and a
+    delayed release."""
+    import json
+    import subprocess
+    from echdtest import admin_exe
+    c = server.raw()
+    c.call("XADD", "s", "1-1", "f", "v")
+    c.call("XADD", "s", "2-1", "f", "v")
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XGROUP", "CREATE", "s", "plain", "0")
+    c.call("XGROUP", "SETPOLICY", "s", "g", "ACKWAIT", "60000", "MAXDELIVER", "4",
+           "DEADLETTER", "dlq", "MAXACKPENDING", "8", "BACKOFF", "2", "100", "200")
+    assert ids(read(c, "w")) == ["1-1", "2-1"]
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "2-1", "DELAY", "3600000") == 1
+    env = {"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    for where in (["-p", str(server.port)], ["-d", server.dir]):
+        p = subprocess.run([admin_exe(server.exe)] + where + ["--json", "groups", "s"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert p.returncode == 0, p.stderr
+        groups = {g["name"]: g for g in json.loads(p.stdout)["groups"]}
+        assert groups["g"]["policy"] == {"ack_wait_ms": 60000, "max_deliver": 4,
+                                         "dead_letter": "dlq", "max_ack_pending": 8,
+                                         "dead_lettered": 0}, where
+        assert "policy" not in groups["plain"]
+    p = subprocess.run([admin_exe(server.exe), "check", server.dir], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
