@@ -577,6 +577,15 @@ bool brk_str2ll(const char *s, size_t len, long long *out);
 int brk_lookup_group(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
 	const char *nokey, struct stream_meta *m, struct group_meta *g);
 
+/* A pending row about to be handed to c (cmd_group.c): its entry's fields
+ * (borrowed), or ECHD_ENOTFOUND after dropping the row of an entry deleted
+ * meanwhile (XAUTOCLAIM's rule; c's copy adjusted). */
+int brk_pel_entry(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct pel_row *r, struct st_buf *fields);
+/* Hands row r to c now: owner c, delivery time now, one more delivery. */
+int brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_row *r, uint64_t now);
+
 /* Group policies (policy.c). */
 int brk_policy_load(struct brk_server *srv);
 void brk_policy_finish(struct brk_server *srv);

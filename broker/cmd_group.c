@@ -541,6 +541,39 @@ claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, u
 	return 0;
 }
 
+int
+brk_pel_entry(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct pel_row *r, struct st_buf *fields)
+{
+	int rc = stream_get_entry(x->txn, m, &r->id, fields);
+
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	rc = pel_remove(x->txn, g, &r->id);
+	if (rc != 0) {
+		return rc;
+	}
+	if (r->cid == c->cid) {
+		c->pending--; /* keep our copy equal to the stored record */
+	}
+	x->dirty++;
+	return ECHD_ENOTFOUND;
+}
+
+int
+brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_row *r, uint64_t now)
+{
+	struct pel_row t = *r;
+
+	t.cid = c->cid;
+	t.delivery_time = now;
+	t.delivery_count = count_incr(r->delivery_count);
+	x->dirty++;
+	return pel_put(x->txn, g, c, &t, r->cid);
+}
+
 /* Claims up to count rows of cs (0: all) for c, as XAUTOCLAIM would, and
  * replies each as [id, fields, idle ms, deliveries before this one]; a
  * released row's idle is -1, as XPENDING shows it. A row whose entry is
@@ -559,16 +592,8 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 		size_t pos = 0;
 		uint64_t prev = r.cid;
 
-		rc = stream_get_entry(x->txn, m, &r.id, &fields);
+		rc = brk_pel_entry(x, m, g, c, &r, &fields);
 		if (rc == ECHD_ENOTFOUND) {
-			rc = pel_remove(x->txn, g, &r.id);
-			if (rc != 0) {
-				return rc;
-			}
-			if (prev == c->cid) {
-				c->pending--; /* keep our copy equal to the stored record */
-			}
-			x->dirty++;
 			continue;
 		}
 		if (rc != 0) {
@@ -583,14 +608,10 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 		}
 		resp_add_int(x->w, prev == PEL_UNOWNED ? -1 : (long long)idle_ms(now, r.delivery_time));
 		resp_add_int(x->w, (long long)r.delivery_count);
-		r.cid = c->cid;
-		r.delivery_time = now;
-		r.delivery_count = count_incr(r.delivery_count);
-		rc = pel_put(x->txn, g, c, &r, prev);
+		rc = brk_pel_take(x, g, c, &r, now);
 		if (rc != 0) {
 			return rc;
 		}
-		x->dirty++;
 		(*n)++;
 	}
 	return 0;

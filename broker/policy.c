@@ -13,7 +13,6 @@
  * policy group looked at once, at once).
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,36 +190,20 @@ brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_bu
 
 	*n = 0;
 	for (i = 0; i < due->n && (count == 0 || *n < count) && !x->w->out->oom; i++) {
-		struct pel_row r = due->rows[i].row;
-		uint64_t prev = r.cid;
+		const struct pel_row *r = &due->rows[i].row;
 		struct st_buf fields;
 
-		rc = stream_get_entry(x->txn, m, &r.id, &fields);
+		rc = brk_pel_entry(x, m, g, c, r, &fields);
 		if (rc == ECHD_ENOTFOUND) {
-			/* deleted meanwhile: nothing to hand out (XAUTOCLAIM's rule) */
-			rc = pel_remove(x->txn, g, &r.id);
-			if (rc != 0) {
-				return rc;
-			}
-			if (prev == c->cid) {
-				c->pending--;
-			}
-			x->dirty++;
-			continue;
+			continue; /* deleted meanwhile: nothing to hand out */
+		}
+		if (rc == 0) {
+			brk_reply_entry(x->w, &r->id, &fields);
+			rc = brk_pel_take(x, g, c, r, now);
 		}
 		if (rc != 0) {
 			return rc;
 		}
-		brk_reply_entry(x->w, &r.id, &fields);
-		r.cid = c->cid;
-		r.delivery_time = now;
-		r.delivery_count = r.delivery_count < (uint64_t)LLONG_MAX ? r.delivery_count + 1 :
-									  r.delivery_count;
-		rc = pel_put(x->txn, g, c, &r, prev);
-		if (rc != 0) {
-			return rc;
-		}
-		x->dirty++;
 		(*n)++;
 	}
 	if (!group_policy_timed(&g->policy)) {
