@@ -255,6 +255,7 @@ struct brk_server {
 	struct brk_pgroup *policies; /* policy.c: groups with a policy; owned */
 	struct event *policy_timer;  /* policy.c: when the first of them has a row due */
 	uint64_t policy_timer_at;
+	bool policy_rescan;          /* policy.c: look for policy groups under new names */
 	uint64_t expire_next_ms;     /* no key expires before this (0: look) */
 	uint64_t cmd_ms;             /* the running command's time (EXEC's for its commands) */
 	bool savepoints;             /* map nearly full at maxdisk: nest every write */
@@ -590,6 +591,9 @@ int brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *
 int brk_policy_load(struct brk_server *srv);
 void brk_policy_finish(struct brk_server *srv);
 int brk_xgroup_setpolicy(struct brk_ctx *x);
+/* After RENAME, MOVE or COPY: the policy groups are looked for again (by
+ * the timer, at once; nothing when no group has a policy). */
+void brk_policy_rescan(struct brk_server *srv);
 /* XREADGROUP '>' of a group with a policy, before the consumer is touched:
  * when the group may have rows due, collects them into *due (owned:
  * pel_due_finish()), dead-lettering those past MAXDELIVER (g changes).

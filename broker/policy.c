@@ -313,6 +313,38 @@ pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint
 	return rc;
 }
 
+struct load_walk {
+	struct brk_server *srv;
+	uint64_t now;
+};
+
+static int
+load_cb(unsigned db, const struct st_buf *key, const struct st_buf *name,
+	const struct group_meta *g, void *ud)
+{
+	struct load_walk *w = ud;
+
+	if (!group_policy_timed(&g->policy)) {
+		return 0;
+	}
+	/* due now: the first run scans it and sets its exact time */
+	return pg_note(w->srv, db, key, name, g->gid, w->now, false, pg_find(w->srv, db, key,
+		name) == NULL);
+}
+
+void
+brk_policy_rescan(struct brk_server *srv)
+{
+	struct timeval tv = {0, 0};
+
+	if (srv->policies == NULL || srv->policy_timer == NULL) {
+		return; /* no policy anywhere: nothing a rename could have moved */
+	}
+	srv->policy_rescan = true;
+	evtimer_add(srv->policy_timer, &tv);
+	srv->policy_timer_at = 0;
+}
+
 static void
 policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -326,6 +358,17 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	srv->policy_timer_at = UINT64_MAX;
 	t = brk_batch_txn(srv, &rc);
+	if (t != NULL && srv->policy_rescan) {
+		/* a stream with groups was renamed, moved or copied: find its
+		 * groups under their new names (O(groups)) */
+		struct load_walk w = {srv, now};
+
+		srv->policy_rescan = false;
+		rc = group_policy_each(t, (unsigned)srv->cfg.databases, load_cb, &w);
+		if (rc != 0) {
+			echd_log(ECHD_LOG_WARNING, "group policy: %s", echd_strerror(rc));
+		}
+	}
 	for (p = srv->policies; t != NULL && p != NULL; p = next) {
 		next = p->next;
 		if (p->due || p->at > now) {
@@ -360,24 +403,6 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	pg_arm(srv);
-}
-
-struct load_walk {
-	struct brk_server *srv;
-	uint64_t now;
-};
-
-static int
-load_cb(unsigned db, const struct st_buf *key, const struct st_buf *name,
-	const struct group_meta *g, void *ud)
-{
-	struct load_walk *w = ud;
-
-	if (!group_policy_timed(&g->policy)) {
-		return 0;
-	}
-	/* due now: the first run scans it and sets its exact time */
-	return pg_note(w->srv, db, key, name, g->gid, w->now, false, true);
 }
 
 int

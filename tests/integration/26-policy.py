@@ -415,3 +415,24 @@ def test_admin_shows_policy(server):
     p = subprocess.run([admin_exe(server.exe), "check", server.dir], capture_output=True,
                        text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_rename_move_copy_keep_deadlines(server):
+    """A policy group's timer follows its stream through RENAME, MOVE and COPY."""
+    c = server.raw()
+    for k in ("a", "b", "c"):
+        c.call("XADD", k, "1-1", "f", k)
+        c.call("XGROUP", "CREATE", k, "g", "0")
+        c.call("XGROUP", "SETPOLICY", k, "g", "ACKWAIT", "200", "MAXDELIVER", "1",
+               "DEADLETTER", "dlq")
+        assert ids(read(c, "w", key=k)) == ["1-1"]
+    assert c.call("RENAME", "a", "a2") == "OK"
+    assert c.call("MOVE", "b", "1") == 1
+    assert c.call("COPY", "c", "c2") == 1
+    # the timer dead-letters every group's entry (three here, one in db 1), nobody reading
+    assert wait_for(lambda: len(c.call("XRANGE", "dlq", "-", "+")) == 3)
+    streams = sorted(kv(f)["stream"] for _, f in c.call("XRANGE", "dlq", "-", "+"))
+    assert streams == [b"a2", b"c", b"c2"]
+    c.call("SELECT", "1")
+    assert wait_for(lambda: c.call("EXISTS", "dlq") == 1)
+    assert kv(c.call("XRANGE", "dlq", "-", "+")[0][1])["stream"] == b"b"
