@@ -735,8 +735,9 @@ static int
 usage_group(const struct st_buf *name, const struct group_meta *g, void *ud)
 {
 	struct usage_walk *u = ud;
+	unsigned char rec[GROUP_VMAX];
 
-	u->bytes += 8 + name->len + GROUP_VLEN;
+	u->bytes += 8 + name->len + group_encode(rec, g); /* with its policy */
 	u->bytes += g->pending * (24 + PEL_VLEN + 32); /* pel row and cpel row */
 	return consumer_each(u->t, g, usage_consumer, u);
 }
