@@ -40,6 +40,8 @@ struct brk_cmd;
 struct brk_user;
 struct brk_pubsub;
 struct brk_psub;
+struct brk_http;
+struct brk_scrape;
 
 /* A copied request, for clients that block. */
 struct brk_argv {
@@ -291,7 +293,10 @@ struct brk_server {
 	int nsubstats;
 	struct brk_errstat errstats[BRK_MAX_ERRSTATS];
 	int nerrstats;
-	struct ssl_ctx_st *tls_ctx;  /* for new TLS connections */
+	struct ssl_ctx_st *tls_ctx;  /* for new TLS connections (RESP and HTTP) */
+	struct brk_http *http;       /* http.c: the HTTP listener, NULL: none */
+	uint64_t metrics_dropped;    /* series /metrics scrapes left out (metrics.c) */
+	struct brk_scrape *scrapes;  /* /metrics scrapes in progress (metrics.c), owned */
 	struct brk_user *users;      /* ACL users; "default" always exists */
 	uint64_t acl_generation;
 	unsigned users_loaded;
@@ -602,10 +607,13 @@ int brk_policy_prepare(struct brk_ctx *x, const struct st_buf *key, const struct
 	const struct stream_meta *m, struct group_meta *g, uint64_t now, struct pel_due *due,
 	bool *changed);
 /* Hands up to count (0: all) of due's rows to c in the plain entry shape,
- * and records the group's next due time. */
+ * within budget (NULL: none; XREAD's MAXCOUNT/MAXSIZE), and records the
+ * group's next due time. */
+struct brk_read_budget;
 int brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
 	const struct stream_meta *m, struct group_meta *g, struct consumer_meta *c,
-	const struct pel_due *due, uint64_t count, uint64_t now, size_t *n);
+	const struct pel_due *due, uint64_t count, uint64_t now, size_t *n,
+	struct brk_read_budget *budget);
 /* After new entries were delivered in g: their deadline is noted. */
 int brk_policy_delivered(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
 	const struct group_meta *g, uint64_t now);
@@ -637,8 +645,23 @@ struct brk_read_opts {
 	const struct resp_arg *group, *consumer;
 	bool noack;
 	long long claim; /* XREADGROUP CLAIM min-idle-time; -1: none */
+	long long maxcount, maxsize; /* 8.10 caps over all streams; 0: none */
 };
 bool brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro);
+/* What is left of MAXCOUNT and MAXSIZE while one XREAD/XREADGROUP reply is
+ * built: entries counted across all its streams, bytes from the reply's
+ * first byte. */
+struct brk_read_budget {
+	uint64_t maxcount, maxsize; /* 0: no cap */
+	size_t base;                /* reply length before the command's reply */
+	uint64_t emitted;           /* entries replied so far, all streams */
+};
+void brk_read_budget_init(struct brk_read_budget *b, const struct brk_read_opts *ro,
+	const struct resp_writer *w);
+/* True when no further entry may go into the reply: MAXCOUNT entries are
+ * in, or MAXSIZE bytes are and at least one entry (one entry larger than
+ * MAXSIZE still goes out, so a reader always progresses). */
+bool brk_read_budget_spent(const struct brk_read_budget *b, const struct resp_writer *w);
 /* A deletion policy word (KEEPREF, DELREF, ACKED): true and *out. */
 bool brk_parse_ref_policy(const struct resp_arg *a, enum stream_ref_policy *out);
 /* stream_trim() under a deletion policy (cmd_delpol.c): the groups are

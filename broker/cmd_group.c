@@ -387,7 +387,8 @@ count_incr(uint64_t n)
  * With header false the entries go into an array the caller opened. */
 static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n)
+	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n,
+	struct brk_read_budget *budget)
 {
 	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id, last;
 	struct stream_iter *it;
@@ -424,6 +425,7 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	}
 	/* a reply that outgrew the output limit is dropped: deliver no more */
 	while ((count == 0 || *n < count) && !x->w->out->oom &&
+		!brk_read_budget_spent(budget, x->w) &&
 		(rc = stream_iter_next(it, &id, &fields)) == 0) {
 		brk_reply_entry(x->w, &id, &fields);
 		group_advance(m, g, &id);
@@ -437,6 +439,7 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 			}
 		}
 		(*n)++;
+		budget->emitted++;
 	}
 	stream_iter_destroy(it);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
@@ -455,18 +458,18 @@ static int
 serve_policy_new(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
 	struct stream_meta *m, struct group_meta *g, struct consumer_meta *c,
 	const struct pel_due *due, bool scanned, uint64_t count, bool noack, uint64_t now,
-	size_t *n)
+	size_t *n, struct brk_read_budget *budget)
 {
 	size_t nre = 0, nnew = 0;
 	uint64_t room;
 	int rc = 0;
 
 	if (scanned) {
-		rc = brk_policy_serve(x, key, gname, m, g, c, due, count, now, &nre);
+		rc = brk_policy_serve(x, key, gname, m, g, c, due, count, now, &nre, budget);
 	}
 	room = brk_policy_room(g, count == 0 ? 0 : count - nre);
 	if (rc == 0 && (count == 0 || nre < count) && room != UINT64_MAX) {
-		rc = serve_new(x, m, g, c, room, noack, now, false, &nnew);
+		rc = serve_new(x, m, g, c, room, noack, now, false, &nnew, budget);
 		if (rc == 0 && nnew > 0 && !noack) {
 			rc = brk_policy_delivered(x, key, gname, g, now);
 		}
@@ -581,12 +584,15 @@ brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *c,
 static int
 serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
 	struct consumer_meta *c, const struct claim_set *cs, uint64_t count, uint64_t now,
-	size_t *n)
+	size_t *n, struct brk_read_budget *budget)
 {
 	int rc = 0;
 
 	*n = 0;
-	for (size_t i = 0; i < cs->n && (count == 0 || *n < count) && !x->w->out->oom; i++) {
+	for (size_t i = 0; i < cs->n && (count == 0 || *n < count); i++) {
+		if (x->w->out->oom || brk_read_budget_spent(budget, x->w)) {
+			break;
+		}
 		struct pel_row r = cs->rows[i];
 		struct st_buf fields, f, v;
 		size_t pos = 0;
@@ -613,6 +619,7 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 			return rc;
 		}
 		(*n)++;
+		budget->emitted++;
 	}
 	return 0;
 }
@@ -620,7 +627,8 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 /* Replies the consumer's pending entries after start (its history). */
 static int
 serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, const struct stream_id *start, uint64_t count, uint64_t now)
+	struct consumer_meta *c, const struct stream_id *start, uint64_t count, uint64_t now,
+	struct brk_read_budget *budget)
 {
 	struct stream_id end = {UINT64_MAX, UINT64_MAX};
 	struct pel_iter *it;
@@ -633,7 +641,8 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	if (rc != 0) {
 		return rc;
 	}
-	while ((count == 0 || n < count) && !x->w->out->oom && (rc = pel_iter_next(it, &r)) == 0) {
+	while ((count == 0 || n < count) && !x->w->out->oom &&
+		!brk_read_budget_spent(budget, x->w) && (rc = pel_iter_next(it, &r)) == 0) {
 		struct st_buf fields;
 		rc = stream_get_entry(x->txn, m, &r.id, &fields);
 		if (rc == ECHD_ENOTFOUND) {
@@ -652,6 +661,7 @@ serve_history(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 			break;
 		}
 		n++;
+		budget->emitted++;
 	}
 	pel_iter_destroy(it);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
@@ -677,6 +687,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	struct pel_due due = {NULL, 0, 0, UINT64_MAX};
 
 	struct brk_read_opts ro;
+	struct brk_read_budget budget;
 
 	if (!brk_parse_read_opts(x, true, &ro)) {
 		return 0;
@@ -727,7 +738,10 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			goto out;
 		}
 	}
-	for (int i = 0; i < nstreams; i++) {
+	brk_read_budget_init(&budget, &ro, x->w);
+	/* streams in the caller's order; once the budget is spent the rest
+	 * are left out, untouched (no consumer made there) */
+	for (int i = 0; i < nstreams && !brk_read_budget_spent(&budget, x->w); i++) {
 		struct st_buf key = arg_buf(&x->argv[streams_arg + i]), gname = arg_buf(group);
 		struct st_buf cname = arg_buf(consumer);
 		struct stream_meta m;
@@ -798,11 +812,12 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			if (is_new[i] && claim >= 0) {
 				/* claimed first, then new ones, COUNT over both */
 				size_t eh = resp_add_deferred(x->w);
-				rc = serve_claimed(x, &m, &g, &c, &cs, (uint64_t)count, now, &nclaimed);
+				rc = serve_claimed(x, &m, &g, &c, &cs, (uint64_t)count, now, &nclaimed,
+					&budget);
 				if (rc == 0 && (count == 0 || nclaimed < (size_t)count)) {
 					rc = serve_new(x, &m, &g, &c,
 						count == 0 ? 0 : (uint64_t)count - nclaimed, noack, now,
-						false, &n);
+						false, &n, &budget);
 				}
 				if (rc == 0 && nclaimed + n > 0) {
 					if (nclaimed > 0 || !noack) {
@@ -814,14 +829,15 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			} else if (policy) {
 				size_t eh = resp_add_deferred(x->w);
 				rc = serve_policy_new(x, &key, &gname, &m, &g, &c, &due, scanned,
-					(uint64_t)count, noack, now, &n);
+					(uint64_t)count, noack, now, &n, &budget);
 				if (rc == 0 && n > 0) {
 					c.active_time = (int64_t)now;
 					x->dirty++;
 				}
 				resp_set_deferred_len(x->w, eh, '*', n);
 			} else if (is_new[i]) {
-				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n);
+				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n,
+					&budget);
 				if (rc == 0 && n > 0) {
 					if (!noack) {
 						/* NOACK takes nothing on: not activity (7.2+) */
@@ -832,7 +848,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			} else {
 				struct stream_id start = ids[i];
 				if (stream_id_incr(&start)) {
-					rc = serve_history(x, &m, &g, &c, &start, (uint64_t)count, now);
+					rc = serve_history(x, &m, &g, &c, &start, (uint64_t)count, now,
+						&budget);
 				} else {
 					resp_add_array(x->w, 0);
 				}
@@ -842,7 +859,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			}
 		} else if (scanned) {
 			/* the scan's result is the group's next due time */
-			rc = brk_policy_serve(x, &key, &gname, &m, &g, &c, &due, 0, now, &n);
+			rc = brk_policy_serve(x, &key, &gname, &m, &g, &c, &due, 0, now, &n, NULL);
 			if (rc != 0) {
 				goto out;
 			}

@@ -18,6 +18,8 @@ arg_buf(const struct resp_arg *a)
 	return b;
 }
 
+static int lookup_or_nokey(struct brk_ctx *x, const struct st_buf *key, struct stream_meta *m);
+
 void
 brk_reply_id(struct resp_writer *w, const struct stream_id *id)
 {
@@ -49,7 +51,8 @@ brk_reply_entry(struct resp_writer *w, const struct stream_id *id, const struct 
 /* Replies entries in [start, end] (count 0 = all); returns how many. */
 static int
 reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *start,
-	const struct stream_id *end, uint64_t count, bool rev, size_t *emitted)
+	const struct stream_id *end, uint64_t count, bool rev, size_t *emitted,
+	struct brk_read_budget *budget)
 {
 	struct stream_iter *it;
 	struct stream_id id;
@@ -66,9 +69,13 @@ reply_range(struct brk_ctx *x, const struct stream_meta *m, const struct stream_
 		count == 0 || count > RANGE_AHEAD_MAX ? RANGE_AHEAD_MAX : (unsigned)count);
 	/* a reply that outgrew the output limit is dropped: stop building it */
 	while ((count == 0 || n < count) && !x->w->out->oom &&
+		!brk_read_budget_spent(budget, x->w) &&
 		(rc = stream_iter_next(it, &id, &fields)) == 0) {
 		brk_reply_entry(x->w, &id, &fields);
 		n++;
+		if (budget != NULL) {
+			budget->emitted++;
+		}
 	}
 	stream_iter_destroy(it);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
@@ -119,6 +126,8 @@ brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missin
  * XADD / XTRIM
  * ---------------------------------------------------------------------- */
 
+enum idmp_mode { IDMP_NONE, IDMP_GIVEN, IDMP_AUTO };
+
 struct add_args {
 	struct stream_trim trim;
 	enum stream_ref_policy policy; /* KEEPREF | DELREF | ACKED for the trimming */
@@ -126,7 +135,15 @@ struct add_args {
 	bool id_given;
 	bool seq_given;
 	struct stream_id id;
+	enum idmp_mode idmp;           /* XADD IDMP pid iid / IDMPAUTO pid */
+	struct st_buf idmp_pid, idmp_iid;
 };
+
+#define ERR_IDMP_TWICE     "ERR IDMP/IDMPAUTO specified multiple times"
+#define ERR_IDMP_NOPID     "ERR IDMP requires a non-empty producer ID"
+#define ERR_IDMP_NOIID     "ERR IDMP requires a non-empty idempotent ID"
+#define ERR_IDMPAUTO_NOPID "ERR IDMPAUTO requires a non-empty producer ID"
+#define ERR_IDMP_EXPLICIT  "ERR IDMP/IDMPAUTO can be used only with auto-generated IDs"
 
 /* Parses XADD/XTRIM options; returns the index of XADD's id argument (or
  * argc for XTRIM), or -1 after replying an error. */
@@ -202,6 +219,26 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 			continue;
 		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
 			a->nomkstream = true;
+		} else if (xadd && ((brk_arg_eq(o, "IDMP") && more >= 2) ||
+					   (brk_arg_eq(o, "IDMPAUTO") && more))) {
+			bool aut = o->len == 8;
+			if (a->idmp != IDMP_NONE) {
+				resp_add_error(x->w, ERR_IDMP_TWICE);
+				return -1;
+			}
+			a->idmp = aut ? IDMP_AUTO : IDMP_GIVEN;
+			a->idmp_pid = arg_buf(&x->argv[++i]);
+			if (a->idmp_pid.len == 0) {
+				resp_add_error(x->w, aut ? ERR_IDMPAUTO_NOPID : ERR_IDMP_NOPID);
+				return -1;
+			}
+			if (!aut) {
+				a->idmp_iid = arg_buf(&x->argv[++i]);
+				if (a->idmp_iid.len == 0) {
+					resp_add_error(x->w, ERR_IDMP_NOIID);
+					return -1;
+				}
+			}
 		} else if (xadd) {
 			/* the id: "ms-seq", "ms", or "ms-*"; Redis reads it up
 			 * to a NUL and splits it at the first '-' */
@@ -297,16 +334,27 @@ next_id(const struct stream_meta *m, const struct add_args *a, struct stream_id 
 	return true;
 }
 
+/* The settings a stream without its own IDMP settings has. */
+static struct stream_idmp_cfg
+idmp_defaults(const struct brk_ctx *x)
+{
+	struct stream_idmp_cfg d = {(uint64_t)x->srv->cfg.stream_idmp_duration,
+		(uint64_t)x->srv->cfg.stream_idmp_maxsize};
+	return d;
+}
+
 int
 brk_cmd_xadd(struct brk_ctx *x)
 {
 	struct st_buf key = arg_buf(&x->argv[1]);
 	struct stream_meta m;
+	struct stream_idmp_cfg idmp_def = idmp_defaults(x);
+	unsigned char auto_iid[STREAM_IDMP_AUTO_LEN];
 	struct add_args a;
 	struct stream_id id;
 	struct st_buf fv[64], *fvp = fv;
 	int idpos, field_pos, nfv, rc;
-	uint64_t removed;
+	uint64_t removed, now;
 	bool exists;
 
 	idpos = parse_add_trim(x, true, &a);
@@ -318,6 +366,10 @@ brk_cmd_xadd(struct brk_ctx *x)
 		resp_add_error(x->w, "ERR wrong number of arguments for 'xadd' command");
 		return 0;
 	}
+	if (a.idmp != IDMP_NONE && a.id_given) {
+		resp_add_error(x->w, ERR_IDMP_EXPLICIT);
+		return 0;
+	}
 	if (a.id_given && a.seq_given && a.id.ms == 0 && a.id.seq == 0) {
 		resp_add_error(x->w, ERR_XADD_ZERO);
 		return 0;
@@ -327,26 +379,13 @@ brk_cmd_xadd(struct brk_ctx *x)
 		return rc;
 	}
 	exists = rc == 0;
+	rc = 0;
 	if (!exists) {
 		if (a.nomkstream) {
 			resp_add_null(x->w);
 			return 0;
 		}
 		memset(&m, 0, sizeof(m));
-	}
-	if (m.last.ms == UINT64_MAX && m.last.seq == UINT64_MAX) {
-		resp_add_error(x->w, ERR_EXHAUSTED);
-		return 0;
-	}
-	if (!next_id(&m, &a, &id)) {
-		resp_add_error(x->w, ERR_XADD_SMALL);
-		return 0;
-	}
-	if (!exists) {
-		rc = stream_create(x->txn, x->c->db, &key, &m);
-		if (rc != 0) {
-			return rc;
-		}
 	}
 	nfv = x->argc - field_pos;
 	if (nfv > (int)(sizeof(fv) / sizeof(fv[0]))) {
@@ -358,11 +397,46 @@ brk_cmd_xadd(struct brk_ctx *x)
 	for (int i = 0; i < nfv; i++) {
 		fvp[i] = arg_buf(&x->argv[field_pos + i]);
 	}
-	rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
-		(uint64_t)x->srv->cfg.stream_node_max_entries,
-		(uint64_t)x->srv->cfg.stream_node_max_bytes);
-	if (fvp != fv) {
-		echd_free(fvp);
+	now = brk_now_ms();
+	if (a.idmp == IDMP_AUTO) {
+		stream_idmp_auto_iid(fvp, (size_t)nfv, auto_iid);
+		a.idmp_iid.data = auto_iid;
+		a.idmp_iid.len = sizeof(auto_iid);
+	}
+	if (a.idmp != IDMP_NONE && exists) {
+		/* a producer's retry: the first entry's id, nothing added */
+		rc = stream_idmp_find(x->txn, &m, &a.idmp_pid, &a.idmp_iid, now, true, &id);
+		if (rc == 0) {
+			x->dirty++; /* iids-duplicates */
+			brk_reply_id(x->w, &id);
+			goto out;
+		}
+		if (rc != ECHD_ENOTFOUND) {
+			goto out;
+		}
+		rc = 0;
+	}
+	if (m.last.ms == UINT64_MAX && m.last.seq == UINT64_MAX) {
+		resp_add_error(x->w, ERR_EXHAUSTED);
+		goto out;
+	}
+	if (!next_id(&m, &a, &id)) {
+		resp_add_error(x->w, ERR_XADD_SMALL);
+		goto out;
+	}
+	if (!exists) {
+		rc = stream_create(x->txn, x->c->db, &key, &m);
+	}
+	if (rc == 0) {
+		rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
+			(uint64_t)x->srv->cfg.stream_node_max_entries,
+			(uint64_t)x->srv->cfg.stream_node_max_bytes);
+	}
+	if (rc == 0 && a.idmp != IDMP_NONE) {
+		rc = stream_idmp_record(x->txn, &m, &a.idmp_pid, &a.idmp_iid, &id, now, &idmp_def);
+		if (rc == 0) {
+			brk_expire_note(x->srv, now + STREAM_IDMP_DURATION_MIN * 1000);
+		}
 	}
 	if (rc == 0 && a.trim.strategy != STREAM_TRIM_NONE) {
 		rc = brk_trim_with_policy(x->txn, &m, &a.trim, a.policy, &removed);
@@ -370,12 +444,116 @@ brk_cmd_xadd(struct brk_ctx *x)
 	if (rc == 0) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
 	}
+	if (rc == 0) {
+		x->dirty++;
+		brk_signal_key(x->srv, x->c->db, key.data, key.len);
+		brk_reply_id(x->w, &id);
+	}
+out:
+	if (fvp != fv) {
+		echd_free(fvp);
+	}
+	return rc;
+}
+
+/* XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n] */
+int
+brk_cmd_xcfgset(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]);
+	struct stream_idmp_cfg def = idmp_defaults(x);
+	struct stream_meta m;
+	long long duration = 0, maxsize = 0;
+	int rc;
+
+	if (x->argc == 2) {
+		resp_add_error(x->w, "ERR At least one parameter must be specified");
+		return 0;
+	}
+	for (int i = 2; i < x->argc; i += 2) {
+		bool dur = brk_arg_eq(&x->argv[i], "IDMP-DURATION");
+		long long v;
+		if ((!dur && !brk_arg_eq(&x->argv[i], "IDMP-MAXSIZE")) || i + 1 >= x->argc) {
+			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		if (!brk_arg_ll(x, &x->argv[i + 1], &v)) {
+			return 0;
+		}
+		if (dur && (v < STREAM_IDMP_DURATION_MIN || v > STREAM_IDMP_DURATION_MAX)) {
+			resp_add_error(x->w, "ERR IDMP-DURATION must be between 1 and 86400 seconds");
+			return 0;
+		}
+		if (!dur && (v < STREAM_IDMP_MAXSIZE_MIN || v > STREAM_IDMP_MAXSIZE_MAX)) {
+			resp_add_error(x->w, "ERR IDMP-MAXSIZE must be between 1 and 10000 entries");
+			return 0;
+		}
+		*(dur ? &duration : &maxsize) = v;
+	}
+	rc = lookup_or_nokey(x, &key, &m);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	}
+	rc = stream_idmp_configure(x->txn, &m, (uint64_t)duration, (uint64_t)maxsize, &def);
 	if (rc != 0) {
 		return rc;
 	}
 	x->dirty++;
-	brk_signal_key(x->srv, x->c->db, key.data, key.len);
-	brk_reply_id(x->w, &id);
+	resp_add_simple(x->w, "OK");
+	return 0;
+}
+
+/* XIDMPRECORD key pid iid stream-id: what an AOF replays of an XADD IDMP. */
+int
+brk_cmd_xidmprecord(struct brk_ctx *x)
+{
+	struct st_buf key = arg_buf(&x->argv[1]), pid = arg_buf(&x->argv[2]),
+		      iid = arg_buf(&x->argv[3]), fields;
+	struct stream_idmp_cfg def = idmp_defaults(x);
+	struct stream_meta m;
+	struct stream_id id, had;
+	uint64_t now = brk_now_ms();
+	int rc;
+
+	rc = lookup_or_nokey(x, &key, &m);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	}
+	if (pid.len == 0 || iid.len == 0) {
+		resp_add_error(x->w, pid.len == 0 ? ERR_IDMP_NOPID : ERR_IDMP_NOIID);
+		return 0;
+	}
+	if (!brk_parse_strict_id(x, &x->argv[4], 0, &id)) {
+		return 0;
+	}
+	rc = stream_get_entry(x->txn, &m, &id, &fields);
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, "ERR The specified stream ID was deleted or doesn't exist");
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = stream_idmp_find(x->txn, &m, &pid, &iid, now, false, &had);
+	if (rc == 0) {
+		if (stream_id_cmp(&had, &id) != 0) {
+			resp_add_error(x->w, "ERR The specified IDMP producer-id/idempotent-id pair "
+					     "maps to a different stream ID");
+			return 0;
+		}
+		resp_add_simple(x->w, "OK");
+		return 0;
+	}
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	rc = stream_idmp_record(x->txn, &m, &pid, &iid, &id, now, &def);
+	if (rc != 0) {
+		return rc;
+	}
+	brk_expire_note(x->srv, now + STREAM_IDMP_DURATION_MIN * 1000);
+	x->dirty++;
+	resp_add_simple(x->w, "OK");
 	return 0;
 }
 
@@ -509,7 +687,7 @@ xrange_generic(struct brk_ctx *x, bool rev)
 		resp_add_null_array(x->w);
 		return 0;
 	}
-	return reply_range(x, &m, &start, &end, count < 0 ? 0 : (uint64_t)count, rev, NULL);
+	return reply_range(x, &m, &start, &end, count < 0 ? 0 : (uint64_t)count, rev, NULL, NULL);
 }
 
 int
@@ -694,6 +872,17 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 			if (ro->count < 0) {
 				ro->count = 0;
 			}
+		} else if ((brk_arg_eq(o, "MAXCOUNT") || brk_arg_eq(o, "MAXSIZE")) && more) {
+			bool mc = brk_arg_eq(o, "MAXCOUNT");
+			long long v;
+			i++;
+			/* any value but a positive integer, as Redis' range check */
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &v) || v < 1) {
+				resp_add_errorf(x->w, "ERR %s must be a positive integer",
+					mc ? "MAXCOUNT" : "MAXSIZE");
+				return false;
+			}
+			*(mc ? &ro->maxcount : &ro->maxsize) = v;
 		} else if (brk_arg_eq(o, "STREAMS") && more) {
 			ro->streams_arg = i + 1;
 			ro->nstreams = x->argc - ro->streams_arg;
@@ -746,7 +935,34 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 		resp_add_error(x->w, BRK_ERR_SYNTAX);
 		return false;
 	}
+	if (ro->maxcount > 0 && ro->count > ro->maxcount) {
+		/* a total below the per-stream cap is a caller's mistake */
+		resp_add_error(x->w, "ERR MAXCOUNT must be greater than or equal to COUNT");
+		return false;
+	}
 	return true;
+}
+
+void
+brk_read_budget_init(struct brk_read_budget *b, const struct brk_read_opts *ro,
+	const struct resp_writer *w)
+{
+	b->maxcount = (uint64_t)ro->maxcount;
+	b->maxsize = (uint64_t)ro->maxsize;
+	b->base = w->out->len;
+	b->emitted = 0;
+}
+
+bool
+brk_read_budget_spent(const struct brk_read_budget *b, const struct resp_writer *w)
+{
+	if (b == NULL) {
+		return false;
+	}
+	if (b->maxcount > 0 && b->emitted >= b->maxcount) {
+		return true;
+	}
+	return b->maxsize > 0 && b->emitted > 0 && w->out->len - b->base >= b->maxsize;
 }
 
 int
@@ -759,6 +975,7 @@ brk_cmd_xread(struct brk_ctx *x)
 	size_t served = 0, h = 0;
 
 	struct brk_read_opts ro;
+	struct brk_read_budget budget;
 
 	if (!brk_parse_read_opts(x, false, &ro)) {
 		return 0;
@@ -808,7 +1025,10 @@ brk_cmd_xread(struct brk_ctx *x)
 			goto out;
 		}
 	}
-	for (int i = 0; i < nstreams; i++) {
+	brk_read_budget_init(&budget, &ro, x->w);
+	/* streams in the caller's order; once the budget is spent the rest
+	 * are left out */
+	for (int i = 0; i < nstreams && !brk_read_budget_spent(&budget, x->w); i++) {
 		struct st_buf key = arg_buf(&x->argv[streams_arg + i]);
 		struct stream_meta m;
 		struct stream_id maxid, start, end = {UINT64_MAX, UINT64_MAX};
@@ -837,7 +1057,7 @@ brk_cmd_xread(struct brk_ctx *x)
 		resp_add_bulk(x->w, key.data, key.len);
 		start = ids[i];
 		stream_id_incr(&start);
-		rc = reply_range(x, &m, &start, &end, (uint64_t)count, false, NULL);
+		rc = reply_range(x, &m, &start, &end, (uint64_t)count, false, NULL, &budget);
 		if (rc != 0) {
 			goto out;
 		}
@@ -907,6 +1127,7 @@ xinfo_stream(struct brk_ctx *x)
 {
 	struct st_buf key;
 	struct stream_meta m;
+	struct stream_idmp_info idmp;
 	bool full = false;
 	long long count = 10;
 	int rc;
@@ -938,7 +1159,14 @@ xinfo_stream(struct brk_ctx *x)
 			}
 		}
 	}
-	resp_add_map(x->w, full ? 9 : 10);
+	{
+		struct stream_idmp_cfg def = idmp_defaults(x);
+		rc = stream_idmp_info(x->txn, &m, &def, &idmp);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	resp_add_map(x->w, full ? 15 : 16);
 	resp_add_bulk_cstr(x->w, "length");
 	resp_add_int(x->w, (long long)m.length);
 	/* Redis reports its radix tree here; echd's node rows play that part. */
@@ -954,6 +1182,16 @@ xinfo_stream(struct brk_ctx *x)
 	resp_add_int(x->w, (long long)m.entries_added);
 	resp_add_bulk_cstr(x->w, "recorded-first-entry-id");
 	brk_reply_id(x->w, &m.first);
+	{
+		static const char *const names[] = {"idmp-duration", "idmp-maxsize",
+			"pids-tracked", "iids-tracked", "iids-added", "iids-duplicates"};
+		const uint64_t vals[] = {idmp.duration_s, idmp.maxsize, idmp.pids, idmp.iids,
+			idmp.added, idmp.duplicates};
+		for (size_t i = 0; i < 6; i++) {
+			resp_add_bulk_cstr(x->w, names[i]);
+			resp_add_int(x->w, (long long)vals[i]);
+		}
+	}
 	if (!full) {
 		resp_add_bulk_cstr(x->w, "groups");
 		resp_add_int(x->w, (long long)m.groups);
@@ -969,7 +1207,7 @@ xinfo_stream(struct brk_ctx *x)
 	{
 		struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
 		resp_add_bulk_cstr(x->w, "entries");
-		rc = reply_range(x, &m, &lo, &hi, (uint64_t)count, false, NULL);
+		rc = reply_range(x, &m, &lo, &hi, (uint64_t)count, false, NULL, NULL);
 		if (rc != 0) {
 			return rc;
 		}

@@ -41,8 +41,9 @@
  * Keys that move: found by reading the request as its handler reads it
  * ---------------------------------------------------------------------- */
 
-/* XREAD [COUNT n] [BLOCK ms] STREAMS key... id... and XREADGROUP GROUP g c
- * [COUNT n] [BLOCK ms] [CLAIM ms] [NOACK] STREAMS ...: the options are walked as
+/* XREAD [COUNT n] [MAXCOUNT n] [MAXSIZE n] [BLOCK ms] STREAMS key... id... and
+ * XREADGROUP GROUP g c [COUNT n] [MAXCOUNT n] [MAXSIZE n] [BLOCK ms] [CLAIM ms]
+ * [NOACK] STREAMS ...: the options are walked as
  * brk_parse_read_opts() walks them, so that the keys checked are the keys
  * read whatever the group, the consumer or a key is called ("streams").
  * Redis' xreadGetKeys reads them the same way. */
@@ -53,6 +54,7 @@ read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec 
 		int more = argc - i - 1;
 		const struct resp_arg *o = &argv[i];
 		if ((brk_arg_eq(o, "BLOCK") || brk_arg_eq(o, "COUNT") ||
+			    brk_arg_eq(o, "MAXCOUNT") || brk_arg_eq(o, "MAXSIZE") ||
 			    (group && brk_arg_eq(o, "CLAIM"))) &&
 			more) {
 			i++;
@@ -386,8 +388,16 @@ static const struct brk_cmd cmds[] = {
 		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
 	{"xadd", brk_cmd_xadd, -5, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
-		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<MAXLEN | MINID> [<= | ~>] "
-		 "threshold [LIMIT count]] <* | id> field value [field value ...]"},
+		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<IDMPAUTO pid | IDMP pid iid>] "
+		 "[<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
+		 "<* | id> field value [field value ...]"},
+	{"xcfgset", brk_cmd_xcfgset, -2, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "8.6.0",
+		"Sets the IDMP configuration parameters for a stream.", "O(1)",
+		.syntax = "key [IDMP-DURATION idmp-duration] [IDMP-MAXSIZE idmp-maxsize]"},
+	{"xidmprecord", brk_cmd_xidmprecord, 5, W | OM | F, {1, 1, 1}, "@write @stream @fast",
+		"stream", "8.8.0",
+		"An internal command for setting IDMP metadata on an existing stream message.", "O(1)",
+		.syntax = "key pid iid stream-id"},
 	{"xlen", brk_cmd_xlen, 2, R | F, {1, 1, 1}, "@read @stream @fast", "stream", "5.0.0",
 		"Return the number of messages in a stream.", "O(1)",
 		.syntax = "key"},
@@ -413,7 +423,8 @@ static const struct brk_cmd cmds[] = {
 		"5.0.0", "Returns messages from multiple streams with IDs greater than the ones "
 			 "requested. Blocks until a message is available otherwise.",
 		"O(log(N)+M)",
-		.syntax = "[COUNT count] [BLOCK milliseconds] STREAMS key [key ...] id [id ...]",
+		.syntax = "[COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK milliseconds] "
+			  "STREAMS key [key ...] id [id ...]",
 		.find_keys = xread_keys},
 	{"xsetid", brk_cmd_xsetid, -3, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream",
 		"5.0.0", "An internal command for replicating stream values.", "O(1)",
@@ -429,8 +440,9 @@ static const struct brk_cmd cmds[] = {
 		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
 		"until a message is available otherwise.",
 		"For each stream mentioned: O(M) with M the number of elements returned.",
-		.syntax = "GROUP group consumer [COUNT count] [BLOCK milliseconds] [CLAIM "
-		       "min-idle-time] [NOACK] STREAMS key [key ...] id [id ...]",
+		.syntax = "GROUP group consumer [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] "
+			  "[BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] "
+			  "id [id ...]",
 		.find_keys = xreadgroup_keys},
 	{"xack", brk_cmd_xack, -4, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "

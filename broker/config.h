@@ -51,6 +51,8 @@ struct brk_config {
 	long long proto_inline_max_size;
 	long long stream_node_max_entries;
 	long long stream_node_max_bytes;
+	long long stream_idmp_duration; /* a new stream's IDMP-DURATION, seconds */
+	long long stream_idmp_maxsize;  /* a new stream's IDMP-MAXSIZE */
 	int appendfsync;         /* BRK_FSYNC_* */
 	long long map_size;      /* initial LMDB map size in bytes */
 	long long maxdisk;       /* map growth limit in bytes; 0 = none */
@@ -80,6 +82,15 @@ struct brk_config {
 	char *tls_protocols, *tls_ciphers, *tls_ciphersuites;
 	bool tls_prefer_server_ciphers;
 	bool tls_session_caching;
+	/* HTTP (http.c) and /metrics (metrics.c) */
+	long long http_port;          /* 0: no HTTP listener */
+	char *http_bind;              /* addresses, space separated */
+	bool http_tls;                /* HTTPS with the tls-* certificate */
+	long long http_maxclients;
+	long long http_max_header_size;
+	long long http_max_body_size;
+	long long http_timeout;       /* seconds a request may take to arrive */
+	long long metrics_max_series; /* per-stream, group and consumer series per scrape */
 };
 
 enum { BRK_FSYNC_ALWAYS, BRK_FSYNC_EVERYSEC };

@@ -16,6 +16,7 @@
 
 struct brk_hist {
 	uint64_t total;
+	uint64_t sum_ns; /* of the values as recorded (clamped), for /metrics' _sum */
 	uint64_t counts[NCOUNTS];
 };
 
@@ -89,6 +90,24 @@ brk_hist_record(struct brk_hist *h, uint64_t ns)
 	}
 	h->counts[index_of(ns)]++;
 	h->total++;
+	h->sum_ns += ns;
+}
+
+uint64_t
+brk_hist_sum(const struct brk_hist *h)
+{
+	return h->sum_ns;
+}
+
+uint64_t
+brk_hist_count_le(const struct brk_hist *h, uint64_t ns)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < NCOUNTS && value_at(i) <= ns; i++) {
+		n += h->counts[i];
+	}
+	return n;
 }
 
 uint64_t

@@ -22,6 +22,11 @@ struct brk_hist *brk_hist_new(void);
 void brk_hist_free(struct brk_hist *h);
 void brk_hist_record(struct brk_hist *h, uint64_t ns);
 uint64_t brk_hist_total(const struct brk_hist *h);
+/* The sum of the values recorded, in ns (a Prometheus histogram's _sum). */
+uint64_t brk_hist_sum(const struct brk_hist *h);
+/* How many values were at most ns, to the histogram's precision: a value
+ * counts when the lowest value of its step is (a Prometheus bucket). */
+uint64_t brk_hist_count_le(const struct brk_hist *h, uint64_t ns);
 /* The value at a percentile (0-100) as HdrHistogram answers it: the
  * highest value equivalent to the recorded one there. 0 when empty. */
 uint64_t brk_hist_percentile(const struct brk_hist *h, double pct);

@@ -72,6 +72,7 @@ brk_expire_step(struct brk_server *srv)
 	struct storage_txn *t, *child;
 	uint64_t now = brk_now_ms(), next = 0;
 	unsigned n = 0;
+	bool idmp_only = false;
 	int rc;
 
 	srv->expire_due = false;
@@ -89,6 +90,21 @@ brk_expire_step(struct brk_server *srv)
 	}
 	rc = stream_expire_due(child, now, (unsigned)srv->cfg.active_expire_keys, expired_cb, srv,
 		&n, &next);
+	if (rc == 0) {
+		/* idempotent producers' records past their duration, in the
+		 * same budget and the same clock */
+		unsigned ni = 0;
+		uint64_t inext = 0;
+		rc = stream_idmp_expire_due(child, now, (unsigned)srv->cfg.active_expire_keys, &ni,
+			&inext);
+		if (rc == 0 && inext != 0 && (next == 0 || inext < next)) {
+			next = inext;
+		}
+		if (rc == 0 && ni > 0 && n == 0) {
+			n = ni;
+			idmp_only = true;
+		}
+	}
 	if (rc == 0 && n > 0) {
 		rc = storage_txn_commit(child);
 	} else {
@@ -102,7 +118,7 @@ brk_expire_step(struct brk_server *srv)
 	}
 	if (n > 0) {
 		srv->batch_writes++;
-		srv->gc_pending = true;
+		srv->gc_pending = srv->gc_pending || !idmp_only;
 	}
 	srv->expire_next_ms = next == 0 ? UINT64_MAX : next;
 	srv->expire_due = next != 0 && next <= now;

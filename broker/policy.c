@@ -183,13 +183,15 @@ brk_policy_prepare(struct brk_ctx *x, const struct st_buf *key, const struct st_
 int
 brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
 	const struct stream_meta *m, struct group_meta *g, struct consumer_meta *c,
-	const struct pel_due *due, uint64_t count, uint64_t now, size_t *n)
+	const struct pel_due *due, uint64_t count, uint64_t now, size_t *n,
+	struct brk_read_budget *budget)
 {
 	size_t i;
 	int rc = 0;
 
 	*n = 0;
-	for (i = 0; i < due->n && (count == 0 || *n < count) && !x->w->out->oom; i++) {
+	for (i = 0; i < due->n && (count == 0 || *n < count) && !x->w->out->oom &&
+		(budget == NULL || !brk_read_budget_spent(budget, x->w)); i++) {
 		const struct pel_row *r = &due->rows[i].row;
 		struct st_buf fields;
 
@@ -200,6 +202,9 @@ brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_bu
 		if (rc == 0) {
 			brk_reply_entry(x->w, &r->id, &fields);
 			rc = brk_pel_take(x, g, c, r, now);
+			if (budget != NULL) {
+				budget->emitted++;
+			}
 		}
 		if (rc != 0) {
 			return rc;

@@ -22,6 +22,7 @@
 #include <event2/listener.h>
 
 #include "broker.h"
+#include "http.h"
 #include "server.h"
 
 uint64_t
@@ -346,6 +347,11 @@ brk_server_init(struct brk_server *srv)
 		echd_log(ECHD_LOG_NOTICE, "Ready to accept connections tls on port %d",
 			srv->bound_tls_port);
 	}
+	/* HTTP is not part of socket activation: it listens on its own port. */
+	rc = brk_http_init(srv);
+	if (rc != 0) {
+		return rc;
+	}
 	/* With socket activation the manager's sockets are all we listen on. */
 	if (activated == 0 && srv->cfg.unixsocket && srv->cfg.unixsocket[0] &&
 		brk_listen_unix(srv) != 0) {
@@ -486,6 +492,7 @@ brk_server_finish(struct brk_server *srv)
 		evconnlistener_free(srv->listeners[i]);
 	}
 	srv->nlisteners = 0;
+	brk_http_finish(srv);
 	if (srv->batch != NULL) {
 		brk_batch_commit(srv);
 	}

@@ -98,7 +98,7 @@ ctx_build(const struct brk_config *cfg, char *err, size_t errlen)
 
 	if (!cfg->tls_cert_file || !cfg->tls_cert_file[0] || !cfg->tls_key_file ||
 		!cfg->tls_key_file[0]) {
-		snprintf(err, errlen, "tls-cert-file and tls-key-file must be set for tls-port");
+		snprintf(err, errlen, "tls-cert-file and tls-key-file must be set for tls-port and http-tls");
 		return NULL;
 	}
 	ctx = SSL_CTX_new(TLS_server_method());
@@ -244,7 +244,7 @@ brk_tls_init(struct brk_server *srv)
 {
 	char err[512];
 
-	if (srv->cfg.tls_port == 0) {
+	if (srv->cfg.tls_port == 0 && !srv->cfg.http_tls) {
 		return 0;
 	}
 	srv->tls_ctx = ctx_build(&srv->cfg, err, sizeof(err));
@@ -261,7 +261,7 @@ brk_tls_reload(struct brk_server *srv, char *err, size_t errlen)
 {
 	SSL_CTX *ctx;
 
-	if (srv->cfg.tls_port == 0) {
+	if (srv->cfg.tls_port == 0 && !srv->cfg.http_tls) {
 		return 0;
 	}
 	ctx = ctx_build(&srv->cfg, err, errlen);

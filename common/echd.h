@@ -11,8 +11,9 @@
 #include <stdint.h>
 
 #define ECHD_VERSION       "0.1.0"
-/* What INFO's redis_version reports, so client libraries enable 7.x features. */
-#define ECHD_REDIS_VERSION "7.4.0"
+/* What HELLO and INFO report: the Redis whose stream commands echd matches,
+ * so client libraries enable them. */
+#define ECHD_REDIS_VERSION "8.10.0"
 
 /* Domain errors, at or below -1000 so they never collide with -errno. */
 #define ECHD_ENOTFOUND -1000 /* key, record or entry does not exist */

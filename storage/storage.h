@@ -59,6 +59,7 @@ enum storage_table {
 	STORAGE_T_BYID,      /* db + stream id -> name (SCAN order, stable cursors) */
 	STORAGE_T_TRASH,     /* stream ids whose rows are still being deleted */
 	STORAGE_T_EXPIRES,   /* expiry ms + db + stream id -> (empty), for active expiry */
+	STORAGE_T_IDMP,      /* stream id + ... -> idempotent producers' records (stream_idmp.c) */
 	STORAGE_T__COUNT
 };
 

@@ -8,6 +8,7 @@
  *   meta     "next-sid"                   -> u64
  *            "dbsize" db(1)               -> u64
  *   trash    'S' sid(8) | 'G' gid(8)      -> (empty): rows still to delete
+ *   idmp     sid(8) ...                   -> idempotent producers (stream_idmp.c)
  *
  * A node row stands for one of Redis' listpack nodes: it counts live and
  * deleted entries and the bytes the listpack would hold, so that node
@@ -685,6 +686,9 @@ stream_copy(struct storage_txn *t, unsigned db, const struct st_buf *name, unsig
 	if (rc == 0) {
 		rc = st_copy_rows(t, STORAGE_T_NODES, m.sid, there.sid, NULL, NULL);
 	}
+	if (rc == 0) {
+		rc = stream_idmp_copy(t, m.sid, there.sid);
+	}
 	if (rc != 0) {
 		return rc;
 	}
@@ -1238,7 +1242,8 @@ stream_gc_pending(struct storage_txn *t, bool *pending)
 int
 stream_gc_step(struct storage_txn *t, unsigned budget, bool *more)
 {
-	static const enum storage_table stream_tables[] = {STORAGE_T_ENTRIES, STORAGE_T_NODES};
+	static const enum storage_table stream_tables[] = {STORAGE_T_ENTRIES, STORAGE_T_NODES,
+		STORAGE_T_IDMP};
 	static const enum storage_table group_tables[] = {STORAGE_T_PEL, STORAGE_T_CPEL,
 		STORAGE_T_CONSREC, STORAGE_T_CONSUMERS};
 	struct storage_cursor *c;
@@ -1274,7 +1279,7 @@ stream_gc_step(struct storage_txn *t, unsigned budget, bool *more)
 			return 0;
 		}
 		tables = tk[0] == ST_TRASH_STREAM ? stream_tables : group_tables;
-		ntables = tk[0] == ST_TRASH_STREAM ? 2 : 4;
+		ntables = tk[0] == ST_TRASH_STREAM ? 3 : 4;
 		for (size_t i = 0; i < ntables && done; i++) {
 			rc = delete_prefix(t, tables[i], tk + 1, 8, &budget, &done);
 			if (rc != 0) {
@@ -1383,6 +1388,14 @@ stream_usage(struct storage_txn *t, unsigned db, const struct st_buf *name,
 		goto out;
 	}
 	bytes += node_bytes + entry_bytes;
+	{
+		uint64_t idmp = 0;
+		rc = stream_idmp_usage(t, m, &idmp);
+		if (rc != 0) {
+			goto out;
+		}
+		bytes += idmp;
+	}
 	/* The nodes not sampled: the sampled ones' mean per node and per entry. */
 	if (nodes > 0 && m->nodes > nodes) {
 		bytes += node_bytes / nodes * (m->nodes - nodes);

@@ -215,4 +215,64 @@ size_t stream_fields_count(const struct st_buf *fields);
 bool stream_fields_next(const struct st_buf *fields, size_t *pos, struct st_buf *f,
 	struct st_buf *v);
 
+/* ---- idempotent producers (stream_idmp.c) ----------------------------- */
+
+/* XADD IDMP/IDMPAUTO records: (producer id, idempotent id) -> the id of
+ * the entry first added with them, per stream, kept for a duration and up
+ * to a number per producer. Rows live with the stream (COPY copies them,
+ * DEL drops them with its entries). Every function runs in the caller's
+ * transaction. */
+#define STREAM_IDMP_DURATION_MIN 1
+#define STREAM_IDMP_DURATION_MAX 86400
+#define STREAM_IDMP_MAXSIZE_MIN  1
+#define STREAM_IDMP_MAXSIZE_MAX  10000
+#define STREAM_IDMP_AUTO_LEN     16
+
+/* The settings of a stream that has none of its own yet. */
+struct stream_idmp_cfg {
+	uint64_t duration_s;
+	uint64_t maxsize;
+};
+
+struct stream_idmp_info {
+	uint64_t duration_s, maxsize;
+	uint64_t pids;       /* producers with records */
+	uint64_t iids;       /* records */
+	uint64_t added;      /* records ever added */
+	uint64_t duplicates; /* duplicates ever answered */
+};
+
+/* The iid IDMPAUTO derives from an entry's nfv field/value buffers: the
+ * same pairs in any order give the same iid. Borrows fv. */
+void stream_idmp_auto_iid(const struct st_buf *fv, size_t nfv,
+	unsigned char out[STREAM_IDMP_AUTO_LEN]);
+/* Looks up (pid, iid) in m's records, as of now_ms. Returns 0 with *out
+ * (and counts a duplicate when count_dup), or ECHD_ENOTFOUND. Borrows pid
+ * and iid. */
+int stream_idmp_find(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *pid,
+	const struct st_buf *iid, uint64_t now_ms, bool count_dup, struct stream_id *out);
+/* Records (pid, iid) -> id at now_ms, first evicting the producer's
+ * expired records and its oldest beyond the stream's maxsize; a record of
+ * the same pair still there is replaced. def: the settings when the stream
+ * has none yet. */
+int stream_idmp_record(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *pid,
+	const struct st_buf *iid, const struct stream_id *id, uint64_t now_ms,
+	const struct stream_idmp_cfg *def);
+/* Sets the duration and maxsize (0: unchanged); a change drops every
+ * record (the lifetime counters stay). O(records) when it drops them. */
+int stream_idmp_configure(struct storage_txn *t, const struct stream_meta *m, uint64_t duration_s,
+	uint64_t maxsize, const struct stream_idmp_cfg *def);
+int stream_idmp_info(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_idmp_cfg *def, struct stream_idmp_info *out);
+/* Copies the records of stream from to stream to (stream_copy()). */
+int stream_idmp_copy(struct storage_txn *t, uint64_t from, uint64_t to);
+/* Bytes of m's records for MEMORY USAGE: the first rows of each kind,
+ * extrapolated to the counts. */
+int stream_idmp_usage(struct storage_txn *t, const struct stream_meta *m, uint64_t *out);
+/* Removes expired records of up to budget streams whose check is due at
+ * now_ms; *n says how many streams, *next_ms when the next is due (now_ms:
+ * more are due already; 0: none). */
+int stream_idmp_expire_due(struct storage_txn *t, uint64_t now_ms, unsigned budget, unsigned *n,
+	uint64_t *next_ms);
+
 #endif

@@ -162,6 +162,8 @@ struct adm_stream_info {
 	struct stream_id last_entry;
 	struct stream_id last_generated;
 	struct stream_id max_deleted;
+	bool idmp_known; /* the idempotent producers' settings below were read */
+	struct stream_idmp_info idmp;
 };
 
 struct adm_group_info {

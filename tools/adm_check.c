@@ -752,6 +752,198 @@ check_entries(struct chk *c, const struct stream_meta *m)
 
 /* keys: db(1) namelen(4) name, or for long names a prefix and hashes with
  * the whole name after the metadata in the value. */
+/* ---- idempotent producers (stream_idmp.c) ------------------------------------ */
+
+struct ptally {
+	uint64_t pnum;
+	uint64_t irows, qrows; /* I and Q rows of the producer */
+	bool has_p;
+	uint64_t count, next_seq; /* its P row's */
+};
+
+static struct ptally *
+ptally_find(struct ptally *v, size_t n, uint64_t pnum)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (v[mid].pnum == pnum) {
+			return &v[mid];
+		}
+		if (v[mid].pnum < pnum) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return NULL;
+}
+
+/* Whether an iid or pid key part (form byte and bytes) is well formed. */
+static bool
+idmp_part_ok(const unsigned char *p, size_t len)
+{
+	return len >= 1 && ((p[0] == 'i' && len <= 1 + 400) || (p[0] == 'h' && len == 1 + 400));
+}
+
+/* A stream's IDMP rows (layout in storage/stream_idmp.c): its C row's
+ * counters against its P, I and Q rows; every Q row names an I row that
+ * names it back; each producer's count against its rows and maxsize; and
+ * the stream's row in the E index. */
+static int
+check_idmp(struct chk *c, const struct stream_meta *m)
+{
+	struct storage_cursor *cur = NULL;
+	struct st_buf key, val;
+	struct ptally *tv = NULL;
+	size_t tn = 0, tcap = 0;
+	uint64_t cfg[8] = {0}, prows = 0, irows = 0, qrows = 0;
+	bool has_c = false;
+	int rc;
+
+	rc = seek_prefix(c, STORAGE_T_IDMP, m->sid, &cur, &key, &val);
+	while (rc == 0 && has_prefix(&key, m->sid)) {
+		const unsigned char *kp = key.data, *vp = val.data;
+		struct ptally *pt;
+		unsigned char kind = key.len > 8 ? kp[8] : 0;
+
+		if (kind == 'C' && key.len == 9 && val.len == 64) {
+			has_c = true;
+			for (int i = 0; i < 8; i++) {
+				cfg[i] = get_u64(vp + 8 * i);
+			}
+		} else if (kind == 'I' && key.len >= 18 && idmp_part_ok(kp + 17, key.len - 17) &&
+			   val.len >= 32) {
+			uint64_t pnum = get_u64(kp + 9);
+			irows++;
+			if (tn == 0 || tv[tn - 1].pnum != pnum) {
+				if (tn == tcap) {
+					size_t ncap = tcap ? tcap * 2 : 16;
+					struct ptally *nv = realloc(tv, ncap * sizeof(*nv));
+					if (nv == NULL) {
+						rc = -ENOMEM;
+						break;
+					}
+					tv = nv;
+					tcap = ncap;
+				}
+				memset(&tv[tn], 0, sizeof(tv[tn]));
+				tv[tn++].pnum = pnum;
+			}
+			tv[tn - 1].irows++;
+		} else if (kind == 'P' && key.len >= 10 && idmp_part_ok(kp + 9, key.len - 9) &&
+			   val.len >= 24) {
+			prows++;
+			pt = ptally_find(tv, tn, get_u64(vp));
+			if (pt == NULL || pt->has_p) {
+				problem(c, "idempotent producer %llu has %s",
+					(unsigned long long)get_u64(vp),
+					pt == NULL ? "no records" : "two producer rows");
+			} else {
+				pt->has_p = true;
+				pt->count = get_u64(vp + 8);
+				pt->next_seq = get_u64(vp + 16);
+				if (get_u64(vp) >= cfg[6]) {
+					problem(c, "idempotent producer %llu is past the stream's next "
+						   "number %llu",
+						(unsigned long long)pt->pnum, (unsigned long long)cfg[6]);
+				}
+			}
+		} else if (kind == 'Q' && key.len == 25 && val.len >= 9 &&
+			   idmp_part_ok(vp + 8, val.len - 8)) {
+			unsigned char ik[17 + 1 + 400];
+			struct st_buf ikey = {ik, 17 + val.len - 8}, iv;
+			uint64_t pnum = get_u64(kp + 9), seq = get_u64(kp + 17);
+			int grc;
+
+			qrows++;
+			pt = ptally_find(tv, tn, pnum);
+			if (pt != NULL) {
+				pt->qrows++;
+				if (seq >= pt->next_seq) {
+					problem(c, "idempotent record %llu of producer %llu is past the "
+						   "producer's next number",
+						(unsigned long long)seq, (unsigned long long)pnum);
+				}
+			}
+			memcpy(ik, kp, 8);
+			ik[8] = 'I';
+			memcpy(ik + 9, kp + 9, 8);
+			memcpy(ik + 17, vp + 8, val.len - 8);
+			grc = storage_get(c->t, STORAGE_T_IDMP, &ikey, &iv);
+			if (grc == ECHD_ENOTFOUND || (grc == 0 && (iv.len < 32 ||
+								  get_u64((const unsigned char *)iv.data +
+									  24) != seq))) {
+				problem(c, "idempotent record %llu of producer %llu: its id row is "
+					   "missing or names another",
+					(unsigned long long)seq, (unsigned long long)pnum);
+			} else if (grc != 0) {
+				rc = grc;
+				break;
+			}
+		} else {
+			problem(c, "an idempotency row (%zu-byte key, %zu-byte value) is malformed",
+				key.len, val.len);
+		}
+		rc = storage_cursor_next(cur, &key, &val);
+	}
+	storage_cursor_close(cur);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		free(tv);
+		return rc;
+	}
+	rc = 0;
+	if (!has_c) {
+		if (prows + irows + qrows > 0) {
+			problem(c, "idempotency records but no idempotency settings row");
+		}
+		free(tv);
+		return 0;
+	}
+	if (cfg[0] < 1 || cfg[0] > 86400 || cfg[1] < 1 || cfg[1] > 10000) {
+		problem(c, "IDMP-DURATION %llu or IDMP-MAXSIZE %llu out of range",
+			(unsigned long long)cfg[0], (unsigned long long)cfg[1]);
+	}
+	if (cfg[2] != prows || cfg[3] != irows || irows != qrows) {
+		problem(c, "pids-tracked %llu, iids-tracked %llu; rows: %llu producers, %llu ids, "
+			   "%llu queued",
+			(unsigned long long)cfg[2], (unsigned long long)cfg[3],
+			(unsigned long long)prows, (unsigned long long)irows,
+			(unsigned long long)qrows);
+	}
+	for (size_t i = 0; i < tn; i++) {
+		struct ptally *pt = &tv[i];
+		if (!pt->has_p || pt->count != pt->irows || pt->count != pt->qrows ||
+			pt->count > cfg[1]) {
+			problem(c, "idempotent producer %llu counts %llu records: %llu id rows, %llu "
+				   "queued (maxsize %llu)",
+				(unsigned long long)pt->pnum, (unsigned long long)pt->count,
+				(unsigned long long)pt->irows, (unsigned long long)pt->qrows,
+				(unsigned long long)cfg[1]);
+		}
+	}
+	free(tv);
+	if (cfg[3] > 0 && cfg[7] == 0) {
+		problem(c, "idempotency records but no place in the expiry index");
+	}
+	if (cfg[7] != 0) {
+		unsigned char ek[25];
+		struct st_buf ekey = {ek, sizeof(ek)}, ev;
+		put_u64(ek, 0);
+		ek[8] = 'E';
+		put_u64(ek + 9, cfg[7]);
+		put_u64(ek + 17, m->sid);
+		rc = storage_get(c->t, STORAGE_T_IDMP, &ekey, &ev);
+		if (rc == ECHD_ENOTFOUND) {
+			problem(c, "its idempotency expiry index row (%llu ms) is missing",
+				(unsigned long long)cfg[7]);
+			rc = 0;
+		}
+	}
+	return rc;
+}
+
 static int
 check_keys(struct chk *c)
 {
@@ -839,6 +1031,9 @@ check_keys(struct chk *c)
 		rc = check_entries(c, &m);
 		if (rc == 0) {
 			rc = check_groups(c, &m);
+		}
+		if (rc == 0) {
+			rc = check_idmp(c, &m);
 		}
 		if (rc != 0) {
 			break;
@@ -966,7 +1161,9 @@ check_orphans(struct chk *c, enum storage_table tb, const char *what, struct ids
 			continue;
 		}
 		p = get_u64(key.data);
-		if (!idset_has(live, p) && !idset_has(trash, p)) {
+		/* IDMP's expiry index has the prefix 0, which no stream has: its
+		 * rows may outlive their streams until the expiry step comes */
+		if (p != 0 && !idset_has(live, p) && !idset_has(trash, p)) {
 			problem(c, "%s rows of %s id %llu, which is neither live nor being deleted",
 				what, owner, (unsigned long long)p);
 		}
@@ -1092,6 +1289,10 @@ check_all(struct chk *c)
 	if (rc == 0) {
 		rc = check_orphans(
 			c, STORAGE_T_CPEL, "index (cpel)", &c->gids, &c->trash_g, "group");
+	}
+	if (rc == 0) {
+		rc = check_orphans(
+			c, STORAGE_T_IDMP, "idempotency", &c->sids, &c->trash_s, "stream");
 	}
 	if (rc != 0) {
 		return rc;

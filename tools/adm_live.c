@@ -40,6 +40,22 @@ stream_info(const struct resp_reply *r, struct adm_stream_info *s)
 	s->length = (uint64_t)len;
 	s->groups = (uint64_t)groups;
 	s->entries_added = (uint64_t)added;
+	{
+		/* Redis 8.6's idempotent producers: an echd before them has none */
+		static const char *const names[] = {"idmp-duration", "idmp-maxsize",
+			"pids-tracked", "iids-tracked", "iids-added", "iids-duplicates"};
+		uint64_t *dst[] = {&s->idmp.duration_s, &s->idmp.maxsize, &s->idmp.pids,
+			&s->idmp.iids, &s->idmp.added, &s->idmp.duplicates};
+		s->idmp_known = true;
+		for (size_t i = 0; i < 6; i++) {
+			int64_t v;
+			if (!adm_rep_int(adm_rep_field(r, names[i]), &v) || v < 0) {
+				s->idmp_known = false;
+				break;
+			}
+			*dst[i] = (uint64_t)v;
+		}
+	}
 	s->empty = first == NULL || first->type == RESP_REPLY_NULL;
 	if (!s->empty) {
 		if (!adm_rep_is_list(first) || first->elements < 1 ||

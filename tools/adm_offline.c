@@ -202,6 +202,16 @@ streams_cb(const struct st_buf *name, void *ud)
 	s.first = m.first;
 	s.last_generated = m.last;
 	s.max_deleted = m.max_deleted;
+	{
+		/* a stream that never used them has echd's defaults */
+		static const struct stream_idmp_cfg def = {100, 100};
+		rc = stream_idmp_info(w->x->txn, &m, &def, &s.idmp);
+		if (rc != 0) {
+			w->rc = storage_fail(rc, "reading a stream's idempotency settings");
+			return 1;
+		}
+		s.idmp_known = true;
+	}
 	if (adm_view_stream(w->v, &s) != 0) {
 		w->rc = adm_err(ADM_EXIT_FAILED, "out of memory");
 		return 1;

@@ -34,6 +34,7 @@ static const struct adm_col streams_cols[] = {
 	{"LAST ID", ADM_FLEX, 8},
 	{"GROUPS", ADM_RIGHT, 0},
 	{"LAST ENTRY", ADM_RIGHT, 0},
+	{"IDMP", 0, 0},
 };
 
 static const struct adm_col groups_cols[] = {
@@ -157,7 +158,7 @@ json_stream_group_header(const char *stream, const char *group)
 struct adm_view *
 adm_view_streams_begin(const struct adm_ctx *x)
 {
-	struct adm_view *v = view_new(x, V_STREAMS, streams_cols, 6);
+	struct adm_view *v = view_new(x, V_STREAMS, streams_cols, 7);
 
 	if (v != NULL && adm_out.json) {
 		adm_json_obj();
@@ -213,6 +214,21 @@ adm_view_stream(struct adm_view *v, const struct adm_stream_info *s)
 		} else {
 			adm_json_int(id_age(v->x, &s->last_entry));
 		}
+		adm_json_key("idmp");
+		if (!s->idmp_known) {
+			adm_json_null();
+		} else {
+			static const char *const keys[] = {"duration_s", "maxsize", "pids_tracked",
+				"iids_tracked", "iids_added", "iids_duplicates"};
+			const uint64_t vals[] = {s->idmp.duration_s, s->idmp.maxsize, s->idmp.pids,
+				s->idmp.iids, s->idmp.added, s->idmp.duplicates};
+			adm_json_obj();
+			for (size_t i = 0; i < 6; i++) {
+				adm_json_key(keys[i]);
+				adm_json_uint(vals[i]);
+			}
+			adm_json_obj_end();
+		}
 		adm_json_obj_end();
 		return 0;
 	}
@@ -229,7 +245,16 @@ adm_view_stream(struct adm_view *v, const struct adm_stream_info *s)
 		cell_duration(&v->cell[5], id_age(v->x, &s->last_entry));
 	}
 	cell_count(&v->cell[4], s->groups);
-	return emit(v, 6);
+	if (!s->idmp_known || (s->idmp.added == 0 && s->idmp.pids == 0)) {
+		adm_str_add(&v->cell[6], "-", 1); /* never used */
+	} else {
+		/* ids:durations/maxsize: the idempotent ids kept now and the
+		 * stream's settings, narrow enough for 80 columns; --json has
+		 * the other counters */
+		adm_str_addf(&v->cell[6], "%llu:%llus/%llu", (unsigned long long)s->idmp.iids,
+			(unsigned long long)s->idmp.duration_s, (unsigned long long)s->idmp.maxsize);
+	}
+	return emit(v, 7);
 }
 
 /* ---- groups --------------------------------------------------------------- */

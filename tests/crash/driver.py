@@ -14,6 +14,9 @@ every restart check_state() compares what echd holds with what the clients were 
 
   * every acknowledged XADD exists with exactly its fields; no entry exists twice or that no
     producer sent; ids strictly increase, also across restarts (last-generated-id);
+  * the idempotent producer (XADD IDMP) re-sends a batch whose reply it lost until it gets one,
+    and after every restart re-sends its last acknowledged message: that must answer the id
+    the first send got, and add nothing (no entry twice);
   * no entry is delivered from '>' twice, across all consumers and cycles, and every entry a
     consumer got is the entry a producer sent;
   * every entry a consumer received (from '>', XAUTOCLAIM or its history) whose XACK was not
@@ -74,6 +77,8 @@ PRODUCERS, CONSUMERS = 2, 2
 # dead-lettering (echd's group policies): its own stream, group and dead-letter stream
 DKEY, DGROUP, DLQ = "ds", "dg", "ds:dead"
 DPOLICY = ("ACKWAIT", "30", "MAXDELIVER", "1", "DEADLETTER", DLQ)
+IDMP_PRODUCER = 1      # sends XADD IDMP p1 <n>: retries an unanswered batch, and re-sends its
+                       # last acknowledged message after each restart to get the first id back
 CLAIM_IDLE_MS = 300
 
 
@@ -162,7 +167,7 @@ class Model:
         self.stats = dict(xadd=0, xadd_unknown=0, delivered=0, acked=0, ack_unknown=0,
                           deleted=0, del_unknown=0,
                           claimed=0, history=0, adopted=0, nacked=0, nack_unknown=0,
-                          dl_given=0, dl_fatal=0)
+                          idmp_retries=0, idmp_resends=0, dl_given=0, dl_fatal=0)
 
     def violate(self, msg):
         self.violations.append("cycle %d: %s" % (self.cycle, msg))
@@ -172,9 +177,29 @@ class Model:
 # workers
 # ---------------------------------------------------------------------------
 
+def xadd_cmd(p, n, flat):
+    """The XADD of producer p's message n: IDMP for the idempotent producer."""
+    if p == IDMP_PRODUCER:
+        return ["XADD", KEY, "IDMP", "p%d" % p, "%d" % n, "*"] + flat
+    return ["XADD", KEY, "*"] + flat
+
+
+def idmp_resend(client, model, p, last):
+    """After a restart: the last acknowledged message again must get its first id."""
+    n, flat, eid = last
+    got = client.execute_command(*xadd_cmd(p, n, flat))
+    with model.lock:
+        model.stats["idmp_resends"] += 1
+        if got != eid:
+            model.violate("producer %d: IDMP re-send of acknowledged #%d after the restart got "
+                          "%r, the first send %s" % (p, n, got, eid))
+
+
 def producer(server, gate, model, p, wid, seed):
     rng = random.Random(seed)
     client, epoch, n = None, None, 0
+    retry = None            # the idempotent producer's batch whose reply was lost
+    last = None             # its last acknowledged (n, flat, id)
     try:
         for _ in range(10 ** 7):                              # bounded; ends with gate.finish
             e = gate.enter(wid)
@@ -186,30 +211,48 @@ def producer(server, gate, model, p, wid, seed):
                         client.close()
                     client = redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=5,
                                          socket_connect_timeout=2, retry_on_timeout=False)
+                    restarted = epoch is not None and e != epoch
                     epoch = e
-                batch = 5 if rng.random() < 0.3 else 1
-                items = []
-                for _ in range(batch):
-                    n += 1
-                    fields = {b"p": b"%d" % p, b"n": b"%d" % n,
-                              b"pad": b"x" * rng.randrange(0, 40)}
-                    flat = [x for kv in fields.items() for x in kv]
-                    with model.lock:
-                        model.sent[(b"%d" % p, b"%d" % n)] = flat
-                    items.append((n, fields, flat))
+                    if restarted and last is not None:
+                        try:
+                            idmp_resend(client, model, p, last)
+                        except (redis.ConnectionError, redis.TimeoutError, OSError):
+                            client.close()
+                            client = None
+                            time.sleep(0.01)
+                            continue
+                if retry is not None:
+                    items, retried = retry, True
+                else:
+                    retried = False
+                    batch = 5 if rng.random() < 0.3 else 1
+                    items = []
+                    for _ in range(batch):
+                        n += 1
+                        fields = {b"p": b"%d" % p, b"n": b"%d" % n,
+                                  b"pad": b"x" * rng.randrange(0, 40)}
+                        flat = [x for kv in fields.items() for x in kv]
+                        with model.lock:
+                            model.sent[(b"%d" % p, b"%d" % n)] = flat
+                        items.append((n, fields, flat))
+                batch = len(items)
                 try:
                     if batch == 1:
-                        ids = [client.xadd(KEY, items[0][1])]
+                        ids = [client.execute_command(*xadd_cmd(p, items[0][0], items[0][2]))]
                         how = "XADD"
                     else:
                         pipe = client.pipeline(transaction=False)
-                        for _, fields, _ in items:
-                            pipe.xadd(KEY, fields)
+                        for nn, _, flat in items:
+                            pipe.execute_command(*xadd_cmd(p, nn, flat))
                         ids = pipe.execute()
                         how = "pipelined XADD x%d" % batch
+                    if p == IDMP_PRODUCER:
+                        how = "IDMP " + how + (" (retried)" if retried else "")
                 except (redis.ConnectionError, redis.TimeoutError, OSError):
                     with model.lock:
                         model.stats["xadd_unknown"] += batch
+                    if p == IDMP_PRODUCER:
+                        retry = items                 # sent again until answered
                     client.close()
                     client = None
                     time.sleep(0.01)
@@ -221,10 +264,14 @@ def producer(server, gate, model, p, wid, seed):
                                          items[-1][0], ex))
                     client.close()
                     client = None
+                    retry = None
                     time.sleep(0.05)
                     continue
+                retry = None
                 with model.lock:
-                    for (nn, _, _), eid in zip(items, ids):
+                    if retried:
+                        model.stats["idmp_retries"] += 1
+                    for (nn, _, flat), eid in zip(items, ids):
                         if not isinstance(eid, bytes):
                             model.violate("producer %d: XADD #%d replied %r" % (p, nn, eid))
                             continue
@@ -232,7 +279,8 @@ def producer(server, gate, model, p, wid, seed):
                         if prev is not None and parse_id(eid) <= parse_id(prev):
                             model.violate("producer %d: XADD #%d got id %s after %s (ids must "
                                           "increase)" % (p, nn, eid, prev))
-                        if (model.lastgen_checked is not None
+                        # a retried message the lost send had added keeps its (older) id
+                        if (not retried and model.lastgen_checked is not None
                                 and parse_id(eid) <= parse_id(model.lastgen_checked)):
                             model.violate("producer %d: XADD #%d got id %s, not above the "
                                           "last-generated-id %s seen after the restart"
@@ -243,6 +291,8 @@ def producer(server, gate, model, p, wid, seed):
                         model.last_added[p] = eid
                         model.added[eid] = (b"%d" % p, b"%d" % nn, model.cycle, how)
                         model.stats["xadd"] += 1
+                        if p == IDMP_PRODUCER:
+                            last = (nn, flat, eid)
             finally:
                 gate.leave(wid)
     finally:

@@ -14,6 +14,9 @@
  *       gives the group's first released (XNACK) pending entry a delivery time
  *   adm-fixture DIR length STREAM
  *       adds one to the stream's length
+ *   adm-fixture DIR idmp-queue-del STREAM
+ *       deletes the first row of the stream's idempotent records' queue
+ *       (IDMP table, 'Q' rows; layout in storage/stream_idmp.c)
  *   adm-fixture DIR fill STREAM GROUP CONSUMER N
  *       creates STREAM with entries 1-1 .. N-1 (f v), GROUP at 0, and
  *       delivers every entry to CONSUMER: an N-entry PEL
@@ -116,6 +119,27 @@ damage(struct storage_txn *t, int argc, char **argv)
 	if (strcmp(mode, "length") == 0) {
 		m.length++;
 		return stream_meta_save(t, 0, &sn, &m);
+	}
+	if (strcmp(mode, "idmp-queue-del") == 0) {
+		unsigned char k[9];
+		struct st_buf seek = {k, 9}, key, val;
+		struct storage_cursor *cur;
+
+		put_u64(k, m.sid);
+		k[8] = 'Q';
+		rc = storage_cursor_open(t, STORAGE_T_IDMP, &cur);
+		if (rc != 0) {
+			return rc;
+		}
+		rc = storage_cursor_seek(cur, &seek, &key, &val);
+		if (rc == 0 && (key.len != 25 || memcmp(key.data, k, 9) != 0)) {
+			rc = ECHD_ENOTFOUND;
+		}
+		if (rc == 0) {
+			rc = storage_cursor_del(cur);
+		}
+		storage_cursor_close(cur);
+		return rc;
 	}
 	if (argc < 5) {
 		return ECHD_EINVAL;

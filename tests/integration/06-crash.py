@@ -57,3 +57,4 @@ def test_crash_cycles(server):
     # the run did exercise what it checks
     assert s["xadd"] > 100 and s["delivered"] > 100 and s["acked"] > 50, (s, seed)
     assert s["nacked"] > 0, (s, seed)
+    assert s["idmp_resends"] > 0, (s, seed)     # the IDMP producer re-sent after a restart

@@ -768,6 +768,47 @@ def test_check(server):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_check_idmp(server):
+    """check verifies the idempotent producers' records (25-idmp makes them)."""
+    c = server.raw()
+    for i in range(5):
+        c.call("XADD", "idem", "IDMP", "p%d" % (i % 2), "r%d" % i, "*", "f", "v")
+    c.call("XADD", "idem", "IDMPAUTO", b"q" * 500, "*", "f", "v")
+    assert ok(adm_raw(server, "check", server.dir)).stdout.endswith(
+        "ok: every invariant holds\n")
+    root = tempfile.mkdtemp(prefix="echd-e2e-check-")
+    try:
+        bad = os.path.join(root, "bad")
+        ok(adm(server, "backup", bad, live=False))
+        r = subprocess.run([fixture_exe(server), bad, "idmp-queue-del", "idem"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        p = adm_raw(server, "check", bad)
+        assert p.returncode == 4, (p.stdout, p.stderr)
+        problems = [l for l in p.stdout.splitlines() if l.startswith("problem: ")]
+        assert any("iids-tracked 6; rows: 3 producers, 6 ids, 5 queued" in l
+                   for l in problems), p.stdout
+        assert any("idempotent producer 1 counts 3 records: 3 id rows, 2 queued" in l
+                   for l in problems), p.stdout
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    # streams shows the settings and counters, live and offline alike
+    c.call("XADD", "plain", "*", "f", "v")
+    c.call("XCFGSET", "idem", "IDMP-DURATION", "600")
+    c.call("XADD", "idem", "IDMP", "p0", "again", "*", "f", "v")
+    c.call("XADD", "idem", "IDMP", "p0", "again", "*", "f", "v")
+    for lv in (True, False):
+        doc = adm_json(server, "streams", live=lv)
+        by = {s["name"]: s["idmp"] for s in doc["streams"]}
+        assert by["idem"] == {"duration_s": 600, "maxsize": 100, "pids_tracked": 1,
+                              "iids_tracked": 1, "iids_added": 7, "iids_duplicates": 1}, by
+        assert by["plain"]["iids_added"] == 0 and by["plain"]["duration_s"] == 100
+        table = ok(adm(server, "streams", live=lv)).stdout.splitlines()
+        assert table[0].split()[-1] == "IDMP", table
+        rows = {l.split()[0]: l.split()[-1] for l in table[1:]}
+        assert rows["idem"] == "1:600s/100" and rows["plain"] == "-", table
+
+
 def test_check_during_deletions(server):
     """Rows of deleted streams and groups linger until echd's background deletion reaches
     them: check accepts them (they are queued in trash) at any moment."""

@@ -298,6 +298,8 @@ def test_service_unit_settings(server):
     conf = {w[0]: w[1].strip() if len(w) > 1 else "" for w in conf}
     assert conf.get("dir") == "/var/lib/echd", conf
     assert conf.get("logfile", '""') == '""', conf
+    # /metrics on loopback out of the box (issue 28); the unit needs nothing for it
+    assert conf.get("http-port") == "7380" and conf.get("http-bind") == "127.0.0.1", conf
 
     sock = unit_settings(SOCKET)
     assert sock.get(("Socket", "Service")) == ["echd.service"], sock
@@ -387,7 +389,7 @@ def test_conf_starts_echd(server):
     tmp = tempfile.mkdtemp(prefix="echd-conf-")
     sock = os.path.join(tmp, "s")
     e = Echd(server.exe, [CONF, "--dir", os.path.join(tmp, "data"), "--port", "0",
-                          "--unixsocket", sock])
+                          "--http-port", "0", "--unixsocket", sock])
     try:
         wait_unix(sock, e)
         assert os.path.exists(os.path.join(tmp, "data", "data.mdb")), os.listdir(tmp)

@@ -93,6 +93,7 @@ def test_powercut_cycles(server):
     assert cycles >= MIN_CYCLES, "only %d power cuts in %.0f s (seed %d)" % (cycles, secs, seed)
     # the run did exercise what it checks
     assert s["xadd"] > 100 and s["delivered"] > 100 and s["acked"] > 50, (s, seed)
+    assert s["idmp_resends"] > 0, (s, seed)     # the IDMP producer re-sent after a restart
     assert st.get("syncs", 0) > 0 and st.get("writes", 0) > 0, (
         "the shim saw no writes or syncs of the data file: %r" % st)
     assert crash.with_pending > 0, (

@@ -24,7 +24,8 @@ the field out (each case below says why):
 - entries-read: after trimming left a group's cursor before the first entry, 7.0 goes on
   counting from the stale counter, later Redis (and echd) recount it from the stream (Redis
   #13958); a random run soon meets that case;
-- recorded-first-entry-id is 7.2's;
+- recorded-first-entry-id is 7.2's; idmp-duration, idmp-maxsize, pids-tracked, iids-tracked,
+  iids-added and iids-duplicates are 8.6's (idempotent producers, tested in 25-idmp);
 - radix-tree-nodes counts the nodes of Redis' radix tree, which echd does not have
   (docs/compatibility.md); radix-tree-keys, its node count, is compared;
 - XCLAIM and XAUTOCLAIM create their consumer in 7.4 even when they claim nothing, and 7.0
@@ -52,8 +53,11 @@ KEYS = ("s", "t")
 GROUPS = ("g", "h")
 CONSUMERS = ("a", "b", "c")
 CLOCK_FIELDS = {b"idle", b"seen-time", b"active-time", b"inactive"}
-SKIPPED_FIELDS = CLOCK_FIELDS | {b"lag", b"entries-read", b"recorded-first-entry-id",
-                                 b"consumers", b"radix-tree-nodes"}
+IDMP_FIELDS = {b"idmp-duration", b"idmp-maxsize", b"pids-tracked", b"iids-tracked",
+               b"iids-added", b"iids-duplicates"}
+SKIPPED_FIELDS = CLOCK_FIELDS | IDMP_FIELDS | {b"lag", b"entries-read",
+                                               b"recorded-first-entry-id", b"consumers",
+                                               b"radix-tree-nodes"}
 
 
 def redis_exe():

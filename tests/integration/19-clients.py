@@ -103,6 +103,11 @@ def test_node_redis_deletion(server):
     run_node_redis(server, "deletion")
 
 
+@echdtest.echd_only("idempotent producers are Redis 8.6/8.8; 7.0 lacks them")
+def test_node_redis_idmp(server):
+    run_node_redis(server, "idmp")
+
+
 @echdtest.echd_only("XNACK is Redis 8.8 and XREADGROUP CLAIM 8.4; 7.0 lacks both")
 def test_node_redis_xnack(server):
     run_node_redis(server, "xnack")

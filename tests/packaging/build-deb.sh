@@ -222,7 +222,7 @@ chown echd:echd "$SOCKDIR"
 SOCK=$SOCKDIR/echd.sock
 # setpriv execs echd itself (no forking wrapper): $! is echd and gets the SIGTERM
 setpriv --reuid=echd --regid=echd --clear-groups --reset-env \
-	/usr/sbin/echd /etc/echd/echd.conf --port 0 --unixsocket "$SOCK" >"$TMP/echd.log" 2>&1 &
+	/usr/sbin/echd /etc/echd/echd.conf --port 0 --http-port 0 --unixsocket "$SOCK" >"$TMP/echd.log" 2>&1 &
 ECHD_PID=$!
 ok=0
 for _ in $(seq 250); do

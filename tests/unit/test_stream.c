@@ -2999,6 +2999,300 @@ persist_suite(void)
 	return s;
 }
 
+/* ---- idempotent producers (stream_idmp.c) -------------------------------- */
+
+static const struct stream_idmp_cfg idmp_def = {100, 100};
+
+static struct stream_idmp_info
+idmp_info(const struct stream_meta *m)
+{
+	struct stream_idmp_info i;
+
+	OK(stream_idmp_info(tx, m, &idmp_def, &i));
+	return i;
+}
+
+/* Records (pid, iid) -> ms-1 at now_ms. */
+static void
+idmp_put(const struct stream_meta *m, const char *pid, const char *iid, uint64_t ms,
+	uint64_t now_ms)
+{
+	struct st_buf p = B(pid), i = B(iid);
+	struct stream_id id = ID(ms, 1);
+
+	OK(stream_idmp_record(tx, m, &p, &i, &id, now_ms, &idmp_def));
+}
+
+/* The id (pid, iid) maps to at now_ms, or 0-0 when none. */
+static struct stream_id
+idmp_get(const struct stream_meta *m, const char *pid, const char *iid, uint64_t now_ms)
+{
+	struct st_buf p = B(pid), i = B(iid);
+	struct stream_id id = ID(0, 0);
+	int rc = stream_idmp_find(tx, m, &p, &i, now_ms, false, &id);
+
+	ck_assert_msg(rc == 0 || rc == ECHD_ENOTFOUND, "find: %d", rc);
+	return id;
+}
+
+START_TEST(test_idmp_record_find)
+{
+	struct stream_meta a, b;
+	struct st_buf p = B("p"), i = B("i");
+	struct stream_id id;
+
+	create(0, "a", &a);
+	create(0, "b", &b);
+	FAILS(stream_idmp_find(tx, &a, &p, &i, 1000, true, &id), ECHD_ENOTFOUND);
+	U64_EQ(rows_all(STORAGE_T_IDMP), 0); /* a miss writes nothing */
+	idmp_put(&a, "p", "i", 7, 1000);
+	idmp_put(&a, "q", "i", 8, 1000);
+	ID_EQ(idmp_get(&a, "p", "i", 1000), 7, 1);
+	ID_EQ(idmp_get(&a, "q", "i", 1000), 8, 1);
+	ID_EQ(idmp_get(&a, "p", "j", 1000), 0, 0);
+	ID_EQ(idmp_get(&b, "p", "i", 1000), 0, 0); /* another stream's */
+	OK(stream_idmp_find(tx, &a, &p, &i, 1000, true, &id));
+	ID_EQ(id, 7, 1);
+	struct stream_idmp_info in = idmp_info(&a);
+	U64_EQ(in.pids, 2);
+	U64_EQ(in.iids, 2);
+	U64_EQ(in.added, 2);
+	U64_EQ(in.duplicates, 1);
+	U64_EQ(in.duration_s, 100);
+	/* C, 2 P, 2 I, 2 Q rows for a, and the index row */
+	U64_EQ(rows_of(STORAGE_T_IDMP, a.sid), 7);
+	U64_EQ(rows_all(STORAGE_T_IDMP), 8);
+	in = idmp_info(&b);
+	U64_EQ(in.pids + in.iids + in.added, 0);
+	reopen();
+	ID_EQ(idmp_get(&a, "p", "i", 1000), 7, 1);
+}
+END_TEST
+
+START_TEST(test_idmp_long_and_binary)
+{
+	struct stream_meta a;
+	char *big = malloc(70000), *big2 = malloc(70000);
+	struct st_buf pb, ib, ib2, bin = {"\0\1\0", 3}, bin2 = {"\0\1\1", 3};
+	struct stream_id id = ID(5, 1), got;
+
+	ck_assert_ptr_nonnull(big);
+	ck_assert_ptr_nonnull(big2);
+	memset(big, 'x', 70000);
+	memcpy(big2, big, 70000);
+	big2[69999] = 'y'; /* same prefix, other hash */
+	pb.data = big;
+	pb.len = 1000;
+	ib.data = big;
+	ib.len = 70000;
+	ib2.data = big2;
+	ib2.len = 70000;
+	create(0, "a", &a);
+	OK(stream_idmp_record(tx, &a, &pb, &ib, &id, 1000, &idmp_def));
+	OK(stream_idmp_find(tx, &a, &pb, &ib, 1000, false, &got));
+	ID_EQ(got, 5, 1);
+	FAILS(stream_idmp_find(tx, &a, &pb, &ib2, 1000, false, &got), ECHD_ENOTFOUND);
+	id = ID(6, 1);
+	OK(stream_idmp_record(tx, &a, &bin, &bin, &id, 1000, &idmp_def));
+	OK(stream_idmp_find(tx, &a, &bin, &bin, 1000, false, &got));
+	ID_EQ(got, 6, 1);
+	FAILS(stream_idmp_find(tx, &a, &bin, &bin2, 1000, false, &got), ECHD_ENOTFOUND);
+	FAILS(stream_idmp_find(tx, &a, &bin2, &bin, 1000, false, &got), ECHD_ENOTFOUND);
+	U64_EQ(idmp_info(&a).pids, 2);
+	free(big);
+	free(big2);
+}
+END_TEST
+
+START_TEST(test_idmp_maxsize)
+{
+	struct stream_meta a;
+	char iid[16];
+
+	create(0, "a", &a);
+	OK(stream_idmp_configure(tx, &a, 0, 3, &idmp_def));
+	for (unsigned i = 1; i <= 10; i++) {
+		snprintf(iid, sizeof(iid), "r%u", i);
+		idmp_put(&a, "p", iid, i, 1000);
+		idmp_put(&a, "q", iid, 100 + i, 1000);
+	}
+	/* each producer keeps its last three */
+	ID_EQ(idmp_get(&a, "p", "r7", 1000), 0, 0);
+	ID_EQ(idmp_get(&a, "p", "r8", 1000), 8, 1);
+	ID_EQ(idmp_get(&a, "p", "r10", 1000), 10, 1);
+	ID_EQ(idmp_get(&a, "q", "r8", 1000), 108, 1);
+	struct stream_idmp_info in = idmp_info(&a);
+	U64_EQ(in.iids, 6);
+	U64_EQ(in.added, 20);
+	U64_EQ(in.maxsize, 3);
+	/* C + 2 P + 6 I + 6 Q */
+	U64_EQ(rows_of(STORAGE_T_IDMP, a.sid), 15);
+	/* re-recording a pair replaces its record */
+	idmp_put(&a, "p", "r8", 50, 1000);
+	ID_EQ(idmp_get(&a, "p", "r8", 1000), 50, 1);
+	U64_EQ(idmp_info(&a).iids, 6);
+}
+END_TEST
+
+START_TEST(test_idmp_duration)
+{
+	struct stream_meta a;
+	unsigned n = 0;
+	uint64_t next = 0;
+
+	create(0, "a", &a);
+	OK(stream_idmp_configure(tx, &a, 2, 0, &idmp_def));
+	idmp_put(&a, "p", "old", 1, 10000);
+	idmp_put(&a, "idle", "x", 2, 10000);
+	idmp_put(&a, "p", "new", 3, 11500);
+	/* lookups honour the duration exactly */
+	ID_EQ(idmp_get(&a, "p", "old", 11999), 1, 1);
+	ID_EQ(idmp_get(&a, "p", "old", 12000), 0, 0);
+	/* nothing due yet */
+	OK(stream_idmp_expire_due(tx, 11000, 64, &n, &next));
+	U64_EQ(n, 0);
+	U64_EQ(next, 12000);
+	/* the next add of p drops its expired record */
+	idmp_put(&a, "p", "newer", 4, 12500);
+	U64_EQ(idmp_info(&a).iids, 3);
+	/* the expiry step drops the idle producer's */
+	OK(stream_idmp_expire_due(tx, 12600, 64, &n, &next));
+	U64_EQ(n, 1);
+	struct stream_idmp_info in = idmp_info(&a);
+	U64_EQ(in.pids, 1);
+	U64_EQ(in.iids, 2);
+	ck_assert_uint_ge(next, 13500); /* new's time + 2 s, at least a second on */
+	OK(stream_idmp_expire_due(tx, 20000, 64, &n, &next));
+	U64_EQ(idmp_info(&a).iids, 0);
+	U64_EQ(idmp_info(&a).pids, 0);
+	U64_EQ(next, 0);
+	/* only the C row is left */
+	U64_EQ(rows_all(STORAGE_T_IDMP), 1);
+}
+END_TEST
+
+START_TEST(test_idmp_configure_clears)
+{
+	struct stream_meta a;
+
+	create(0, "a", &a);
+	idmp_put(&a, "p", "i", 1, 1000);
+	idmp_put(&a, "q", "i", 2, 1000);
+	OK(stream_idmp_configure(tx, &a, 100, 100, &idmp_def)); /* the same: kept */
+	ID_EQ(idmp_get(&a, "p", "i", 1000), 1, 1);
+	OK(stream_idmp_configure(tx, &a, 50, 0, &idmp_def));
+	ID_EQ(idmp_get(&a, "p", "i", 1000), 0, 0);
+	struct stream_idmp_info in = idmp_info(&a);
+	U64_EQ(in.duration_s, 50);
+	U64_EQ(in.maxsize, 100);
+	U64_EQ(in.pids, 0);
+	U64_EQ(in.iids, 0);
+	U64_EQ(in.added, 2);
+	U64_EQ(rows_all(STORAGE_T_IDMP), 1); /* the C row; no index row */
+}
+END_TEST
+
+START_TEST(test_idmp_copy_delete)
+{
+	struct stream_meta a, b;
+	struct st_buf na = B("a"), nb = B("b");
+	uint64_t usage_with;
+	bool more = true;
+
+	create(0, "a", &a);
+	add_range(&a, 1, 3);
+	save(0, "a", &a);
+	idmp_put(&a, "p", "i", 1, 1000);
+	OK(stream_copy(tx, 0, &na, 0, &nb, &b));
+	save(0, "b", &b);
+	ID_EQ(idmp_get(&b, "p", "i", 1000), 1, 1);
+	idmp_put(&b, "p", "j", 2, 1000);
+	ID_EQ(idmp_get(&a, "p", "j", 1000), 0, 0);
+	OK(stream_usage(tx, 0, &nb, &b, 0, &usage_with));
+	/* the copy has its own index row: both streams expire */
+	unsigned n;
+	uint64_t next;
+	OK(stream_idmp_expire_due(tx, UINT64_MAX / 2, 64, &n, &next));
+	U64_EQ(n, 2);
+	U64_EQ(idmp_info(&a).iids + idmp_info(&b).iids, 0);
+	idmp_put(&a, "p", "i", 1, 1000);
+	OK(stream_delete(tx, 0, &na));
+	do {
+		OK(stream_gc_step(tx, 1000, &more));
+	} while (more);
+	U64_EQ(rows_of(STORAGE_T_IDMP, a.sid), 0);
+	/* a's index row is stale now: the expiry step drops it alone */
+	OK(stream_idmp_expire_due(tx, UINT64_MAX / 2, 64, &n, &next));
+	U64_EQ(rows_all(STORAGE_T_IDMP), rows_of(STORAGE_T_IDMP, b.sid));
+}
+END_TEST
+
+START_TEST(test_idmp_usage)
+{
+	struct stream_meta a;
+	struct st_buf na = B("a");
+	uint64_t plain, with;
+	char iid[16];
+
+	create(0, "a", &a);
+	add_range(&a, 1, 3);
+	save(0, "a", &a);
+	OK(stream_usage(tx, 0, &na, &a, 0, &plain));
+	for (unsigned i = 0; i < 200; i++) {
+		snprintf(iid, sizeof(iid), "iid-%u", i);
+		idmp_put(&a, "producer", iid, 1, 1000);
+	}
+	OK(stream_usage(tx, 0, &na, &a, 0, &with));
+	/* the estimate is within a tenth of the rows' bytes */
+	uint64_t rows = 0, bytes = 0;
+	rows = table_rows(STORAGE_T_IDMP, &bytes);
+	ck_assert_uint_gt(rows, 0);
+	ck_assert_uint_ge(with - plain, bytes - bytes / 10);
+	ck_assert_uint_le(with - plain, bytes + bytes / 10);
+}
+END_TEST
+
+START_TEST(test_idmp_auto_iid)
+{
+	struct st_buf x[6] = {B("f1"), B("a"), B("f2"), B("b"), B("f3"), B("c")};
+	struct st_buf y[6] = {B("f3"), B("c"), B("f1"), B("a"), B("f2"), B("b")};
+	struct st_buf z[6] = {B("f1"), B("b"), B("f2"), B("a"), B("f3"), B("c")};
+	struct st_buf w[8] = {B("f1"), B("a"), B("f2"), B("b"), B("f3"), B("c"), B("f3"),
+		B("c")};
+	unsigned char hx[16], hy[16], hz[16], hw[16], h4[16];
+
+	stream_idmp_auto_iid(x, 6, hx);
+	stream_idmp_auto_iid(y, 6, hy);
+	stream_idmp_auto_iid(z, 6, hz);
+	stream_idmp_auto_iid(w, 8, hw);
+	stream_idmp_auto_iid(x, 4, h4);
+	ck_assert(memcmp(hx, hy, 16) == 0);  /* order does not matter */
+	ck_assert(memcmp(hx, hz, 16) != 0);  /* which value goes with which field does */
+	ck_assert(memcmp(hx, hw, 16) != 0);  /* a repeated pair counts */
+	ck_assert(memcmp(hx, h4, 16) != 0);
+}
+END_TEST
+
+static Suite *
+idmp_suite(void)
+{
+	Suite *s = suite_create("idmp");
+	TCase *tc;
+
+	tc = tcase_create("records");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_idmp_record_find);
+	tcase_add_test(tc, test_idmp_long_and_binary);
+	tcase_add_test(tc, test_idmp_maxsize);
+	tcase_add_test(tc, test_idmp_duration);
+	tcase_add_test(tc, test_idmp_configure_clears);
+	tcase_add_test(tc, test_idmp_copy_delete);
+	tcase_add_test(tc, test_idmp_usage);
+	tcase_add_test(tc, test_idmp_auto_iid);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
 int
 main(void)
 {
@@ -3013,5 +3307,6 @@ main(void)
 	srunner_add_suite(sr, trim_suite());
 	srunner_add_suite(sr, nodes_suite());
 	srunner_add_suite(sr, persist_suite());
+	srunner_add_suite(sr, idmp_suite());
 	return fixture_run(sr);
 }

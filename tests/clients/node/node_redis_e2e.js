@@ -76,9 +76,15 @@ const TESTS = {
     assert.equal(await c.xAdd(k, "1-1", { f: "v1" }), "1-1");
     assert.equal(await c.xAdd(k, "1-2", { f: "v2", g: "w" }), "1-2");
     const info = plain(await c.sendCommand(["XINFO", "STREAM", k]));
-    assert.deepEqual(Object.keys(info).sort(), ["entries-added", "first-entry", "groups",
-      "last-entry", "last-generated-id", "length", "max-deleted-entry-id", "radix-tree-keys",
-      "radix-tree-nodes", "recorded-first-entry-id"]);
+    // Redis 7.4's fields, and Redis 8.6's six of idempotent producers where the
+    // server has them (echd; not the Redis 7.0 this also runs against)
+    const base = ["entries-added", "first-entry", "groups", "last-entry", "last-generated-id",
+      "length", "max-deleted-entry-id", "radix-tree-keys", "radix-tree-nodes",
+      "recorded-first-entry-id"];
+    const idmp = ["idmp-duration", "idmp-maxsize", "iids-added", "iids-duplicates",
+      "iids-tracked", "pids-tracked"];
+    const keys = Object.keys(info).sort();
+    assert.deepEqual(keys, ("pids-tracked" in info ? base.concat(idmp) : base).sort());
     assert.equal(info.length, 2);
     assert.equal(info["last-generated-id"], "1-2");
     assert.deepEqual(info["first-entry"], ["1-1", ["f", "v1"]]);
@@ -155,6 +161,32 @@ const TESTS = {
     const after = await c.xPendingRange(k, "g", "-", "+", 10);
     assert.deepEqual(after.map((p) => [p.id, p.consumer, p.deliveriesCounter]),
       [["1-1", "bob", 2], ["1-2", "bob", 6], ["1-3", "bob", 1]]);
+  },
+
+  // Idempotent producers (Redis 8.6/8.8) through the typed commands: a re-sent XADD with
+  // the same producer and message id gets the first id back and adds nothing.
+  async idmp() {
+    const c = await connect();
+    const k = "idmp:s";
+    assert.equal(await c.xCfgSet(k, { IDMP_DURATION: 60, IDMP_MAXSIZE: 10 }).then(
+      () => "OK", (e) => e.message), "ERR no such key");
+    const first = await c.xAdd(k, "*", { job: "1" }, { IDMP: { pid: "p1", iid: "m1" } });
+    assert.match(first, ID);
+    assert.equal(await c.xAdd(k, "*", { job: "1" }, { IDMP: { pid: "p1", iid: "m1" } }), first);
+    const auto = await c.xAdd(k, "*", { job: "2" }, { IDMPAUTO: { pid: "p2" } });
+    assert.equal(await c.xAdd(k, "*", { job: "2" }, { IDMPAUTO: { pid: "p2" } }), auto);
+    assert.notEqual(auto, first);
+    assert.equal(await c.xCfgSet(k, { IDMP_DURATION: 60, IDMP_MAXSIZE: 10 }), "OK");
+    assert.equal(await c.xLen(k), 2);
+    const info = plain(await c.sendCommand(["XINFO", "STREAM", k]));
+    assert.equal(info["idmp-duration"], 60);
+    assert.equal(info["idmp-maxsize"], 10);
+    // a changed setting drops the records; the lifetime counters stay
+    assert.equal(info["iids-duplicates"], 2);
+    assert.equal(info["iids-added"], 2);
+    assert.equal(info["pids-tracked"], 0);
+    assert.notEqual(await c.xAdd(k, "*", { job: "1" }, { IDMP: { pid: "p1", iid: "m1" } }),
+      first);
   },
 
   // MULTI/EXEC and a pipeline through the client's own batching.

@@ -1,0 +1,52 @@
+/* http.h - what the HTTP side (http.c, metrics.c) shares: the listener's
+ * life cycle for server.c, and the request a route's handler answers.
+ *
+ * Only broker/ includes this. A route is one row of http.c's table (path,
+ * method, the ACL command it needs); adding an endpoint is a row and a
+ * handler of this type.
+ */
+#ifndef ECHD_BROKER_HTTP_H
+#define ECHD_BROKER_HTTP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker.h"
+
+struct evbuffer;
+struct evhttp_request;
+
+/* A request that passed authentication and its route's permission. */
+struct brk_http_req {
+	struct brk_server *srv;
+	struct evhttp_request *req;   /* libevent's, borrowed for the call */
+	const struct brk_user *user;  /* logged in as (the default user when no login is needed) */
+};
+
+/* A route's handler: writes the body into out (borrowed) and returns the
+ * HTTP status, setting *ctype to a static content type; or returns
+ * BRK_HTTP_DEFERRED after taking r->req, which it answers in a later loop
+ * turn with brk_http_reply() (libevent keeps the request until then, even
+ * when its client has gone: the reply then only frees it). */
+#define BRK_HTTP_DEFERRED 0
+typedef int (*brk_http_fn)(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+
+/* Answers req with code and body (borrowed; NULL: none) and the headers
+ * every answer has. */
+void brk_http_reply(struct evhttp_request *req, int code, const char *ctype,
+	struct evbuffer *body);
+
+/* Starts the listener when http-port is set: 0, BRK_INIT_CONFIG (a TLS
+ * certificate that does not load), or -1 (an address that cannot be bound;
+ * logged). Called from brk_server_init() once the event base exists. */
+int brk_http_init(struct brk_server *srv);
+/* Closes the listener and every HTTP connection; NULL-safe, half-built too. */
+void brk_http_finish(struct brk_server *srv);
+/* metrics.c: GET /metrics, answered over several loop turns (deferred). */
+int brk_http_metrics(struct brk_http_req *r, struct evbuffer *out, const char **ctype);
+/* Ends the scrapes still running (shutdown), before the listener is freed:
+ * each is answered 503, which leaves only if its socket takes it at once,
+ * and freed. */
+void brk_http_metrics_cancel(struct brk_server *srv);
+
+#endif
