@@ -436,3 +436,18 @@ def test_rename_move_copy_keep_deadlines(server):
     c.call("SELECT", "1")
     assert wait_for(lambda: c.call("EXISTS", "dlq") == 1)
     assert kv(c.call("XRANGE", "dlq", "-", "+")[0][1])["stream"] == b"b"
+
+
+def test_redelivery_within_maxcount(server):
+    """Redeliveries count against XREADGROUP's MAXCOUNT like new entries."""
+    c = server.raw()
+    for i in (1, 2, 3):
+        c.call("XADD", "s", "%d-1" % i, "f", "v")
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XGROUP", "SETPOLICY", "s", "g", "ACKWAIT", "100")
+    assert ids(read(c, "w1")) == ["1-1", "2-1", "3-1"]
+    c.call("XADD", "s", "4-1", "f", "v")
+    time.sleep(0.2)
+    got = c.call("XREADGROUP", "GROUP", "g", "w2", "MAXCOUNT", "2", "STREAMS", "s", ">")
+    assert ids(got) == ["1-1", "2-1"]
+    assert ids(read(c, "w2")) == ["3-1", "4-1"]
