@@ -252,6 +252,10 @@ struct brk_server {
 	uint64_t rnd;                /* RANDOMKEY's generator state (splitmix64) */
 	bool gc_pending;
 	bool expire_due;             /* the cron's tick: drop keys whose time passed */
+	struct brk_pgroup *policies; /* policy.c: groups with a policy; owned */
+	struct event *policy_timer;  /* policy.c: when the first of them has a row due */
+	uint64_t policy_timer_at;
+	bool policy_rescan;          /* policy.c: look for policy groups under new names */
 	uint64_t expire_next_ms;     /* no key expires before this (0: look) */
 	uint64_t cmd_ms;             /* the running command's time (EXEC's for its commands) */
 	/* the storage's last storage_write_admit() answer (commit.c) */
@@ -569,6 +573,59 @@ bool brk_arg_timeout(struct brk_ctx *x, const struct resp_arg *a, long long *ms)
 bool brk_arg_eq(const struct resp_arg *a, const char *s); /* case-insensitive */
 bool brk_glob_match(const char *pat, size_t plen, const char *s, size_t slen, bool nocase);
 bool brk_str2ll(const char *s, size_t len, long long *out);
+
+#define BRK_ERR_NOKEY_XGROUP                                                                       \
+	"ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want "  \
+	"to use the MKSTREAM option to create an empty stream automatically."
+/* Looks up the stream and its group, replying nokey or NOGROUP (XGROUP's
+ * text) when one is missing: 0 found, 1 replied, or an error. */
+int brk_lookup_group(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
+	const char *nokey, struct stream_meta *m, struct group_meta *g);
+
+/* A pending row about to be handed to c (cmd_group.c): its entry's fields
+ * (borrowed), or ECHD_ENOTFOUND after dropping the row of an entry deleted
+ * meanwhile (XAUTOCLAIM's rule; c's copy adjusted). */
+int brk_pel_entry(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct pel_row *r, struct st_buf *fields);
+/* Hands row r to c now: owner c, delivery time now, one more delivery. */
+int brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_row *r, uint64_t now);
+
+/* Group policies (policy.c). */
+int brk_policy_load(struct brk_server *srv);
+void brk_policy_finish(struct brk_server *srv);
+int brk_xgroup_setpolicy(struct brk_ctx *x);
+/* After RENAME, MOVE or COPY: the policy groups are looked for again (by
+ * the timer, at once; nothing when no group has a policy). */
+void brk_policy_rescan(struct brk_server *srv);
+/* XREADGROUP '>' of a group with a policy, before the consumer is touched:
+ * when the group may have rows due, collects them into *due (owned:
+ * pel_due_finish()), dead-lettering those past MAXDELIVER (g changes).
+ * Returns 1 after such a scan, 0 when there was none, or an error. */
+int brk_policy_prepare(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
+	const struct stream_meta *m, struct group_meta *g, uint64_t now, struct pel_due *due,
+	bool *changed);
+/* Hands up to count (0: all) of due's rows to c in the plain entry shape,
+ * within budget (NULL: none; XREAD's MAXCOUNT/MAXSIZE), and records the
+ * group's next due time. */
+struct brk_read_budget;
+int brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
+	const struct stream_meta *m, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_due *due, uint64_t count, uint64_t now, size_t *n,
+	struct brk_read_budget *budget);
+/* After new entries were delivered in g: their deadline is noted. */
+int brk_policy_delivered(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
+	const struct group_meta *g, uint64_t now);
+/* The COUNT a '>' read may take of new entries under MAXACKPENDING (0:
+ * all), or UINT64_MAX when it may take none. */
+uint64_t brk_policy_room(const struct group_meta *g, uint64_t count);
+/* After XNACK released rows of g, available at at (0: now): '>' readers
+ * look for them then. */
+int brk_policy_released(struct brk_ctx *x, const struct resp_arg *key, const struct st_buf *gname,
+	const struct group_meta *g, uint64_t at);
+/* After acks in g (pending was before): wakes readers waiting for room. */
+void brk_policy_acked(struct brk_ctx *x, const struct st_buf *key, const struct group_meta *g,
+	uint64_t before);
 
 /* Stream helpers shared by cmd_stream.c and cmd_group.c */
 void brk_reply_id(struct resp_writer *w, const struct stream_id *id);

@@ -408,6 +408,7 @@ do_rename(struct brk_ctx *x, bool nx)
 	x->dirty++;
 	brk_signal_key(x->srv, x->c->db, from.data, from.len);
 	brk_signal_key(x->srv, x->c->db, to.data, to.len);
+	brk_policy_rescan(x->srv);
 	if (nx) {
 		resp_add_int(x->w, 1);
 	} else {
@@ -465,6 +466,7 @@ brk_cmd_move(struct brk_ctx *x)
 	x->dirty++;
 	brk_signal_key(x->srv, x->c->db, k.data, k.len);
 	brk_signal_key(x->srv, db, k.data, k.len);
+	brk_policy_rescan(x->srv);
 	resp_add_int(x->w, 1);
 	return 0;
 }
@@ -533,6 +535,9 @@ brk_cmd_copy(struct brk_ctx *x)
 	}
 	x->dirty++;
 	brk_signal_key(x->srv, db, to.data, to.len);
+	if (m.groups > 0) {
+		brk_policy_rescan(x->srv);
+	}
 	resp_add_int(x->w, 1);
 	return 0;
 }

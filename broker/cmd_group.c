@@ -14,9 +14,6 @@
 
 #include "broker.h"
 
-#define ERR_NOKEY_XGROUP                                                                           \
-	"ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want "  \
-	"to use the MKSTREAM option to create an empty stream automatically."
 
 static struct st_buf
 arg_buf(const struct resp_arg *a)
@@ -49,6 +46,28 @@ lookup_stream_group(struct brk_ctx *x, const struct resp_arg *key, const struct 
 	if (rc == ECHD_ENOTFOUND) {
 		reply_nogroup(x, key, group, suffix);
 		return 1;
+	}
+	return rc;
+}
+
+int
+brk_lookup_group(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
+	const char *nokey, struct stream_meta *m, struct group_meta *g)
+{
+	int rc = brk_lookup(x, key, m);
+
+	if (rc == ECHD_ENOTFOUND) {
+		resp_add_error(x->w, nokey);
+		return 1;
+	}
+	if (rc == 0) {
+		rc = group_lookup(x->txn, m, gname, g);
+		if (rc == ECHD_ENOTFOUND) {
+			resp_add_errorf(x->w, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
+				(int)gname->len, (const char *)gname->data, (int)key->len,
+				(const char *)key->data);
+			return 1;
+		}
 	}
 	return rc;
 }
@@ -122,6 +141,9 @@ static const char *const xgroup_help[] = {
 	"    Remove the specified group.",
 	"SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
 	"    Set the current group ID and entries_read counter.",
+	"SETPOLICY <key> <groupname> [ACKWAIT ms] [BACKOFF n ms1 ... msn] [MAXDELIVER n]",
+	"          [DEADLETTER key] [MAXACKPENDING n] [RESET]",
+	"    Set the group's delivery policy (echd's extension); 0 turns an option off.",
 	"HELP",
 	"    Print this help.",
 };
@@ -160,6 +182,9 @@ brk_cmd_xgroup(struct brk_ctx *x)
 	if (brk_arg_eq(opt, "HELP")) {
 		BRK_REPLY_HELP(x->w, xgroup_help);
 		return 0;
+	}
+	if (brk_arg_eq(opt, "SETPOLICY")) {
+		return brk_xgroup_setpolicy(x);
 	}
 	create = brk_arg_eq(opt, "CREATE");
 	setid = brk_arg_eq(opt, "SETID");
@@ -200,7 +225,7 @@ brk_cmd_xgroup(struct brk_ctx *x)
 	}
 	if (!mkstream) {
 		if (!have_stream) {
-			resp_add_error(x->w, ERR_NOKEY_XGROUP);
+			resp_add_error(x->w, BRK_ERR_NOKEY_XGROUP);
 			return 0;
 		}
 		if (!have_group && (setid || brk_arg_eq(opt, "CREATECONSUMER") ||
@@ -342,6 +367,14 @@ brk_cmd_xgroup(struct brk_ctx *x)
 
 static uint64_t idle_ms(uint64_t now, uint64_t t);
 
+/* A row released by XNACK DELAY whose delay has not passed: no one takes
+ * it (CLAIM, XCLAIM, XAUTOCLAIM, a policy's redelivery) before then. */
+static bool
+held_back(const struct pel_row *r, uint64_t now)
+{
+	return r->cid == PEL_UNOWNED && r->delivery_time > now;
+}
+
 /* A delivery count plus one delivery, staying at XNACK FATAL's LLONG_MAX
  * (Redis' counter would wrap to a negative reply). */
 static uint64_t
@@ -418,6 +451,33 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	return 0;
 }
 
+/* '>' in a group with a policy: the due rows first (redelivered in the
+ * plain shape), then new entries as MAXACKPENDING leaves room; COUNT over
+ * both. The entries go into an array the caller opened. */
+static int
+serve_policy_new(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
+	struct stream_meta *m, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_due *due, bool scanned, uint64_t count, bool noack, uint64_t now,
+	size_t *n, struct brk_read_budget *budget)
+{
+	size_t nre = 0, nnew = 0;
+	uint64_t room;
+	int rc = 0;
+
+	if (scanned) {
+		rc = brk_policy_serve(x, key, gname, m, g, c, due, count, now, &nre, budget);
+	}
+	room = brk_policy_room(g, count == 0 ? 0 : count - nre);
+	if (rc == 0 && (count == 0 || nre < count) && room != UINT64_MAX) {
+		rc = serve_new(x, m, g, c, room, noack, now, false, &nnew, budget);
+		if (rc == 0 && nnew > 0 && !noack) {
+			rc = brk_policy_delivered(x, key, gname, g, now);
+		}
+	}
+	*n = nre + nnew;
+	return rc;
+}
+
 /* ---- XREADGROUP CLAIM -------------------------------------------------- */
 
 /* The rows of a group PEL that CLAIM min-idle-time takes now, in the
@@ -456,8 +516,9 @@ claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, u
 		return rc;
 	}
 	while ((rc = pel_iter_next(it, &r)) == 0) {
-		if (r.cid != PEL_UNOWNED && idle_ms(now, r.delivery_time) < minidle) {
-			uint64_t at = r.delivery_time + minidle;
+		if (held_back(&r, now) ||
+			(r.cid != PEL_UNOWNED && idle_ms(now, r.delivery_time) < minidle)) {
+			uint64_t at = r.cid == PEL_UNOWNED ? r.delivery_time : r.delivery_time + minidle;
 			if (at < cs->next_at) {
 				cs->next_at = at;
 			}
@@ -483,6 +544,39 @@ claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, u
 	return 0;
 }
 
+int
+brk_pel_entry(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	struct consumer_meta *c, const struct pel_row *r, struct st_buf *fields)
+{
+	int rc = stream_get_entry(x->txn, m, &r->id, fields);
+
+	if (rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	rc = pel_remove(x->txn, g, &r->id);
+	if (rc != 0) {
+		return rc;
+	}
+	if (r->cid == c->cid) {
+		c->pending--; /* keep our copy equal to the stored record */
+	}
+	x->dirty++;
+	return ECHD_ENOTFOUND;
+}
+
+int
+brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *c,
+	const struct pel_row *r, uint64_t now)
+{
+	struct pel_row t = *r;
+
+	t.cid = c->cid;
+	t.delivery_time = now;
+	t.delivery_count = count_incr(r->delivery_count);
+	x->dirty++;
+	return pel_put(x->txn, g, c, &t, r->cid);
+}
+
 /* Claims up to count rows of cs (0: all) for c, as XAUTOCLAIM would, and
  * replies each as [id, fields, idle ms, deliveries before this one]; a
  * released row's idle is -1, as XPENDING shows it. A row whose entry is
@@ -504,16 +598,8 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 		size_t pos = 0;
 		uint64_t prev = r.cid;
 
-		rc = stream_get_entry(x->txn, m, &r.id, &fields);
+		rc = brk_pel_entry(x, m, g, c, &r, &fields);
 		if (rc == ECHD_ENOTFOUND) {
-			rc = pel_remove(x->txn, g, &r.id);
-			if (rc != 0) {
-				return rc;
-			}
-			if (prev == c->cid) {
-				c->pending--; /* keep our copy equal to the stored record */
-			}
-			x->dirty++;
 			continue;
 		}
 		if (rc != 0) {
@@ -528,14 +614,10 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 		}
 		resp_add_int(x->w, prev == PEL_UNOWNED ? -1 : (long long)idle_ms(now, r.delivery_time));
 		resp_add_int(x->w, (long long)r.delivery_count);
-		r.cid = c->cid;
-		r.delivery_time = now;
-		r.delivery_count = count_incr(r.delivery_count);
-		rc = pel_put(x->txn, g, c, &r, prev);
+		rc = brk_pel_take(x, g, c, &r, now);
 		if (rc != 0) {
 			return rc;
 		}
-		x->dirty++;
 		(*n)++;
 		budget->emitted++;
 	}
@@ -602,6 +684,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 	uint64_t now = brk_now_ms(), claim_at = UINT64_MAX;
 	long long claim;
 	struct claim_set cs = {NULL, 0, 0, UINT64_MAX};
+	struct pel_due due = {NULL, 0, 0, UINT64_MAX};
 
 	struct brk_read_opts ro;
 	struct brk_read_budget budget;
@@ -666,7 +749,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		struct consumer_meta c, c0;
 		struct stream_id maxid;
 		size_t n = 0, nclaimed = 0;
-		bool serve = false;
+		bool serve = false, policy = false, scanned = false, pchanged = false;
 
 		rc = brk_lookup(x, &key, &m);
 		if (rc == 0) {
@@ -675,7 +758,20 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		if (rc != 0) {
 			goto out;
 		}
+		g0 = g;
 		cs.n = 0;
+		due.n = 0;
+		if (is_new[i] && claim < 0 && group_policy_active(&g.policy)) {
+			/* echd's group policies: redeliveries and MAXACKPENDING */
+			policy = true;
+			rc = brk_policy_prepare(x, &key, &gname, &m, &g, now, &due, &pchanged);
+			if (rc < 0) {
+				goto out;
+			}
+			scanned = rc == 1;
+			rc = 0;
+			serve = due.n > 0;
+		}
 		if (is_new[i] && claim >= 0) {
 			rc = claim_collect(x, &g, (uint64_t)claim, now, &cs);
 			if (rc != 0) {
@@ -690,6 +786,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			/* claimable rows: served, whatever is new */
 		} else if (!is_new[i]) {
 			serve = true;
+		} else if (policy && brk_policy_room(&g, 0) == UINT64_MAX) {
+			/* MAXACKPENDING reached: nothing new until acks make room */
 		} else if (m.length > 0 && stream_id_cmp(&m.last, &g.last_delivered) > 0) {
 			/* Nothing is new when even the last id generated is not
 			 * past the cursor; otherwise the last one may be deleted. */
@@ -699,7 +797,6 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			}
 			serve = stream_id_cmp(&maxid, &g.last_delivered) > 0;
 		}
-		g0 = g;
 		rc = touch_consumer(x, &g, &cname, &c, now, &c0);
 		if (rc != 0) {
 			goto out;
@@ -729,6 +826,15 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 					x->dirty++;
 				}
 				resp_set_deferred_len(x->w, eh, '*', nclaimed + n);
+			} else if (policy) {
+				size_t eh = resp_add_deferred(x->w);
+				rc = serve_policy_new(x, &key, &gname, &m, &g, &c, &due, scanned,
+					(uint64_t)count, noack, now, &n, &budget);
+				if (rc == 0 && n > 0) {
+					c.active_time = (int64_t)now;
+					x->dirty++;
+				}
+				resp_set_deferred_len(x->w, eh, '*', n);
 			} else if (is_new[i]) {
 				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n,
 					&budget);
@@ -748,6 +854,12 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 					resp_add_array(x->w, 0);
 				}
 			}
+			if (rc != 0) {
+				goto out;
+			}
+		} else if (scanned) {
+			/* the scan's result is the group's next due time */
+			rc = brk_policy_serve(x, &key, &gname, &m, &g, &c, &due, 0, now, &n, NULL);
 			if (rc != 0) {
 				goto out;
 			}
@@ -772,6 +884,7 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		rc = brk_block_claim_at(x, claim_at);
 	}
 out:
+	pel_due_finish(&due);
 	echd_free(cs.rows);
 	echd_free(ids);
 	echd_free(is_new);
@@ -791,6 +904,7 @@ brk_cmd_xack(struct brk_ctx *x)
 	struct stream_id id;
 	struct pel_run run = {0, 0};
 	long long acked = 0;
+	uint64_t before;
 	int rc;
 
 	/* As in Redis, no key or group is 0 before the ids are looked at. */
@@ -811,6 +925,7 @@ brk_cmd_xack(struct brk_ctx *x)
 			return 0;
 		}
 	}
+	before = g.pending;
 	for (int j = 3; j < x->argc; j++) {
 		stream_id_parse(x->argv[j].p, x->argv[j].len, 0, false, &id);
 		rc = pel_remove_run(x->txn, &g, &id, &run);
@@ -832,6 +947,7 @@ brk_cmd_xack(struct brk_ctx *x)
 			return rc;
 		}
 		x->dirty += (uint64_t)acked;
+		brk_policy_acked(x, &key, &g, before);
 	}
 	resp_add_int(x->w, acked);
 	return 0;
@@ -875,13 +991,43 @@ nack_count(enum nack_mode mode, long long retrycount, uint64_t count)
 	return count;
 }
 
-/* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]:
+/* Whether g's policy dead-letters (a DEADLETTER stream or MAXDELIVER). */
+static bool
+dead_letters(const struct group_meta *g)
+{
+	return g->policy.dl_len > 0 || g->policy.max_deliver > 0;
+}
+
+/* XNACK FATAL in a group that dead-letters: the row goes (with the count
+ * it had) to the dead-letter stream instead of back to the group. */
+static int
+nack_dead_letter(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
+	const struct pel_row *r)
+{
+	struct st_buf key = arg_buf(&x->argv[1]), gname = arg_buf(&x->argv[2]);
+	struct dead_letter d = {x->c->db, &key, &gname, "fatal", brk_now_ms(),
+		(uint64_t)x->srv->cfg.stream_node_max_entries,
+		(uint64_t)x->srv->cfg.stream_node_max_bytes};
+	struct pel_row had;
+	int rc = pel_get(x->txn, g, &r->id, &had);
+
+	if (rc == 0) {
+		rc = pel_dead_letter(x->txn, m, g, &had, &d);
+	}
+	if (rc == 0 && g->policy.dl_len > 0) {
+		brk_signal_key(x->srv, x->c->db, g->policy.dl, g->policy.dl_len);
+	}
+	return rc;
+}
+
+/* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]
+ * [DELAY ms]:
  * the rows go back to the group, owned by no one, claimable at once. */
 int
 brk_cmd_xnack(struct brk_ctx *x)
 {
 	struct st_buf gname = arg_buf(&x->argv[2]);
-	long long numids, retrycount = -1, released = 0;
+	long long numids, retrycount = -1, released = 0, delay = 0;
 	enum nack_mode mode;
 	bool force = false;
 	struct stream_meta m;
@@ -921,6 +1067,13 @@ brk_cmd_xnack(struct brk_ctx *x)
 			}
 		} else if (brk_arg_eq(&x->argv[j], "FORCE")) {
 			force = true;
+		} else if (brk_arg_eq(&x->argv[j], "DELAY") && j + 1 < x->argc) {
+			/* echd's extension (group policies): not handed out before */
+			j++;
+			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &delay) || delay < 0) {
+				resp_add_error(x->w, "ERR Invalid DELAY option argument for XNACK");
+				return 0;
+			}
 		} else {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return 0;
@@ -959,11 +1112,23 @@ brk_cmd_xnack(struct brk_ctx *x)
 			r.delivery_count = 0;
 		}
 		r.delivery_count = nack_count(mode, retrycount, r.delivery_count);
-		rc = pel_release(x->txn, &g, &r, prev);
+		if (mode == NACK_FATAL && prev != PEL_NEW && dead_letters(&g)) {
+			rc = nack_dead_letter(x, &m, &g, &r);
+		} else {
+			rc = pel_release_until(x->txn, &g, &r, prev,
+				delay > 0 ? brk_now_ms() + (uint64_t)delay : 0);
+		}
 		if (rc != 0) {
 			return rc;
 		}
 		released++;
+	}
+	if (released > 0 && group_policy_timed(&g.policy)) {
+		rc = brk_policy_released(x, &x->argv[1], &gname, &g,
+			delay > 0 ? brk_now_ms() + (uint64_t)delay : 0);
+		if (rc != 0) {
+			return rc;
+		}
 	}
 	if (released > 0) {
 		rc = group_save(x->txn, &m, &gname, &g);
@@ -1343,7 +1508,8 @@ brk_cmd_xclaim(struct brk_ctx *x)
 		if (!found && !force) {
 			continue;
 		}
-		if (found && minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
+		if (found && ((minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) ||
+				     held_back(&r, now))) {
 			continue;
 		}
 		prev = found ? r.cid : PEL_NEW;
@@ -1476,7 +1642,8 @@ brk_cmd_xautoclaim(struct brk_ctx *x)
 				count--;
 				continue;
 			}
-			if (minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) {
+			if ((minidle > 0 && idle_ms(now, r.delivery_time) < (uint64_t)minidle) ||
+				held_back(&r, now)) {
 				continue;
 			}
 			prev = r.cid;
@@ -1578,8 +1745,11 @@ groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 {
 	struct info_walk *iw = ud;
 	struct brk_ctx *x = iw->x;
+	const struct group_policy *p = &g->policy;
+	bool pol = group_policy_active(p) || p->dead_lettered != 0;
+	int rc;
 
-	resp_add_map(x->w, 6);
+	resp_add_map(x->w, pol ? 11 : 6);
 	resp_add_bulk_cstr(x->w, "name");
 	resp_add_bulk(x->w, name->data, name->len);
 	resp_add_bulk_cstr(x->w, "consumers");
@@ -1592,7 +1762,26 @@ groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	reply_entries_read(x, g);
 	resp_add_bulk_cstr(x->w, "lag");
 	iw->n++;
-	return reply_lag(x, iw->m, g);
+	rc = reply_lag(x, iw->m, g);
+	if (rc != 0 || !pol) {
+		return rc;
+	}
+	/* echd's group policy, only for a group that has one */
+	resp_add_bulk_cstr(x->w, "ack-wait");
+	resp_add_int(x->w, (long long)p->ack_wait);
+	resp_add_bulk_cstr(x->w, "max-deliver");
+	resp_add_int(x->w, (long long)p->max_deliver);
+	resp_add_bulk_cstr(x->w, "dead-letter");
+	if (p->dl_len > 0) {
+		resp_add_bulk(x->w, p->dl, p->dl_len);
+	} else {
+		resp_add_null(x->w);
+	}
+	resp_add_bulk_cstr(x->w, "max-ack-pending");
+	resp_add_int(x->w, (long long)p->max_ack_pending);
+	resp_add_bulk_cstr(x->w, "dead-lettered");
+	resp_add_int(x->w, (long long)p->dead_lettered);
+	return 0;
 }
 
 int
@@ -1655,22 +1844,9 @@ brk_xinfo_consumers(struct brk_ctx *x)
 	size_t h;
 	int rc;
 
-	rc = brk_lookup(x, &key, &m);
-	if (rc == ECHD_ENOTFOUND) {
-		resp_add_error(x->w, "ERR no such key");
-		return 0;
-	}
-	if (rc == 0) {
-		rc = group_lookup(x->txn, &m, &gname, &g);
-		if (rc == ECHD_ENOTFOUND) {
-			resp_add_errorf(x->w, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
-				(int)gname.len, (const char *)gname.data, (int)key.len,
-				(const char *)key.data);
-			return 0;
-		}
-	}
+	rc = brk_lookup_group(x, &key, &gname, "ERR no such key", &m, &g);
 	if (rc != 0) {
-		return rc;
+		return rc == 1 ? 0 : rc;
 	}
 	h = resp_add_deferred(x->w);
 	rc = consumer_each(x->txn, &g, consumers_cb, &iw);

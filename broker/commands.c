@@ -138,6 +138,7 @@ redact_config_set(int argc, const struct resp_arg *argv, int i)
 static const struct brk_subcmd xgroup_subs[] = {
 	{"create", -5, 0, KEY2}, {"setid", -5, 0, KEY2}, {"destroy", 4, FR, KEY2},
 	{"createconsumer", 5, 0, KEY2}, {"delconsumer", 5, FR, KEY2}, {"help", 2, FR},
+	{"setpolicy", -4, 0, KEY2},
 };
 static const struct brk_subcmd xinfo_subs[] = {
 	{"stream", -3, 0, KEY2}, {"groups", 3, 0, KEY2}, {"consumers", 4, 0, KEY2}, {"help", 2},

@@ -306,6 +306,11 @@ brk_server_init(struct brk_server *srv)
 	if (srv->flush_timer == NULL) {
 		return -1;
 	}
+	rc = brk_policy_load(srv);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot load group policies: %s", echd_strerror(rc));
+		return -1;
+	}
 	activated = brk_sd_listen_fds();
 	if (activated < 0) {
 		echd_log(ECHD_LOG_WARNING, "socket activation: %s", echd_strerror(activated));
@@ -500,6 +505,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_conn_destroy(c);
 	}
 	brk_pubsub_finish(srv);
+	brk_policy_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);
 	if (srv->st != NULL) {

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,12 @@
 #include "stream_impl.h"
 
 #define GROUP_VLEN   (8 + 16 + 8 + 8 + 8)
+/* The policy tail after a group record: a version byte, then version 1's
+ * fields (4 u64, nbackoff u32, the values, dl_len u32, the key). A later
+ * version appends after these. */
+#define POLICY_V1    1
+#define POLICY_FIXED (1 + 4 * 8 + 4 + 4)
+#define GROUP_VMAX   (GROUP_VLEN + POLICY_FIXED + 8 * GROUP_BACKOFF_MAX + GROUP_DEADLETTER_MAX)
 #define CONSREC_FIXED (8 + 8 + 8)
 #define PEL_VLEN     (8 + 8 + 8)
 
@@ -51,14 +58,87 @@ namekey_finish(struct namekey *k)
 
 /* ---- groups ------------------------------------------------------------- */
 
+static bool
+policy_stored(const struct group_policy *p)
+{
+	return group_policy_active(p) || p->dead_lettered != 0;
+}
+
 static void
+put_u32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+static uint32_t
+get_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Writes g's record at p (GROUP_VMAX bytes); returns its length. */
+static size_t
 group_encode(unsigned char *p, const struct group_meta *g)
 {
+	const struct group_policy *pol = &g->policy;
+	size_t n = GROUP_VLEN;
+
 	st_put_u64(p, g->gid);
 	st_put_id(p + 8, &g->last_delivered);
 	st_put_u64(p + 24, (uint64_t)g->entries_read);
 	st_put_u64(p + 32, g->pending);
 	st_put_u64(p + 40, g->consumers);
+	if (!policy_stored(pol)) {
+		return n;
+	}
+	p[n++] = POLICY_V1;
+	st_put_u64(p + n, pol->ack_wait);
+	st_put_u64(p + n + 8, pol->max_deliver);
+	st_put_u64(p + n + 16, pol->max_ack_pending);
+	st_put_u64(p + n + 24, pol->dead_lettered);
+	n += 32;
+	put_u32(p + n, pol->nbackoff);
+	n += 4;
+	for (uint32_t i = 0; i < pol->nbackoff; i++, n += 8) {
+		st_put_u64(p + n, pol->backoff[i]);
+	}
+	put_u32(p + n, pol->dl_len);
+	n += 4;
+	memcpy(p + n, pol->dl, pol->dl_len);
+	return n + pol->dl_len;
+}
+
+static int
+policy_decode(const unsigned char *p, size_t len, struct group_policy *pol)
+{
+	size_t n = 1;
+
+	if (len < POLICY_FIXED || p[0] != POLICY_V1) {
+		return ECHD_ECORRUPT;
+	}
+	pol->ack_wait = st_get_u64(p + n);
+	pol->max_deliver = st_get_u64(p + n + 8);
+	pol->max_ack_pending = st_get_u64(p + n + 16);
+	pol->dead_lettered = st_get_u64(p + n + 24);
+	n += 32;
+	pol->nbackoff = get_u32(p + n);
+	n += 4;
+	if (pol->nbackoff > GROUP_BACKOFF_MAX || len < POLICY_FIXED + 8 * (size_t)pol->nbackoff) {
+		return ECHD_ECORRUPT;
+	}
+	for (uint32_t i = 0; i < pol->nbackoff; i++, n += 8) {
+		pol->backoff[i] = st_get_u64(p + n);
+	}
+	pol->dl_len = get_u32(p + n);
+	n += 4;
+	if (pol->dl_len > GROUP_DEADLETTER_MAX || len != n + pol->dl_len) {
+		return ECHD_ECORRUPT;
+	}
+	memcpy(pol->dl, p + n, pol->dl_len);
+	return 0;
 }
 
 static int
@@ -66,15 +146,19 @@ group_decode(const struct st_buf *v, struct group_meta *g)
 {
 	const unsigned char *p = v->data;
 
-	if (v->len != GROUP_VLEN) {
+	if (v->len < GROUP_VLEN) {
 		return ECHD_ECORRUPT;
 	}
+	memset(g, 0, sizeof(*g));
 	g->gid = st_get_u64(p);
 	st_get_id(p + 8, &g->last_delivered);
 	g->entries_read = (int64_t)st_get_u64(p + 24);
 	g->pending = st_get_u64(p + 32);
 	g->consumers = st_get_u64(p + 40);
-	return 0;
+	if (v->len == GROUP_VLEN) {
+		return 0; /* no policy (or a row from before policies) */
+	}
+	return policy_decode(p + GROUP_VLEN, v->len - GROUP_VLEN, &g->policy);
 }
 
 int
@@ -103,9 +187,9 @@ int
 group_save(struct storage_txn *t, const struct stream_meta *m, const struct st_buf *name,
 	const struct group_meta *g)
 {
-	unsigned char val[GROUP_VLEN];
+	unsigned char val[GROUP_VMAX];
 	struct namekey k;
-	struct st_buf kb, v = {val, sizeof(val)};
+	struct st_buf kb, v = {val, 0};
 	int rc;
 
 	rc = namekey_init(&k, m->sid, name);
@@ -114,7 +198,7 @@ group_save(struct storage_txn *t, const struct stream_meta *m, const struct st_b
 	}
 	kb.data = k.p;
 	kb.len = k.len;
-	group_encode(val, g);
+	v.len = group_encode(val, g);
 	rc = storage_put(t, STORAGE_T_GROUPS, &kb, &v, 0);
 	namekey_finish(&k);
 	return rc;
@@ -651,8 +735,9 @@ static int
 usage_group(const struct st_buf *name, const struct group_meta *g, void *ud)
 {
 	struct usage_walk *u = ud;
+	unsigned char rec[GROUP_VMAX];
 
-	u->bytes += 8 + name->len + GROUP_VLEN;
+	u->bytes += 8 + name->len + group_encode(rec, g); /* with its policy */
 	u->bytes += g->pending * (24 + PEL_VLEN + 32); /* pel row and cpel row */
 	return consumer_each(u->t, g, usage_consumer, u);
 }
@@ -894,10 +979,17 @@ int
 pel_release(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
 	uint64_t prev_cid)
 {
+	return pel_release_until(t, g, r, prev_cid, 0);
+}
+
+int
+pel_release_until(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
+	uint64_t prev_cid, uint64_t until)
+{
 	struct pel_row u = *r;
 
 	u.cid = PEL_UNOWNED;
-	u.delivery_time = 0;
+	u.delivery_time = until;
 	return pel_put(t, g, NULL, &u, prev_cid);
 }
 
@@ -1314,4 +1406,295 @@ group_refs_trim(struct group_refs *r, enum stream_ref_policy policy, struct stre
 	out->held = refs_held_hook;
 	out->drop = refs_drop_hook;
 	out->ud = r;
+}
+
+/* ---- policies ----------------------------------------------------------- */
+
+bool
+group_policy_active(const struct group_policy *p)
+{
+	return p->ack_wait != 0 || p->nbackoff != 0 || p->max_deliver != 0 ||
+		p->max_ack_pending != 0 || p->dl_len != 0;
+}
+
+bool
+group_policy_timed(const struct group_policy *p)
+{
+	return p->ack_wait != 0 || p->nbackoff != 0;
+}
+
+uint64_t
+group_policy_wait(const struct group_policy *p, uint64_t count)
+{
+	if (p->nbackoff > 0) {
+		uint64_t i = count == 0 ? 0 : count - 1;
+		return p->backoff[i < p->nbackoff ? i : p->nbackoff - 1];
+	}
+	return p->ack_wait;
+}
+
+uint64_t
+pel_deadline(const struct group_policy *p, const struct pel_row *r)
+{
+	uint64_t wait;
+
+	if (!group_policy_timed(p)) {
+		return UINT64_MAX;
+	}
+	if (r->cid == PEL_UNOWNED) {
+		return r->delivery_time;
+	}
+	wait = group_policy_wait(p, r->delivery_count);
+	if (wait == 0 || r->delivery_time > UINT64_MAX - wait) {
+		return UINT64_MAX;
+	}
+	return r->delivery_time + wait;
+}
+
+static int
+due_cmp(const void *a, const void *b)
+{
+	const struct pel_due_row *x = a, *y = b;
+
+	if (x->at != y->at) {
+		return x->at < y->at ? -1 : 1;
+	}
+	return stream_id_cmp(&x->row.id, &y->row.id);
+}
+
+int
+pel_collect_due(struct storage_txn *t, const struct group_meta *g, uint64_t now,
+	struct pel_due *out)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	int rc;
+
+	out->n = 0;
+	out->next = UINT64_MAX;
+	if (!group_policy_timed(&g->policy)) {
+		return 0;
+	}
+	rc = pel_iter_create(t, g, 0, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		uint64_t at = pel_deadline(&g->policy, &r);
+
+		if (at > now) {
+			if (at < out->next) {
+				out->next = at;
+			}
+			continue;
+		}
+		if (out->n == out->cap) {
+			size_t ncap = out->cap ? out->cap * 2 : 16;
+			struct pel_due_row *nr = echd_realloc(out->rows, ncap * sizeof(*nr));
+			if (nr == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			out->rows = nr;
+			out->cap = ncap;
+		}
+		out->rows[out->n].at = at;
+		out->rows[out->n++].row = r;
+	}
+	pel_iter_destroy(it);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	if (out->n > 1) {
+		qsort(out->rows, out->n, sizeof(*out->rows), due_cmp);
+	}
+	return 0;
+}
+
+void
+pel_due_finish(struct pel_due *d)
+{
+	ECHD_FREE(d->rows);
+	d->n = d->cap = 0;
+}
+
+/* The record's own fields before the entry's pairs. */
+#define DL_HEAD 12
+
+static int
+dl_append(struct storage_txn *t, const struct group_meta *g, const struct dead_letter *d,
+	const struct st_buf *fv, size_t nfv)
+{
+	struct st_buf dk = {g->policy.dl, g->policy.dl_len};
+	struct stream_meta dm;
+	struct stream_id id;
+	int rc;
+
+	rc = stream_lookup(t, d->db, &dk, &dm);
+	if (rc == ECHD_ENOTFOUND) {
+		rc = stream_create(t, d->db, &dk, &dm);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	/* '*': the time now, or past the last id when the clock is behind */
+	id.ms = d->now;
+	id.seq = 0;
+	if (stream_id_cmp(&id, &dm.last) <= 0) {
+		id = dm.last;
+		if (!stream_id_incr(&id)) {
+			return ECHD_ELIMIT;
+		}
+	}
+	rc = stream_append(t, &dm, &id, fv, nfv, d->node_max_entries, d->node_max_bytes);
+	if (rc == 0) {
+		rc = stream_meta_save(t, d->db, &dk, &dm);
+	}
+	return rc;
+}
+
+int
+pel_dead_letter(struct storage_txn *t, const struct stream_meta *m, struct group_meta *g,
+	const struct pel_row *r, const struct dead_letter *d)
+{
+	struct st_buf fields, f, v, *fv = NULL, cname = {"", 0};
+	struct consumer_meta c;
+	char idbuf[48], cnt[24];
+	size_t nfv = DL_HEAD, pos = 0;
+	bool have_entry = false;
+	void *copy = NULL;
+	int rc = 0;
+
+	if (g->policy.dl_len > 0) {
+		if (r->cid != PEL_UNOWNED) {
+			rc = consumer_by_id(t, g, r->cid, &c, &cname);
+			if (rc != 0) {
+				return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
+			}
+		}
+		rc = stream_get_entry(t, m, &r->id, &fields);
+		if (rc == 0) {
+			have_entry = true;
+			nfv += 2 * stream_fields_count(&fields);
+		} else if (rc != ECHD_ENOTFOUND) {
+			return rc;
+		}
+		/* The borrowed values must outlive the appends below. */
+		copy = echd_malloc(cname.len + (have_entry ? fields.len : 0) + 1);
+		fv = echd_malloc(nfv * sizeof(*fv));
+		if (copy == NULL || fv == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		memcpy(copy, cname.data, cname.len);
+		cname.data = copy;
+		if (have_entry) {
+			memcpy((char *)copy + cname.len, fields.data, fields.len);
+			fields.data = (char *)copy + cname.len;
+		}
+		fv[0] = (struct st_buf){"stream", 6};
+		fv[1] = *d->key;
+		fv[2] = (struct st_buf){"id", 2};
+		fv[3] = (struct st_buf){idbuf, stream_id_format(&r->id, idbuf)};
+		fv[4] = (struct st_buf){"group", 5};
+		fv[5] = *d->group;
+		fv[6] = (struct st_buf){"consumer", 8};
+		fv[7] = cname;
+		fv[8] = (struct st_buf){"deliveries", 10};
+		fv[9] = (struct st_buf){cnt, (size_t)snprintf(cnt, sizeof(cnt), "%llu",
+						     (unsigned long long)r->delivery_count)};
+		fv[10] = (struct st_buf){"reason", 6};
+		fv[11] = (struct st_buf){d->reason, strlen(d->reason)};
+		for (size_t i = DL_HEAD; have_entry && stream_fields_next(&fields, &pos, &f, &v);
+			i += 2) {
+			fv[i] = f;
+			fv[i + 1] = v;
+		}
+		rc = dl_append(t, g, d, fv, nfv);
+		if (rc != 0) {
+			goto out;
+		}
+	}
+	rc = pel_remove(t, g, &r->id);
+	if (rc == 0) {
+		g->policy.dead_lettered++;
+	}
+out:
+	echd_free(fv);
+	echd_free(copy);
+	return rc;
+}
+
+struct policy_walk {
+	struct storage_txn *t;
+	unsigned ndb;
+	group_policy_fn fn;
+	void *ud;
+};
+
+/* The stream's name and database from its internal id: one lookup per
+ * database (BYID is keyed by db + sid). */
+static int
+key_of_sid(struct storage_txn *t, unsigned ndb, uint64_t sid, unsigned *db, struct st_buf *name)
+{
+	unsigned char bk[9];
+	struct st_buf k = {bk, sizeof(bk)};
+
+	for (unsigned i = 0; i < ndb && i < 256; i++) {
+		int rc;
+
+		bk[0] = (unsigned char)i;
+		st_put_u64(bk + 1, sid);
+		rc = storage_get(t, STORAGE_T_BYID, &k, name);
+		if (rc != ECHD_ENOTFOUND) {
+			*db = i;
+			return rc;
+		}
+	}
+	return ECHD_ENOTFOUND;
+}
+
+int
+group_policy_each(struct storage_txn *t, unsigned ndb, group_policy_fn fn, void *ud)
+{
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	int rc;
+
+	rc = storage_cursor_open(t, STORAGE_T_GROUPS, &c);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek(c, NULL, &key, &val);
+	while (rc == 0) {
+		struct group_meta g;
+		struct st_buf gname, kname;
+		unsigned db;
+
+		if (key.len < 8) {
+			rc = ECHD_ECORRUPT;
+			break;
+		}
+		rc = group_decode(&val, &g);
+		if (rc != 0) {
+			break;
+		}
+		if (group_policy_active(&g.policy)) {
+			gname.data = (const unsigned char *)key.data + 8;
+			gname.len = key.len - 8;
+			rc = key_of_sid(t, ndb, st_get_u64(key.data), &db, &kname);
+			if (rc == 0) {
+				rc = fn(db, &kname, &gname, &g, ud);
+			} else if (rc == ECHD_ENOTFOUND) {
+				rc = 0; /* a deleted stream's group, awaiting collection */
+			}
+			if (rc != 0) {
+				break;
+			}
+		}
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
 }

@@ -29,12 +29,30 @@
  * always before anything is written (the broker relies on it). */
 #define GROUP_NAME_MAX 400
 
+/* A group's delivery policy (echd's XGROUP SETPOLICY), kept at the end of
+ * its record: a row without it (as every row before policies) reads as all
+ * zero, and a record without a policy is written without it. 0 turns an
+ * option off. */
+#define GROUP_BACKOFF_MAX 32 /* BACKOFF values */
+#define GROUP_DEADLETTER_MAX GROUP_NAME_MAX /* bytes of the DEADLETTER key */
+struct group_policy {
+	uint64_t ack_wait;        /* ms */
+	uint64_t max_deliver;     /* deliveries */
+	uint64_t max_ack_pending; /* group pending count */
+	uint64_t dead_lettered;   /* entries dead-lettered (or acknowledged for it) */
+	uint32_t nbackoff;
+	uint32_t dl_len;          /* 0: no DEADLETTER stream */
+	uint64_t backoff[GROUP_BACKOFF_MAX];
+	unsigned char dl[GROUP_DEADLETTER_MAX];
+};
+
 struct group_meta {
 	uint64_t gid;
 	struct stream_id last_delivered;
 	int64_t entries_read; /* or GROUP_ENTRIES_READ_UNKNOWN */
 	uint64_t pending;     /* rows in the group PEL */
 	uint64_t consumers;
+	struct group_policy policy; /* unused bytes zero: records compare with memcmp */
 };
 
 struct consumer_meta {
@@ -101,6 +119,61 @@ int group_lag(struct storage_txn *t, const struct stream_meta *m, const struct g
  * Redis does (with its fixes for a cursor before the first entry). */
 void group_advance(const struct stream_meta *m, struct group_meta *g, const struct stream_id *id);
 
+/* ---- policies ----------------------------------------------------------- */
+
+/* True when the policy sets a rule (the dead-lettered count is not one). */
+bool group_policy_active(const struct group_policy *p);
+/* True when pending rows have deadlines (ACKWAIT or BACKOFF). */
+bool group_policy_timed(const struct group_policy *p);
+/* The ack wait of a row delivered count times: the count-th BACKOFF value,
+ * the last repeating, else ACKWAIT; 0: none. */
+uint64_t group_policy_wait(const struct group_policy *p, uint64_t count);
+/* When row r is due under p: a released row at its delivery time (0, or
+ * the end of an XNACK DELAY), an owned one at its ack deadline;
+ * UINT64_MAX: never. */
+uint64_t pel_deadline(const struct group_policy *p, const struct pel_row *r);
+
+/* The group's rows due at now, by deadline then id (O(pending)), and the
+ * first deadline after now (UINT64_MAX: none). rows owned: pel_due_finish(). */
+struct pel_due_row {
+	uint64_t at; /* its deadline */
+	struct pel_row row;
+};
+struct pel_due {
+	struct pel_due_row *rows;
+	size_t n, cap;
+	uint64_t next;
+};
+int pel_collect_due(struct storage_txn *t, const struct group_meta *g, uint64_t now,
+	struct pel_due *out);
+void pel_due_finish(struct pel_due *d);
+
+/* What a dead-lettering needs beyond the row: where the group lives, why,
+ * and how to append to the dead-letter stream. */
+struct dead_letter {
+	unsigned db;
+	const struct st_buf *key;   /* the stream (borrowed) */
+	const struct st_buf *group; /* the group's name (borrowed) */
+	const char *reason;         /* "maxdeliver" or "fatal" */
+	uint64_t now;               /* ms, for the record's id */
+	uint64_t node_max_entries, node_max_bytes;
+};
+/* Dead-letters row r of g (in m): appends the record to g's DEADLETTER
+ * stream (created if missing; none configured: nothing appended), removes
+ * r from the PEL and counts it in g->policy.dead_lettered. The record's
+ * fields: stream, id, group, consumer (the last owner, "" when released),
+ * deliveries, reason, then the entry's own pairs (none when it was
+ * deleted). The caller saves g. Same note on consumer records as
+ * pel_remove(). */
+int pel_dead_letter(struct storage_txn *t, const struct stream_meta *m, struct group_meta *g,
+	const struct pel_row *r, const struct dead_letter *d);
+
+/* Calls fn for each group with an active policy, in every database below
+ * ndb: O(groups). Names are borrowed for the call. */
+typedef int (*group_policy_fn)(unsigned db, const struct st_buf *key, const struct st_buf *name,
+	const struct group_meta *g, void *ud);
+int group_policy_each(struct storage_txn *t, unsigned ndb, group_policy_fn fn, void *ud);
+
 /* ---- consumers ---------------------------------------------------------- */
 
 int consumer_lookup(struct storage_txn *t, const struct group_meta *g, const struct st_buf *name,
@@ -147,6 +220,10 @@ int pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c
  * and the previous owner's record in storage (see the note below). */
 int pel_release(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
 	uint64_t prev_cid);
+/* pel_release() with a delivery time of until (ms): XNACK DELAY's row,
+ * which no one takes before then (0: at once). */
+int pel_release_until(struct storage_txn *t, struct group_meta *g, const struct pel_row *r,
+	uint64_t prev_cid, uint64_t until);
 /* Removes id from the group PEL and its owner's (none when released); returns ECHD_ENOTFOUND
  * when it was not pending. Updates g and the owner's record in storage.
  *

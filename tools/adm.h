@@ -177,6 +177,10 @@ struct adm_group_info {
 	bool has_oldest; /* pending > 0 */
 	struct stream_id oldest_id;
 	int64_t oldest_idle_ms;
+	/* echd's group policy (XGROUP SETPOLICY), when the group has one */
+	bool has_policy;
+	int64_t ack_wait, max_deliver, max_ack_pending, dead_lettered;
+	struct st_buf dead_letter; /* len 0: none */
 };
 
 struct adm_consumer_info {

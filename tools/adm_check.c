@@ -6,8 +6,9 @@
  *   keys <-> byid <-> the dbsize counters; every stream's entries against
  *   its node rows and metadata (length, first/last id, node count, tail);
  *   every group's consumers against their records, its PEL against each
- *   consumer's index (cpel) both ways (a row XNACK released has no owner, no
- *   index row and delivery time 0), and the pending counters against
+ *   consumer's index (cpel) both ways (a row XNACK released has no owner and
+ *   no index row), the group's policy (BACKOFF values positive), and the
+ *   pending counters against
  *   the rows; ids in order; and no row whose stream or group is neither
  *   live nor queued for deletion (trash).
  * Row layouts are those documented in storage/stream.c and group.h; the
@@ -23,6 +24,9 @@
 #include "adm.h"
 #include "echd.h"
 #include "group.h"
+
+/* 2000-01-01 in Unix ms: an XNACK DELAY ends after it */
+#define UNIX_MS_2000 946684800000ULL
 
 #define SHOW_MAX   1000 /* problems printed; all are counted */
 #define NODE_FIXED (8 * 3 + 16 + 4)
@@ -399,16 +403,17 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 		 * the last live entry and the max deleted id). */
 		ct = cid == PEL_UNOWNED ? NULL : tally_find(v, nv, cid);
 		if (cid == PEL_UNOWNED) {
-			/* released by XNACK: no owner, no index row, and claimable at
-			 * once (delivery time 0) */
-			if (get_u64((const unsigned char *)val.data + 8) != 0) {
+			/* released by XNACK: no owner, no index row; its delivery
+			 * time is 0 (claimable at once) or when an XNACK DELAY ends,
+			 * a Unix time in ms (none is before 2000) */
+			uint64_t t = get_u64((const unsigned char *)val.data + 8);
+			if (t != 0 && t < UNIX_MS_2000) {
 				problem(c,
-					"released pending entry %s has delivery time %llu, not 0",
-					idstr(&id, ib),
-					(unsigned long long)get_u64(
-						(const unsigned char *)val.data + 8));
+					"released pending entry %s has delivery time %llu, not 0 "
+					"nor a time",
+					idstr(&id, ib), (unsigned long long)t);
 			}
-		} else if (ct == NULL) {
+				} else if (ct == NULL) {
 			problem(c,
 				"pending entry %s is owned by consumer id %llu, which does not "
 				"exist",
@@ -537,6 +542,11 @@ check_groups(struct chk *c, const struct stream_meta *m)
 			rc = 0;
 		} else if (rc == 0) {
 			see_id(c, g.gid);
+			for (uint32_t i = 0; i < g.policy.nbackoff; i++) {
+				if (g.policy.backoff[i] == 0) {
+					problem(c, "its policy has BACKOFF value %u at 0", i + 1);
+				}
+			}
 			if (!idset_add(&c->gids, g.gid)) {
 				rc = -ENOMEM;
 			}

@@ -210,6 +210,17 @@ adm_live_groups(struct adm_ctx *x, const char *stream)
 		}
 		gi.lag_known =
 			lag != NULL && lag->type != RESP_REPLY_NULL && adm_rep_int(lag, &gi.lag);
+		/* echd's policy fields follow Redis' when the group has one */
+		gi.has_policy = adm_rep_int(adm_rep_field(g, "ack-wait"), &gi.ack_wait) &&
+			adm_rep_int(adm_rep_field(g, "max-deliver"), &gi.max_deliver) &&
+			adm_rep_int(adm_rep_field(g, "max-ack-pending"), &gi.max_ack_pending) &&
+			adm_rep_int(adm_rep_field(g, "dead-lettered"), &gi.dead_lettered);
+		if (gi.has_policy) {
+			const struct resp_reply *dl = adm_rep_field(g, "dead-letter");
+			if (dl != NULL && dl->type != RESP_REPLY_NULL) {
+				gi.dead_letter = adm_rep_buf(dl);
+			}
+		}
 		if (adm_rep_is_list(p) && p->elements == 1 && adm_rep_is_list(p->element[0]) &&
 			p->element[0]->elements == 4 &&
 			adm_rep_id(p->element[0]->element[0], &gi.oldest_id) &&

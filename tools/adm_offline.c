@@ -292,6 +292,15 @@ groups_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 		w->rc = storage_fail(rc, "reading a group");
 		return 1;
 	}
+	if (group_policy_active(&g->policy) || g->policy.dead_lettered != 0) {
+		gi.has_policy = true;
+		gi.ack_wait = (int64_t)g->policy.ack_wait;
+		gi.max_deliver = (int64_t)g->policy.max_deliver;
+		gi.max_ack_pending = (int64_t)g->policy.max_ack_pending;
+		gi.dead_lettered = (int64_t)g->policy.dead_lettered;
+		gi.dead_letter.data = g->policy.dl;
+		gi.dead_letter.len = g->policy.dl_len;
+	}
 	if (adm_view_group(w->v, &gi) != 0) {
 		w->rc = adm_err(ADM_EXIT_FAILED, "out of memory");
 		return 1;

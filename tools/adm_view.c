@@ -310,6 +310,26 @@ adm_view_group(struct adm_view *v, const struct adm_group_info *g)
 		} else {
 			adm_json_null();
 		}
+		if (g->has_policy) {
+			/* echd's group policy: only for a group that has one */
+			adm_json_key("policy");
+			adm_json_obj();
+			adm_json_key("ack_wait_ms");
+			adm_json_int(g->ack_wait);
+			adm_json_key("max_deliver");
+			adm_json_int(g->max_deliver);
+			adm_json_key("dead_letter");
+			if (g->dead_letter.len > 0) {
+				adm_json_str(g->dead_letter.data, g->dead_letter.len);
+			} else {
+				adm_json_null();
+			}
+			adm_json_key("max_ack_pending");
+			adm_json_int(g->max_ack_pending);
+			adm_json_key("dead_lettered");
+			adm_json_int(g->dead_lettered);
+			adm_json_obj_end();
+		}
 		adm_json_obj_end();
 		return 0;
 	}

@@ -23,6 +23,8 @@ Options:
   --echd PATH      echd binary (default: build/broker/echd)
   --redis PATH     redis-server binary (default: /usr/bin/redis-server)
   --echd-args STR  extra echd arguments, split on blanks (e.g. "--flush-wait-us 500")
+  --policy         also run an echd whose group has a policy (XGROUP SETPOLICY ACKWAIT 30000
+                   MAXDELIVER 5 DEADLETTER dead: echd's extension), in the same rounds
   --echd-only      skip redis-server
   --redis-only     skip echd (to check the script itself)
   --rounds N       measure each server N times, round robin, and compare medians (default: 1)
@@ -121,8 +123,12 @@ def cpu_seconds(pid):
 # ---------------------------------------------------------------------------------------------
 # the work-queue cycle
 # ---------------------------------------------------------------------------------------------
-def preload(port, stream, n):
-    """XADD n entries of ~100 bytes (field "f", a 96-character random value), pipelined."""
+POLICY = ("ACKWAIT", "30000", "MAXDELIVER", "5", "DEADLETTER", "dead")
+
+
+def preload(port, stream, n, policy=False):
+    """XADD n entries of ~100 bytes (field "f", a 96-character random value), pipelined;
+    with policy, the group gets POLICY."""
     r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=120)
     ids = []
     batch = 1000
@@ -132,6 +138,8 @@ def preload(port, stream, n):
             pipe.execute_command("XADD", stream, "*", "f", os.urandom(48).hex())
         ids.extend(pipe.execute())
     r.execute_command("XGROUP", "CREATE", stream, GROUP, "0")
+    if policy:
+        r.execute_command("XGROUP", "SETPOLICY", stream, GROUP, *POLICY)
     r.close()
     return ids
 
@@ -308,6 +316,7 @@ def main():
     ap.add_argument("--echd", default=os.path.join(ROOT, "build", "broker", "echd"))
     ap.add_argument("--redis", default="/usr/bin/redis-server")
     ap.add_argument("--echd-args", default="")
+    ap.add_argument("--policy", action="store_true")
     ap.add_argument("--echd-only", action="store_true")
     ap.add_argument("--redis-only", action="store_true")
     ap.add_argument("--rounds", type=int, default=1)
@@ -328,9 +337,12 @@ def main():
         if not os.access(args.echd, os.X_OK):
             sys.exit(f"echd not found at {args.echd} (build it first: tools/echd-dev build)")
         echd_args = shlex.split(args.echd_args)
-        servers.append(("echd", lambda port, d: [
+        echd_cmd = (lambda port, d: [
             args.echd, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
-            "--loglevel", "warning", "--appendfsync", "always", *echd_args]))
+            "--loglevel", "warning", "--appendfsync", "always", *echd_args])
+        servers.append(("echd", echd_cmd))
+        if args.policy:
+            servers.append(("echd-policy", echd_cmd))
     if not args.echd_only:
         if not os.access(args.redis, os.X_OK):
             sys.exit(f"redis-server not found at {args.redis}")
@@ -360,7 +372,7 @@ def main():
         for name, _ in servers:
             p, port, _d = up[name]
             t = time.monotonic()
-            ids = preload(port, stream, args.entries)
+            ids = preload(port, stream, args.entries, policy=name == "echd-policy")
             log(f"{name}: preloaded {args.entries} entries of ~100 bytes in "
                 f"{time.monotonic() - t:.1f} s; {args.workers} workers, XREADGROUP COUNT "
                 f"{args.count} > + XACK until drained")
@@ -401,6 +413,9 @@ def main():
                for n in ("echd", "redis-always")}
         print(f"  server CPU per entry: echd {cpu['echd']:.1f} us, redis-always "
               f"{cpu['redis-always']:.1f} us ({cpu['echd'] / cpu['redis-always']:.2f}x)")
+    if "echd-policy" in eps:
+        print(f"\nwith a policy ({' '.join(POLICY)}): "
+              f"{eps['echd-policy'] / eps['echd']:.3f}x echd's entries/s without one")
     print(f"\ntotal time {time.monotonic() - t_all:.0f} s")
     return 1 if any(r["problems"] for rs in res.values() for r in rs) else 0
 

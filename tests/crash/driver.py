@@ -34,6 +34,11 @@ every restart check_state() compares what echd holds with what the clients were 
     above it is pending;
   * last-delivered-id and entries-read never go backwards, cover every delivery a consumer saw,
     and entries-read (and lag) are exact;
+  * dead-lettering (a second stream whose group has ACKWAIT 30 MAXDELIVER 1 DEADLETTER: a
+    worker reads and never acks, or XNACKs FATAL; the timer or the XNACK moves the entry):
+    every entry it was given is in exactly one of the group's PEL and the dead-letter stream,
+    never both, never neither; no entry is dead-lettered twice; the group's dead-lettered
+    count is the dead-letter stream's length;
   * `echo-admin check` of the data directory: every counter and index agrees with the rows.
 
 A violation names the stream, the ids and the replies that prove it (Violation, with the seed).
@@ -69,6 +74,9 @@ from echdtest import (Closed, RespConn, RespError, Server, ServerError,  # noqa:
 
 KEY, GROUP = "cs", "cg"
 PRODUCERS, CONSUMERS = 2, 2
+# dead-lettering (echd's group policies): its own stream, group and dead-letter stream
+DKEY, DGROUP, DLQ = "ds", "dg", "ds:dead"
+DPOLICY = ("ACKWAIT", "30", "MAXDELIVER", "1", "DEADLETTER", DLQ)
 IDMP_PRODUCER = 1      # sends XADD IDMP p1 <n>: retries an unanswered batch, and re-sends its
                        # last acknowledged message after each restart to get the first id back
 CLAIM_IDLE_MS = 300
@@ -155,10 +163,11 @@ class Model:
         self.last_batch = {}        # consumer -> last id it got from '>'
         self.cursor = None          # (last-delivered-id, entries-read) at the previous check
         self.max_delivered = None   # largest id any '>' reply contained
+        self.dl_given = set()       # ids of DKEY the dead-letter worker got from '>'
         self.stats = dict(xadd=0, xadd_unknown=0, delivered=0, acked=0, ack_unknown=0,
                           deleted=0, del_unknown=0,
                           claimed=0, history=0, adopted=0, nacked=0, nack_unknown=0,
-                          idmp_retries=0, idmp_resends=0)
+                          idmp_retries=0, idmp_resends=0, dl_given=0, dl_fatal=0)
 
     def violate(self, msg):
         self.violations.append("cycle %d: %s" % (self.cycle, msg))
@@ -289,6 +298,84 @@ def producer(server, gate, model, p, wid, seed):
     finally:
         if client is not None:
             client.close()
+
+
+def dead_letter_worker(server, gate, model, wid, seed):
+    """Adds entries to DKEY and takes them from its group without ever acking: the policy's
+    timer dead-letters them after ACKWAIT (MAXDELIVER 1), or an XNACK FATAL does at once."""
+    rng = random.Random(seed)
+    conn, epoch = None, None
+    try:
+        for _ in range(10 ** 7):
+            e = gate.enter(wid)
+            if e is None:
+                return
+            try:
+                if conn is None or e != epoch:
+                    if conn is not None:
+                        conn.close()
+                    conn = RespConn(server.port, timeout=5)
+                    epoch = e
+                    try:
+                        conn.call("XGROUP", "CREATE", DKEY, DGROUP, "0", "MKSTREAM")
+                    except RespError:
+                        pass                                  # BUSYGROUP: made before
+                    conn.call("XGROUP", "SETPOLICY", DKEY, DGROUP, *DPOLICY)
+                conn.call("XADD", DKEY, "*", "v", "%d" % rng.randrange(10 ** 6))
+                got = conn.call("XREADGROUP", "GROUP", DGROUP, "d", "COUNT", "5",
+                                "STREAMS", DKEY, ">")
+                ids = [eid for eid, _ in got[0][1]] if got else []
+                with model.lock:
+                    model.dl_given.update(ids)
+                    model.stats["dl_given"] += len(ids)
+                if ids and rng.random() < 0.3:
+                    conn.call("XNACK", DKEY, DGROUP, "FATAL", "IDS", "1", ids[0])
+                    with model.lock:
+                        model.stats["dl_fatal"] += 1
+                time.sleep(rng.random() * 0.02)
+            except (Closed, OSError, RespError) as ex:
+                if isinstance(ex, RespError) and "LOADING" not in str(ex):
+                    with model.lock:
+                        model.violate("dead-letter worker: %r" % ex)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.01)
+            finally:
+                gate.leave(wid)
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def check_dead_letters(c, m):
+    """Every DKEY entry the worker was given is in exactly one of the PEL and DLQ."""
+    v = m.violate
+    pel = {r[0] for r in (c.call("XPENDING", DKEY, DGROUP, "-", "+", "1000000")
+                          if c.call("EXISTS", DKEY) else [])}
+    dead = {}
+    for rid, fields in c.call("XRANGE", DLQ, "-", "+"):
+        f = kv(fields)
+        eid = f.get("id")
+        if eid in dead:
+            v("%s dead-lettered twice: records %s and %s" % (eid, dead[eid], rid))
+        dead[eid] = rid
+        if f.get("stream") != DKEY.encode() or f.get("reason") not in (b"maxdeliver",
+                                                                       b"fatal"):
+            v("dead-letter record %s is not one: %r" % (rid, fields))
+        if eid in pel:
+            v("%s is both pending and dead-lettered (record %s)" % (eid, rid))
+    with m.lock:
+        given = set(m.dl_given)
+    for eid in given:
+        if eid not in pel and eid not in dead:
+            v("%s was delivered but is neither pending nor dead-lettered" % eid)
+    if c.call("EXISTS", DKEY):
+        groups = c.call("XINFO", "GROUPS", DKEY)
+        g = {k.decode(): x for k, x in zip(groups[0][0::2], groups[0][1::2])}
+        if g.get("dead-lettered") != len(dead):
+            v("the group counts %r dead-lettered, the dead-letter stream has %d"
+              % (g.get("dead-lettered"), len(dead)))
 
 
 def consumer(server, gate, model, name, wid, seed):
@@ -506,6 +593,7 @@ def check_state(server, model):
     c = RespConn(server.port, timeout=30)
     try:
         _check_state(c, model)
+        check_dead_letters(c, model)
     finally:
         c.close()
     if model.violations:
@@ -714,7 +802,7 @@ class Workload:
     across restarts (also when a power cut moves the data directory)."""
 
     def __init__(self, server, model, seed):
-        self.gate = Gate(PRODUCERS + CONSUMERS)
+        self.gate = Gate(PRODUCERS + CONSUMERS + 1)
         names = ["c%d" % i for i in range(CONSUMERS)]
         for name in names:
             model.mine[name] = set()
@@ -727,6 +815,9 @@ class Workload:
             self.threads.append(threading.Thread(
                 target=consumer, name=name, daemon=True,
                 args=(server, self.gate, model, name, PRODUCERS + i, seed + 100 + i)))
+        self.threads.append(threading.Thread(
+            target=dead_letter_worker, name="dead-letter", daemon=True,
+            args=(server, self.gate, model, PRODUCERS + CONSUMERS, seed + 200)))
 
     def start(self):
         for t in self.threads:

@@ -459,6 +459,10 @@ def test_xgroup_help_text(server):
         "    Remove the specified group.",
         "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
         "    Set the current group ID and entries_read counter.",
+        # echd's extension (issue 26), before HELP as Redis orders its lines
+        "SETPOLICY <key> <groupname> [ACKWAIT ms] [BACKOFF n ms1 ... msn] [MAXDELIVER n]",
+        "          [DEADLETTER key] [MAXACKPENDING n] [RESET]",
+        "    Set the group's delivery policy (echd's extension); 0 turns an option off.",
         "HELP",
         "    Print this help."]
 

@@ -3266,6 +3266,303 @@ persist_suite(void)
 	return s;
 }
 
+/* ---- policies (XGROUP SETPOLICY) ----------------------------------------- */
+
+/* A pointer to an id, for the calls that take one. */
+static const struct stream_id *
+pid(uint64_t ms, uint64_t seq)
+{
+	static struct stream_id ids[4];
+	static unsigned n;
+	struct stream_id *p = &ids[n++ % 4];
+
+	*p = ID(ms, seq);
+	return p;
+}
+
+/* A policy survives the record's round trip, a row without one (48 bytes,
+ * as every row before policies) reads as none, and group_copy() keeps it. */
+START_TEST(test_policy_record)
+{
+	struct stream_meta m, m2;
+	struct group_meta g, got;
+	struct st_buf gn = B("g"), k2 = B("s2"), sn = B("s");
+	unsigned char key[9], raw[48];
+	struct st_buf kb = {key, 9}, v;
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 3);
+	gcreate(&m, "g", ID(0, 0), 0, &g);
+	savestream(0, "s", &m);
+	/* no policy: the record is the plain 48 bytes */
+	st_put_u64(key, m.sid);
+	key[8] = 'g';
+	OK(storage_get(tx, STORAGE_T_GROUPS, &kb, &v));
+	U64_EQ(v.len, 48);
+	memcpy(raw, v.data, 48);
+	gload(&m, "g", &got);
+	ck_assert(!group_policy_active(&got.policy));
+
+	g.policy.ack_wait = 5000;
+	g.policy.max_deliver = 3;
+	g.policy.max_ack_pending = 7;
+	g.policy.dead_lettered = 2;
+	g.policy.nbackoff = 3;
+	g.policy.backoff[0] = 10;
+	g.policy.backoff[1] = 20;
+	g.policy.backoff[2] = 40;
+	memcpy(g.policy.dl, "dead", 4);
+	g.policy.dl_len = 4;
+	gsave(&m, "g", &g);
+	gload(&m, "g", &got);
+	ck_assert(memcmp(&got, &g, sizeof(g)) == 0);
+	ck_assert(group_policy_active(&got.policy) && group_policy_timed(&got.policy));
+
+	/* an old row still reads */
+	OK(storage_put(tx, STORAGE_T_GROUPS, &kb, &(struct st_buf){raw, 48}, 0));
+	gload(&m, "g", &got);
+	ck_assert(!group_policy_active(&got.policy));
+	U64_EQ(got.policy.dead_lettered, 0);
+	U64_EQ(got.gid, g.gid);
+	/* a tail of an unknown version is corrupt, not silently dropped */
+	{
+		unsigned char bad[49];
+		memcpy(bad, raw, 48);
+		bad[48] = 9;
+		OK(storage_put(tx, STORAGE_T_GROUPS, &kb, &(struct st_buf){bad, 49}, 0));
+		FAILS(group_lookup(tx, &m, &gn, &got), ECHD_ECORRUPT);
+	}
+	gsave(&m, "g", &g);
+
+	/* a copy keeps the policy under its new group id */
+	OK(stream_copy(tx, 0, &sn, 0, &k2, &m2));
+	OK(group_copy(tx, &m, &m2));
+	gload(&m2, "g", &got);
+	ck_assert(got.gid != g.gid);
+	U64_EQ(got.policy.ack_wait, 5000);
+	U64_EQ(got.policy.nbackoff, 3);
+	U64_EQ(got.policy.backoff[2], 40);
+	ck_assert(got.policy.dl_len == 4 && memcmp(got.policy.dl, "dead", 4) == 0);
+	commit();
+}
+END_TEST
+
+START_TEST(test_policy_wait_deadline)
+{
+	struct group_policy p;
+	struct pel_row r = {.cid = 5, .delivery_time = 1000, .delivery_count = 1};
+
+	memset(&p, 0, sizeof(p));
+	U64_EQ(pel_deadline(&p, &r), UINT64_MAX); /* no ACKWAIT: never */
+	p.ack_wait = 100;
+	U64_EQ(group_policy_wait(&p, 1), 100);
+	U64_EQ(pel_deadline(&p, &r), 1100);
+	p.nbackoff = 2;
+	p.backoff[0] = 10;
+	p.backoff[1] = 30;
+	/* BACKOFF wins over ACKWAIT; the last value repeats */
+	U64_EQ(group_policy_wait(&p, 0), 10);
+	U64_EQ(group_policy_wait(&p, 1), 10);
+	U64_EQ(group_policy_wait(&p, 2), 30);
+	U64_EQ(group_policy_wait(&p, 9), 30);
+	r.delivery_count = 2;
+	U64_EQ(pel_deadline(&p, &r), 1030);
+	/* a released row is due at its delivery time (XNACK DELAY's end) */
+	r.cid = PEL_UNOWNED;
+	r.delivery_time = 0;
+	U64_EQ(pel_deadline(&p, &r), 0);
+	r.delivery_time = 777;
+	U64_EQ(pel_deadline(&p, &r), 777);
+	/* no overflow near the end of time */
+	r.cid = 5;
+	r.delivery_time = UINT64_MAX - 5;
+	U64_EQ(pel_deadline(&p, &r), UINT64_MAX);
+}
+END_TEST
+
+/* pel_collect_due(): due rows by deadline then id, and the next deadline. */
+START_TEST(test_policy_collect_due)
+{
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta a, b;
+	struct pel_due d = {NULL, 0, 0, 0};
+	struct pel_row r;
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 5);
+	gcreate(&m, "g", ID(0, 0), 0, &g);
+	ccreate(&g, "a", 0, &a);
+	ccreate(&g, "b", 0, &b);
+	deliver(&g, &a, 1, 1, 1000); /* due 1100 */
+	deliver(&g, &b, 2, 1, 900);  /* due 1000 */
+	deliver(&g, &a, 3, 1, 1500); /* due 1600 */
+	deliver(&g, &b, 4, 1, 900);  /* due 1000 */
+	csave(&g, "a", &a);
+	csave(&g, "b", &b);
+	/* no timed policy: nothing is collected, nothing is next */
+	OK(pel_collect_due(tx, &g, 5000, &d));
+	U64_EQ(d.n, 0);
+	U64_EQ(d.next, UINT64_MAX);
+	g.policy.ack_wait = 100;
+	OK(pel_collect_due(tx, &g, 999, &d));
+	U64_EQ(d.n, 0);
+	U64_EQ(d.next, 1000);
+	OK(pel_collect_due(tx, &g, 1100, &d));
+	U64_EQ(d.n, 3);
+	ID_EQ(d.rows[0].row.id, 2, 1);
+	ID_EQ(d.rows[1].row.id, 4, 1);
+	ID_EQ(d.rows[2].row.id, 1, 1);
+	U64_EQ(d.rows[0].at, 1000);
+	U64_EQ(d.next, 1600);
+	/* a row released with a delay is due at the delay's end */
+	OK(pel_get(tx, &g, pid(3, 1), &r));
+	OK(pel_release_until(tx, &g, &r, a.cid, 1200));
+	OK(pel_collect_due(tx, &g, 1100, &d));
+	U64_EQ(d.n, 3);
+	U64_EQ(d.next, 1200);
+	OK(pel_collect_due(tx, &g, 1200, &d));
+	U64_EQ(d.n, 4);
+	ID_EQ(d.rows[3].row.id, 3, 1);
+	U64_EQ(d.rows[3].row.cid, PEL_UNOWNED);
+	pel_due_finish(&d);
+	commit();
+}
+END_TEST
+
+/* pel_dead_letter(): the record, the ack and the count together. */
+START_TEST(test_policy_dead_letter)
+{
+	struct stream_meta m, dm;
+	struct group_meta g;
+	struct consumer_meta a;
+	struct st_buf key = B("s"), gname = B("g"), dk = B("dlq"), fields, f, v;
+	struct dead_letter d = {0, &key, &gname, "maxdeliver", 5000, 100, 4096};
+	struct pel_row r;
+	struct stream_iter *it;
+	struct stream_id id;
+	size_t pos = 0;
+	const char *want[] = {"stream", "s", "id", "2-1", "group", "g", "consumer", "a",
+		"deliveries", "3", "reason", "maxdeliver", "f", "v"};
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 3);
+	gcreate(&m, "g", ID(0, 0), 0, &g);
+	ccreate(&g, "a", 0, &a);
+	deliver(&g, &a, 1, 1, 100);
+	deliver(&g, &a, 2, 1, 100);
+	csave(&g, "a", &a);
+	memcpy(g.policy.dl, "dlq", 3);
+	g.policy.dl_len = 3;
+	OK(pel_get(tx, &g, pid(2, 1), &r));
+	r.delivery_count = 3;
+	OK(pel_dead_letter(tx, &m, &g, &r, &d));
+	U64_EQ(g.pending, 1);
+	U64_EQ(g.policy.dead_lettered, 1);
+	FAILS(pel_get(tx, &g, pid(2, 1), &r), ECHD_ENOTFOUND);
+	cload(&g, "a", &a);
+	U64_EQ(a.pending, 1);
+	OK(stream_lookup(tx, 0, &dk, &dm));
+	U64_EQ(dm.length, 1);
+	OK(stream_iter_create(tx, &dm, &ID_MIN, &ID_MAX, false, &it));
+	OK(stream_iter_next(it, &id, &fields));
+	ID_EQ(id, 5000, 0);
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i += 2) {
+		ck_assert(stream_fields_next(&fields, &pos, &f, &v));
+		ck_assert(f.len == strlen(want[i]) && memcmp(f.data, want[i], f.len) == 0);
+		ck_assert_msg(v.len == strlen(want[i + 1]) && memcmp(v.data, want[i + 1], v.len) == 0,
+			"field %s", want[i]);
+	}
+	ck_assert(!stream_fields_next(&fields, &pos, &f, &v));
+	stream_iter_destroy(it);
+
+	/* a deleted entry: the head only; the clock behind the last id: after it */
+	xdel(&m, 1, 1);
+	OK(pel_get(tx, &g, pid(1, 1), &r));
+	d.now = 10;
+	d.reason = "fatal";
+	OK(pel_dead_letter(tx, &m, &g, &r, &d));
+	OK(stream_lookup(tx, 0, &dk, &dm));
+	U64_EQ(dm.length, 2);
+	ID_EQ(dm.last, 5000, 1);
+	OK(stream_get_entry(tx, &dm, pid(5000, 1), &fields));
+	U64_EQ(stream_fields_count(&fields), 6);
+	U64_EQ(g.pending, 0);
+	U64_EQ(g.policy.dead_lettered, 2);
+
+	/* without DEADLETTER: only acknowledged and counted */
+	deliver(&g, &a, 3, 1, 100);
+	csave(&g, "a", &a);
+	g.policy.dl_len = 0;
+	OK(pel_get(tx, &g, pid(3, 1), &r));
+	OK(pel_dead_letter(tx, &m, &g, &r, &d));
+	U64_EQ(g.pending, 0);
+	U64_EQ(g.policy.dead_lettered, 3);
+	OK(stream_lookup(tx, 0, &dk, &dm));
+	U64_EQ(dm.length, 2);
+	commit();
+}
+END_TEST
+
+struct pol_seen {
+	unsigned n, db;
+	char key[16], group[16];
+};
+
+static int
+pol_cb(unsigned db, const struct st_buf *key, const struct st_buf *name,
+	const struct group_meta *g, void *ud)
+{
+	struct pol_seen *s = ud;
+
+	(void)g;
+	s->n++;
+	s->db = db;
+	snprintf(s->key, sizeof(s->key), "%.*s", (int)key->len, (const char *)key->data);
+	snprintf(s->group, sizeof(s->group), "%.*s", (int)name->len, (const char *)name->data);
+	return 0;
+}
+
+/* group_policy_each() finds the groups with a policy, with their key. */
+START_TEST(test_policy_each)
+{
+	struct stream_meta m, m3;
+	struct group_meta g;
+	struct pol_seen s = {0};
+
+	mkstream(0, "a", &m);
+	gcreate(&m, "plain", ID(0, 0), 0, &g);
+	savestream(0, "a", &m);
+	mkstream(3, "b", &m3);
+	gcreate(&m3, "pol", ID(0, 0), 0, &g);
+	g.policy.max_ack_pending = 4;
+	gsave(&m3, "pol", &g);
+	savestream(3, "b", &m3);
+	OK(group_policy_each(tx, 16, pol_cb, &s));
+	U64_EQ(s.n, 1);
+	U64_EQ(s.db, 3);
+	ck_assert_str_eq(s.key, "b");
+	ck_assert_str_eq(s.group, "pol");
+	commit();
+}
+END_TEST
+
+static Suite *
+policy_suite(void)
+{
+	Suite *s = suite_create("policy");
+	TCase *tc = tcase_create("policy");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_policy_record);
+	tcase_add_test(tc, test_policy_wait_deadline);
+	tcase_add_test(tc, test_policy_collect_due);
+	tcase_add_test(tc, test_policy_dead_letter);
+	tcase_add_test(tc, test_policy_each);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
 int
 main(void)
 {
@@ -3280,5 +3577,6 @@ main(void)
 	srunner_add_suite(sr, pel_suite());
 	srunner_add_suite(sr, persist_suite());
 	srunner_add_suite(sr, refs_suite());
+	srunner_add_suite(sr, policy_suite());
 	return fixture_run(sr);
 }
