@@ -540,7 +540,10 @@ claim_collect(struct brk_ctx *x, const struct group_meta *g, uint64_t minidle, u
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
-	qsort(cs->rows, cs->n, sizeof(*cs->rows), claim_cmp);
+	if (cs->n > 1) {
+		/* qsort() must not see the NULL of an empty set */
+		qsort(cs->rows, cs->n, sizeof(*cs->rows), claim_cmp);
+	}
 	return 0;
 }
 
