@@ -8,7 +8,8 @@
  * memory (commandstats, the commit and flush histograms, storage_stat()).
  * The per-stream series come from metadata rows only: per stream one index
  * row (stream_scan) and its meta row; per group its group row, one PEL row
- * (the lowest id, for the oldest pending age) and group_lag()'s count,
+ * (the lowest id, for the oldest pending age; up to OLDEST_SKIP more past
+ * released ones) and group_lag()'s count,
  * which reads one node row per node past the group's cursor
  * (stream-node-max-entries entries each; none when the group is caught up)
  * and the entry rows of the node the cursor is in; per consumer its
@@ -40,7 +41,7 @@
 
 /* The per-stream families, each gathered apart: the format wants every
  * line of a family in one group. */
-enum { F_STREAM, F_GPENDING, F_GLAG, F_GOLDEST, F_CPENDING, NFAM };
+enum { F_STREAM, F_GPENDING, F_GLAG, F_GOLDEST, F_GDEAD, F_CPENDING, NFAM };
 
 static const struct family {
 	const char *name, *type, *help;
@@ -51,8 +52,10 @@ static const struct family {
 	{"echd_group_lag_entries", "gauge",
 		"Entries of the stream the group has not been given yet (XINFO GROUPS lag)."},
 	{"echd_group_oldest_pending_age_seconds", "gauge",
-		"Seconds since the delivery of the group's lowest pending id (its XPENDING idle time); "
-		"0 when none is pending."},
+		"Seconds since the delivery of the group's lowest pending id that has an owner (its "
+		"XPENDING idle time; released entries, XNACK's, have none); 0 when none is pending."},
+	{"echd_group_dead_lettered_total", "counter",
+		"Entries the group's policy dead-lettered (XINFO GROUPS dead-lettered); 0 without one."},
 	{"echd_consumer_pending_entries", "gauge",
 		"Entries delivered to the consumer and not acknowledged."},
 };
@@ -60,6 +63,12 @@ static const struct family {
 /* Keys one loop turn of a scrape visits: the walk goes on in the next turn,
  * so the clients of RESP are served in between. */
 #define TURN_KEYS 128
+
+/* Series of one group besides its consumers': pending, oldest, dead, lag */
+#define GROUP_SERIES 4
+
+/* Released pending rows the oldest-age series looks past for an owned one */
+#define OLDEST_SKIP 64
 
 /* One scrape in progress: it walks TURN_KEYS keys a loop turn and answers
  * when done. On srv->scrapes until then. */
@@ -206,12 +215,12 @@ group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	double oldest = 0;
 	int rc;
 
-	if (s->full || s->budget < 3) {
+	if (s->full || s->budget < GROUP_SERIES) {
 		s->full = true;
-		s->dropped += 3 + g->consumers;
+		s->dropped += GROUP_SERIES + g->consumers;
 		return 0; /* the stream's other groups are counted from their rows */
 	}
-	s->budget -= 3;
+	s->budget -= GROUP_SERIES;
 	s->group = name;
 	if (g->pending > 0) {
 		struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
@@ -221,7 +230,14 @@ group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 		if (rc != 0) {
 			return rc;
 		}
-		rc = pel_iter_next(it, &r);
+		/* released rows (no owner, no delivery time) are skipped, a
+		 * bounded number of them: past that the age reads 0 */
+		for (int n = 0; (rc = pel_iter_next(it, &r)) == 0 && r.cid == PEL_UNOWNED; n++) {
+			if (n == OLDEST_SKIP) {
+				rc = ECHD_ENOTFOUND;
+				break;
+			}
+		}
 		pel_iter_destroy(it);
 		if (rc == 0 && s->now_ms > r.delivery_time) {
 			oldest = (double)(s->now_ms - r.delivery_time) / 1000.0;
@@ -233,6 +249,8 @@ group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	evbuffer_add_printf(s->fam[F_GPENDING], " %llu\n", (unsigned long long)g->pending);
 	line_start(s, F_GOLDEST, true);
 	evbuffer_add_printf(s->fam[F_GOLDEST], " %.3f\n", oldest);
+	line_start(s, F_GDEAD, true);
+	evbuffer_add_printf(s->fam[F_GDEAD], " %llu\n", (unsigned long long)g->policy.dead_lettered);
 	s->consumers_left = g->consumers;
 	return consumer_each(s->t, g, consumer_cb, s) < 0 ? -1 : 0;
 }
@@ -248,7 +266,7 @@ group_lag_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 {
 	struct group_walk *gw = ud;
 	struct brk_scrape *s = gw->s;
-	bool was_full = s->full || s->budget < 3;
+	bool was_full = s->full || s->budget < GROUP_SERIES;
 	int64_t lag;
 	int rc;
 

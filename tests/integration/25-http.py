@@ -183,7 +183,8 @@ def test_metrics_accepted_by_promtool(server):
     text, _ = scrape(port)
     promtool_check(text)
     for fam in ("echd_stream_entries", "echd_group_pending_entries", "echd_group_lag_entries",
-                "echd_group_oldest_pending_age_seconds", "echd_consumer_pending_entries",
+                "echd_group_oldest_pending_age_seconds", "echd_group_dead_lettered_total",
+                "echd_consumer_pending_entries",
                 "echd_commands_total", "echd_command_errors_total",
                 "echd_commit_duration_seconds", "echd_flush_duration_seconds",
                 "echd_connected_clients", "echd_blocked_clients", "echd_storage_used_bytes",
@@ -268,6 +269,35 @@ def test_metrics_label_escaping(server):
 
 
 @echd_only(ECHD_ONLY)
+def test_metrics_policy_and_released_entries(server):
+    """The dead-lettered count of a group policy (issue 26's extension), and the oldest
+    pending age past entries XNACK released (they have no delivery time)."""
+    s, port = http_server(server)
+    r = s.raw()
+    for i in range(3):
+        r.call("XADD", "q", "%d-1" % (i + 1), "n", str(i))
+    r.call("XGROUP", "CREATE", "q", "g", "0")
+    r.call("XGROUP", "CREATE", "q", "plain", "0")
+    assert r.call("XGROUP", "SETPOLICY", "q", "g", "MAXDELIVER", "3", "DEADLETTER", "dead") == "OK"
+    r.call("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "q", ">")
+    # a poison message: XNACK FATAL moves it to the dead-letter stream at once
+    assert r.call("XNACK", "q", "g", "FATAL", "IDS", "1", "1-1") == 1
+    dead = as_dict(next(g for g in r.call("XINFO", "GROUPS", "q")
+                        if as_dict(g)["name"] == b"g"))["dead-lettered"]
+    assert dead == 1, dead
+    # plain: 1-1 released, 2-1 owned; the age is 2-1's, not 56 years of a zero time
+    r.call("XREADGROUP", "GROUP", "plain", "c", "COUNT", "2", "STREAMS", "q", ">")
+    assert r.call("XNACK", "q", "plain", "FAIL", "IDS", "1", "1-1") == 1
+    time.sleep(0.3)
+    _, m = scrape(port)
+    assert value(m, "echd_group_dead_lettered_total", db="0", stream="q", group="g") == 1
+    assert value(m, "echd_group_dead_lettered_total", db="0", stream="q", group="plain") == 0
+    age = value(m, "echd_group_oldest_pending_age_seconds", db="0", stream="q", group="plain")
+    idle = r.call("XPENDING", "q", "plain", "-", "+", "10")[1][2]
+    assert 0.2 <= age < 60 and abs(age * 1000 - idle) < 1500, (age, idle)
+
+
+@echd_only(ECHD_ONLY)
 def test_metrics_series_cap(server):
     s, port = http_server(server, "--metrics-max-series", "7")
     r = s.raw()
@@ -279,26 +309,26 @@ def test_metrics_series_cap(server):
     promtool_check(text)
     per_stream = [k for k in m if k[0].startswith(("echd_stream_", "echd_group_",
                                                    "echd_consumer_"))]
-    # s1 whole (1 + 3 group series + 1 consumer), s2's own series; the cap leaves out s2's
-    # group (3) and consumer (1) and s3, not reached (counted as one)
-    assert len(per_stream) == 6, per_stream
+    # s1 whole (1 + 4 group series + 1 consumer), s2's own series; the cap leaves out s2's
+    # group (4) and consumer (1) and s3, not reached (counted as one)
+    assert len(per_stream) == 7, per_stream
     assert value(m, "echd_stream_entries", db="0", stream="s1") == 1
     assert value(m, "echd_consumer_pending_entries", db="0", stream="s1", group="g",
                  consumer="c") == 1
     assert value(m, "echd_stream_entries", db="0", stream="s2") == 1
     assert value(m, "echd_stream_entries", db="0", stream="s3") is None
-    assert value(m, "echd_metrics_series_dropped_total") == 5
+    assert value(m, "echd_metrics_series_dropped_total") == 6
     assert value(m, "echd_metrics_max_series") == 7
     _, m = scrape(port)
-    assert value(m, "echd_metrics_series_dropped_total") == 10   # a counter: it adds up
+    assert value(m, "echd_metrics_series_dropped_total") == 12   # a counter: it adds up
     r.call("CONFIG", "SET", "metrics-max-series", "100")
     _, m = scrape(port)
     assert value(m, "echd_stream_entries", db="0", stream="s3") == 1
-    assert value(m, "echd_metrics_series_dropped_total") == 10
+    assert value(m, "echd_metrics_series_dropped_total") == 12
     r.call("CONFIG", "SET", "metrics-max-series", "0")
     _, m = scrape(port)
     assert value(m, "echd_stream_entries", db="0", stream="s1") is None
-    assert value(m, "echd_metrics_series_dropped_total") == 13
+    assert value(m, "echd_metrics_series_dropped_total") == 15
 
 
 @echd_only(ECHD_ONLY)
