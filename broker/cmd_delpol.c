@@ -255,10 +255,11 @@ brk_cmd_xdelex(struct brk_ctx *x)
  * pending gets DEL_DELETED in d->codes for now, the others stay
  * DEL_NOTFOUND. */
 static int
-ack_ids(struct brk_ctx *x, const struct stream_meta *m, const struct st_buf *gname,
-	struct group_meta *g, struct del_args *d, uint64_t *acked)
+ack_ids(struct brk_ctx *x, const struct st_buf *key, const struct stream_meta *m,
+	const struct st_buf *gname, struct group_meta *g, struct del_args *d, uint64_t *acked)
 {
 	struct pel_run run = {0, 0};
+	uint64_t before = g->pending;
 	int rc;
 
 	for (size_t j = 0; j < d->n; j++) {
@@ -275,6 +276,10 @@ ack_ids(struct brk_ctx *x, const struct stream_meta *m, const struct st_buf *gna
 	rc = pel_run_end(x->txn, g, &run);
 	if (rc == 0 && *acked > 0) {
 		rc = group_save(x->txn, m, gname, g);
+	}
+	if (rc == 0 && *acked > 0) {
+		/* readers held back by MAXACKPENDING wake as for XACK */
+		brk_policy_acked(x, key, g, before);
 	}
 	return rc;
 }
@@ -309,7 +314,7 @@ brk_cmd_xackdel(struct brk_ctx *x)
 	/* Acknowledge first: the group's own records must be gone before
 	 * ACKED asks who still holds an entry. */
 	if (rc == 0) {
-		rc = ack_ids(x, &m, &gname, &g, &d, &acked);
+		rc = ack_ids(x, &key, &m, &gname, &g, &d, &acked);
 	}
 	if (rc == 0 && acked > 0) {
 		rc = refs_for(x->txn, &m, d.policy, &refs);

@@ -257,6 +257,24 @@ def test_maxackpending_limits_reads(server):
     assert c.call("XPENDING", "s", "g")[0] == 3
 
 
+def test_maxackpending_room_from_xackdel(server):
+    """XACKDEL acknowledges as XACK does: a reader blocked for room wakes, also when the
+    entry itself stays (ACKED keeps what another group has not been given)."""
+    c = server.raw()
+    for i in range(1, 4):
+        c.call("XADD", "s", "%d-1" % i, "f", "v")
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XGROUP", "CREATE", "s", "other", "0")
+    c.call("XGROUP", "SETPOLICY", "s", "g", "MAXACKPENDING", "1")
+    assert ids(read(c, "a")) == ["1-1"]
+    b = server.raw()
+    b.send("XREADGROUP", "GROUP", "g", "b", "BLOCK", "10000", "STREAMS", "s", ">")
+    time.sleep(0.1)
+    assert c.call("XACKDEL", "s", "g", "ACKED", "IDS", "1", "1-1") == [2]
+    assert ids(b.read()) == ["2-1"]
+    assert c.call("XLEN", "s") == 3
+
+
 def test_maxackpending_concurrent(server):
     """50 consumers reading and acking at once never hold more than the limit."""
     c = server.raw()
