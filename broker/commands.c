@@ -244,7 +244,9 @@ static const struct brk_subcmd slowlog_subs[] = {
 		NULL)},
 	{"reset", 2, A, DOC("Clears all entries from the slow log.", "2.2.12",
 		"O(N) where N is the number of entries in the slowlog", NULL)},
-	{"help", 2, HELP_DOC("6.2.0")},
+	/* Redis' page words this one differently from every other HELP */
+	{"help", 2, DOC("Show helpful text about the different subcommands", "6.2.0", "O(1)",
+		NULL)},
 };
 static const struct brk_subcmd latency_subs[] = {
 	{"latest", 2, A, DOC("Returns the latest latency samples for all events.", "2.8.13",
@@ -588,7 +590,7 @@ static const struct brk_cmd cmds[] = {
 		"making them available for re-delivery.",
 		"O(1) for each message ID processed.",
 		.syntax = "key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count] "
-		       "[FORCE]"},
+		       "[FORCE] [DELAY milliseconds]"}, /* DELAY: echd's (group policies) */
 	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",

@@ -1359,6 +1359,9 @@ def test_command_docs_setpolicy(server):
     assert backoff[-1][b"flags"] == ["multiple"], backoff
     assert args[7][b"token"] == b"RESET" and args[7][b"flags"] == ["optional"], args
     assert pairs(c.call("COMMAND", "DOCS", "xgroup|setpolicy")[1]) == sp
+    # XNACK's DELAY, the policies' other option, is in XNACK's arguments
+    xnack = [pairs(a) for a in pairs(c.call("COMMAND", "DOCS", "xnack")[1])[b"arguments"]]
+    assert xnack[-1][b"name"] == b"delay" and xnack[-1][b"flags"] == ["optional"], xnack
 
 
 # ---------------------------------------------------------------------------
