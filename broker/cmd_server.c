@@ -1066,21 +1066,33 @@ reply_command_info(struct resp_writer *w, const struct brk_cmd *cmd)
 	reply_info_entry(w, cmd, NULL);
 }
 
-/* COMMAND INFO's entry for a name: a command, or "container|sub" as Redis
- * looks it up; null when there is none. */
-static void
-reply_command_info_name(struct resp_writer *w, const struct resp_arg *a)
+/* A command by name, or with *sub a container's subcommand by
+ * "container|sub" as Redis looks names up for COMMAND INFO and DOCS; NULL
+ * when there is none. */
+static const struct brk_cmd *
+cmd_by_full_name(const struct resp_arg *a, const struct brk_subcmd **sub)
 {
 	const char *bar = memchr(a->p, '|', a->len);
 	size_t len = bar != NULL ? (size_t)(bar - a->p) : a->len;
 	const struct brk_cmd *c = brk_cmd_lookup(a->p, len);
-	const struct brk_subcmd *sub = NULL;
 
+	*sub = NULL;
 	if (c != NULL && bar != NULL) {
 		struct resp_arg sa = {bar + 1, a->len - len - 1};
-		sub = brk_subcmd_find(c, &sa);
-		c = sub != NULL ? c : NULL;
+		*sub = brk_subcmd_find(c, &sa);
+		c = *sub != NULL ? c : NULL;
 	}
+	return c;
+}
+
+/* COMMAND INFO's entry for a name: a command, or "container|sub"; null
+ * when there is none. */
+static void
+reply_command_info_name(struct resp_writer *w, const struct resp_arg *a)
+{
+	const struct brk_subcmd *sub = NULL;
+	const struct brk_cmd *c = cmd_by_full_name(a, &sub);
+
 	if (c != NULL) {
 		reply_info_entry(w, c, sub);
 	} else {
@@ -1130,13 +1142,21 @@ reply_syntax_arg(struct resp_writer *w, char *item, bool optional, bool multiple
 	if (len >= 2 && item[0] == '[' && item[len - 1] == ']') {
 		char *body = item + 1;
 		item[len - 1] = '\0';
-		/* "[x [x ...]]" and "x [x ...]": one argument that repeats */
-		char *dots = strstr(body, " ...]");
-		if (dots != NULL) {
-			char *sp = strchr(body, ' ');
-			*sp = '\0';
-			reply_syntax_arg(w, body, true, true);
-			return;
+		{
+			/* "[x [x ...]]": one optional argument that repeats; a
+			 * longer body ("[ID id [id ...]]") is a block whose own
+			 * items repeat */
+			char one[256], two[256];
+			const char *bp = body;
+			syntax_item(&bp, one, sizeof(one));
+			syntax_item(&bp, two, sizeof(two));
+			while (*bp == ' ') {
+				bp++;
+			}
+			if (*bp == '\0' && strstr(two, " ...]") != NULL) {
+				reply_syntax_arg(w, one, true, true);
+				return;
+			}
 		}
 		{
 			/* "[x]" or "[<a | b>]": one optional item */
@@ -1223,6 +1243,20 @@ reply_syntax_arg(struct resp_writer *w, char *item, bool optional, bool multiple
 	}
 }
 
+/* Whether next repeats item: "x [x ...]", or "a b [a b ...]" read as a
+ * repeating b; not "x [OPT a [a ...]]", an option of its own. */
+static bool
+syntax_repeats(const char *item, const char *next)
+{
+	size_t il = strlen(item), nl = strlen(next);
+
+	if (nl < il + 6 || next[0] != '[' || strcmp(next + nl - 5, " ...]") != 0 ||
+		strchr(next + 1, '[') != NULL || strncmp(next + nl - 5 - il, item, il) != 0) {
+		return false;
+	}
+	return nl == il + 6 || next[nl - 6 - il] == ' ';
+}
+
 static void
 reply_syntax_args(struct resp_writer *w, const char *syntax)
 {
@@ -1236,13 +1270,13 @@ reply_syntax_args(struct resp_writer *w, const char *syntax)
 	/* "x [x ...]" collapses into one repeating x */
 	size_t out = n;
 	for (size_t i = 0; i + 1 < n; i++) {
-		if (strstr(items[i + 1], " ...]") != NULL) {
+		if (syntax_repeats(items[i], items[i + 1])) {
 			out--;
 		}
 	}
 	resp_add_array(w, out);
 	for (size_t i = 0; i < n; i++) {
-		bool multiple = i + 1 < n && strstr(items[i + 1], " ...]") != NULL;
+		bool multiple = i + 1 < n && syntax_repeats(items[i], items[i + 1]);
 		reply_syntax_arg(w, items[i], false, multiple);
 		if (multiple) {
 			i++;
@@ -1250,25 +1284,58 @@ reply_syntax_args(struct resp_writer *w, const char *syntax)
 	}
 }
 
+/* One command's or subcommand's doc map, named by its full name
+ * ("xgroup|create"): arguments when it has any, summary, since, group,
+ * complexity, and for a container the map of its subcommands' docs, as
+ * Redis nests them. */
 static void
-reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd)
+reply_doc_map(struct resp_writer *w, const char *name, const char *summary,
+	const char *since, const char *group, const char *complexity, const char *syntax,
+	const struct brk_cmd *container)
 {
-	const char *syntax = cmd->syntax != NULL ? cmd->syntax : "";
+	bool args = syntax != NULL && syntax[0] != '\0';
 
-	resp_add_bulk_cstr(w, cmd->name);
-	resp_add_map(w, syntax[0] ? 5 : 4);
-	if (syntax[0]) {
+	resp_add_bulk_cstr(w, name);
+	resp_add_map(w, 4 + (args ? 1 : 0) + (container != NULL ? 1 : 0));
+	if (args) {
 		resp_add_bulk_cstr(w, "arguments");
 		reply_syntax_args(w, syntax);
 	}
 	resp_add_bulk_cstr(w, "summary");
-	resp_add_bulk_cstr(w, cmd->summary);
+	resp_add_bulk_cstr(w, summary);
 	resp_add_bulk_cstr(w, "since");
-	resp_add_bulk_cstr(w, cmd->since);
+	resp_add_bulk_cstr(w, since);
 	resp_add_bulk_cstr(w, "group");
-	resp_add_bulk_cstr(w, cmd->group);
+	resp_add_bulk_cstr(w, group);
 	resp_add_bulk_cstr(w, "complexity");
-	resp_add_bulk_cstr(w, cmd->complexity);
+	resp_add_bulk_cstr(w, complexity);
+	if (container != NULL) {
+		resp_add_bulk_cstr(w, "subcommands");
+		resp_add_map(w, container->nsubs);
+		for (size_t i = 0; i < container->nsubs; i++) {
+			const struct brk_subcmd *sub = &container->subs[i];
+			char full[64];
+			snprintf(full, sizeof(full), "%s|%s", container->name, sub->name);
+			reply_doc_map(w, full, sub->summary, sub->since, container->group,
+				sub->complexity, sub->syntax, NULL);
+		}
+	}
+}
+
+/* A command's docs, or with sub a subcommand's */
+static void
+reply_command_docs(struct resp_writer *w, const struct brk_cmd *cmd,
+	const struct brk_subcmd *sub)
+{
+	if (sub != NULL) {
+		char full[64];
+		snprintf(full, sizeof(full), "%s|%s", cmd->name, sub->name);
+		reply_doc_map(w, full, sub->summary, sub->since, cmd->group, sub->complexity,
+			sub->syntax, NULL);
+		return;
+	}
+	reply_doc_map(w, cmd->name, cmd->summary, cmd->since, cmd->group, cmd->complexity,
+		cmd->syntax, cmd->nsubs > 0 ? cmd : NULL);
 }
 
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]:
@@ -1398,15 +1465,16 @@ brk_cmd_command(struct brk_ctx *x)
 		if (x->argc == 2) {
 			resp_add_map(x->w, n);
 			for (size_t i = 0; i < n; i++) {
-				reply_command_docs(x->w, brk_cmd_at(i));
+				reply_command_docs(x->w, brk_cmd_at(i), NULL);
 			}
 			return 0;
 		}
 		size_t h = resp_add_deferred(x->w), found = 0;
 		for (int i = 2; i < x->argc; i++) {
-			const struct brk_cmd *c = brk_cmd_lookup(x->argv[i].p, x->argv[i].len);
+			const struct brk_subcmd *sub = NULL;
+			const struct brk_cmd *c = cmd_by_full_name(&x->argv[i], &sub);
 			if (c) {
-				reply_command_docs(x->w, c);
+				reply_command_docs(x->w, c, sub);
 				found++;
 			}
 		}

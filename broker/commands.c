@@ -131,58 +131,188 @@ redact_config_set(int argc, const struct resp_arg *argv, int i)
 }
 
 /* ------------------------------------------------------------------------
- * Subcommands: name, arity, flags, keys, categories, secrets
+ * Subcommands: name, arity, flags, keys, categories, secrets; their docs
+ * (summary, since, complexity, arguments) for COMMAND DOCS, as Redis' pages
+ * give them, with the arguments echd reads
  * ---------------------------------------------------------------------- */
 
-/* DESTROY and DELCONSUMER make room: they run while the disk is full */
+#define DOC(su, si, co, sy) .summary = (su), .since = (si), .complexity = (co), .syntax = (sy)
+#define HELP_DOC(si) DOC("Returns helpful text about the different subcommands.", si, "O(1)", NULL)
+
+/* DESTROY and DELCONSUMER make room: they run while the disk is full.
+ * SETPOLICY is echd's own: its "since" is echd's version (ECHD_VERSION),
+ * not a Redis release. */
 static const struct brk_subcmd xgroup_subs[] = {
-	{"create", -5, 0, KEY2}, {"setid", -5, 0, KEY2}, {"destroy", 4, FR, KEY2},
-	{"createconsumer", 5, 0, KEY2}, {"delconsumer", 5, FR, KEY2}, {"help", 2, FR},
-	{"setpolicy", -4, 0, KEY2},
+	{"create", -5, 0, KEY2, DOC("Creates a consumer group.", "5.0.0", "O(1)",
+		"key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read]")},
+	{"setid", -5, 0, KEY2, DOC("Sets the last-delivered ID of a consumer group.", "5.0.0",
+		"O(1)", "key group <id | $> [ENTRIESREAD entries-read]")},
+	{"destroy", 4, FR, KEY2, DOC("Destroys a consumer group.", "5.0.0",
+		"O(N) where N is the number of entries in the group's pending entries list (PEL).",
+		"key group")},
+	{"createconsumer", 5, 0, KEY2, DOC("Creates a consumer in a consumer group.", "6.2.0",
+		"O(1)", "key group consumer")},
+	{"delconsumer", 5, FR, KEY2, DOC("Deletes a consumer from a consumer group.", "5.0.0",
+		"O(1)", "key group consumer")},
+	{"help", 2, FR, HELP_DOC("5.0.0")},
+	{"setpolicy", -4, 0, KEY2, DOC("Sets a consumer group's delivery policy: ack deadline, "
+		"redelivery backoff, delivery limit, dead-letter stream, pending limit.",
+		ECHD_VERSION, "O(1); O(N) with N the group's pending entries when a deadline is set",
+		"key group [ACKWAIT milliseconds] [BACKOFF numdelays delay [delay ...]] "
+		"[MAXDELIVER count] [DEADLETTER key] [MAXACKPENDING count] [RESET]")},
 };
 static const struct brk_subcmd xinfo_subs[] = {
-	{"stream", -3, 0, KEY2}, {"groups", 3, 0, KEY2}, {"consumers", 4, 0, KEY2}, {"help", 2},
+	{"stream", -3, 0, KEY2, DOC("Returns information about a stream.", "5.0.0", "O(1)",
+		"key [FULL [COUNT count]]")},
+	{"groups", 3, 0, KEY2, DOC("Returns a list of the consumer groups of a stream.", "5.0.0",
+		"O(1)", "key")},
+	{"consumers", 4, 0, KEY2, DOC("Returns a list of the consumers in a consumer group.",
+		"5.0.0", "O(1)", "key group")},
+	{"help", 2, HELP_DOC("5.0.0")},
 };
 static const struct brk_subcmd config_subs[] = {
-	{"get", -3, A}, {"set", -4, A, .redact = redact_config_set}, {"resetstat", 2, A},
-	{"rewrite", 2, A}, {"help", 2},
+	{"get", -3, A, DOC("Returns the effective values of configuration parameters.", "2.0.0",
+		"O(N) when N is the number of configuration parameters provided",
+		"parameter [parameter ...]")},
+	{"set", -4, A, .redact = redact_config_set, DOC("Sets configuration parameters in-flight.",
+		"2.0.0", "O(N) when N is the number of configuration parameters provided",
+		"parameter value [parameter value ...]")},
+	{"resetstat", 2, A, DOC("Resets the server's statistics.", "2.0.0", "O(1)", NULL)},
+	{"rewrite", 2, A, DOC("Persists the effective configuration to file.", "2.8.0", "O(1)",
+		NULL)},
+	{"help", 2, HELP_DOC("5.0.0")},
 };
 static const struct brk_subcmd client_subs[] = {
-	{"id", 2}, {"setname", 3}, {"getname", 2}, {"info", 2}, {"list", -2, A},
-	{"kill", -3, A}, {"unblock", -3, A}, {"setinfo", 4}, {"no-evict", 3, A}, {"no-touch", 3},
-	{"help", 2},
+	{"id", 2, DOC("Returns the unique client ID of the connection.", "5.0.0", "O(1)", NULL)},
+	{"setname", 3, DOC("Sets the connection name.", "2.6.9", "O(1)", "connection-name")},
+	{"getname", 2, DOC("Returns the name of the connection.", "2.6.9", "O(1)", NULL)},
+	{"info", 2, DOC("Returns information about the connection.", "6.2.0", "O(1)", NULL)},
+	{"list", -2, A, DOC("Lists open connections.", "2.4.0",
+		"O(N) where N is the number of client connections",
+		"[TYPE <NORMAL | MASTER | REPLICA | PUBSUB>] [ID client-id [client-id ...]]")},
+	{"kill", -3, A, DOC("Terminates open connections.", "2.4.0",
+		"O(N) where N is the number of client connections",
+		"<ip:port | <[ID client-id] [TYPE <NORMAL | MASTER | SLAVE | REPLICA | PUBSUB>] "
+		"[USER username] [ADDR ip:port] [LADDR ip:port] [SKIPME <YES | NO>] "
+		"[MAXAGE maxage]>>")},
+	{"unblock", -3, A, DOC("Unblocks a client blocked by a blocking command from a different "
+		"connection.", "5.0.0", "O(log N) where N is the number of client connections",
+		"client-id [<TIMEOUT | ERROR>]")},
+	{"setinfo", 4, DOC("Sets information specific to the client or connection.", "7.2.0",
+		"O(1)", "<LIB-NAME libname | LIB-VER libver>")},
+	{"no-evict", 3, A, DOC("Sets the client eviction mode of the connection.", "7.0.0", "O(1)",
+		"<ON | OFF>")},
+	{"no-touch", 3, DOC("Controls whether commands sent by the client affect the LRU/LFU of "
+		"accessed keys.", "7.2.0", "O(1)", "<ON | OFF>")},
+	{"help", 2, HELP_DOC("5.0.0")},
 };
 /* WHOAMI, CAT, GENPASS and HELP are @slow only in Redis: a -@admin user
  * may run them, so they have permissions of their own. */
+#define USERS_N "O(N). Where N is the number of configured users."
 static const struct brk_subcmd acl_subs[] = {
-	{"whoami", 2, 0, .acl = "@slow"}, {"users", 2, A}, {"list", 2, A},
-	{"setuser", -3, A, .redact = redact_rules}, {"deluser", -3, A},
-	{"cat", -2, 0, .acl = "@slow"}, {"save", 2, A}, {"load", 2, A}, {"log", -2, A},
-	{"getuser", 3, A}, {"genpass", -2, 0, .acl = "@slow"}, {"dryrun", -4, A},
-	{"help", 2, 0, .acl = "@slow"},
+	{"whoami", 2, 0, .acl = "@slow", DOC("Returns the authenticated username of the current "
+		"connection.", "6.0.0", "O(1)", NULL)},
+	{"users", 2, A, DOC("Lists all ACL users.", "6.0.0", USERS_N, NULL)},
+	{"list", 2, A, DOC("Dumps the effective rules in ACL file format.", "6.0.0", USERS_N, NULL)},
+	{"setuser", -3, A, .redact = redact_rules, DOC("Creates and modifies an ACL user and its "
+		"rules.", "6.0.0", "O(N). Where N is the number of rules provided.",
+		"username [rule [rule ...]]")},
+	{"deluser", -3, A, DOC("Deletes ACL users, and terminates their connections.", "6.0.0",
+		"O(1) amortized time considering the typical user.", "username [username ...]")},
+	{"cat", -2, 0, .acl = "@slow", DOC("Lists the ACL categories, or the commands inside a "
+		"category.", "6.0.0", "O(1) since the categories and commands are a fixed set.",
+		"[category]")},
+	{"save", 2, A, DOC("Saves the effective ACL rules in the configured ACL file.", "6.0.0",
+		USERS_N, NULL)},
+	{"load", 2, A, DOC("Reloads the rules from the configured ACL file.", "6.0.0", USERS_N,
+		NULL)},
+	{"log", -2, A, DOC("Lists recent security events generated due to ACL rules.", "6.0.0",
+		"O(N) with N being the number of entries shown.", "[<count | RESET>]")},
+	{"getuser", 3, A, DOC("Lists the ACL rules of a user.", "6.0.0", "O(N). Where N is the "
+		"number of password, command and pattern rules that the user has.", "username")},
+	{"genpass", -2, 0, .acl = "@slow", DOC("Generates a pseudorandom, secure password that can "
+		"be used to identify ACL users.", "6.0.0", "O(1)", "[bits]")},
+	{"dryrun", -4, A, DOC("Simulates the execution of a command by a user, without executing "
+		"the command.", "7.0.0", "O(1).", "username command [arg [arg ...]]")},
+	{"help", 2, 0, .acl = "@slow", HELP_DOC("6.0.0")},
 };
+#undef USERS_N
 static const struct brk_subcmd slowlog_subs[] = {
-	{"get", -2, A}, {"len", 2, A}, {"reset", 2, A}, {"help", 2},
+	{"get", -2, A, DOC("Returns the slow log's entries.", "2.2.12",
+		"O(N) where N is the number of entries returned", "[count]")},
+	{"len", 2, A, DOC("Returns the number of entries in the slow log.", "2.2.12", "O(1)",
+		NULL)},
+	{"reset", 2, A, DOC("Clears all entries from the slow log.", "2.2.12",
+		"O(N) where N is the number of entries in the slowlog", NULL)},
+	/* Redis' page words this one differently from every other HELP */
+	{"help", 2, DOC("Show helpful text about the different subcommands", "6.2.0", "O(1)",
+		NULL)},
 };
 static const struct brk_subcmd latency_subs[] = {
-	{"latest", 2, A}, {"history", 3, A}, {"reset", -2, A}, {"graph", 3, A},
-	{"doctor", 2, A}, {"histogram", -2, A}, {"help", 2},
+	{"latest", 2, A, DOC("Returns the latest latency samples for all events.", "2.8.13",
+		"O(1)", NULL)},
+	{"history", 3, A, DOC("Returns timestamp-latency samples for an event.", "2.8.13", "O(1)",
+		"event")},
+	{"reset", -2, A, DOC("Resets the latency data for one or more events.", "2.8.13", "O(1)",
+		"[event [event ...]]")},
+	{"graph", 3, A, DOC("Returns a latency graph for an event.", "2.8.13", "O(1)", "event")},
+	{"doctor", 2, A, DOC("Returns a human-readable latency analysis report.", "2.8.13", "O(1)",
+		NULL)},
+	{"histogram", -2, A, DOC("Returns the cumulative distribution of latencies of a subset or "
+		"all commands.", "7.0.0", "O(N) where N is the number of commands with latency "
+		"information being retrieved.", "[command [command ...]]")},
+	{"help", 2, HELP_DOC("2.8.13")},
 };
 static const struct brk_subcmd object_subs[] = {
-	{"encoding", 3, 0, KEY2}, {"refcount", 3, 0, KEY2}, {"freq", 3, 0, KEY2}, {"help", 2},
+	{"encoding", 3, 0, KEY2, DOC("Returns the internal encoding of a Redis object.", "2.2.3",
+		"O(1)", "key")},
+	{"refcount", 3, 0, KEY2, DOC("Returns the reference count of a value of a key.", "2.2.3",
+		"O(1)", "key")},
+	{"freq", 3, 0, KEY2, DOC("Returns the logarithmic access frequency counter of a Redis "
+		"object.", "4.0.0", "O(1)", "key")},
+	{"help", 2, HELP_DOC("6.2.0")},
 };
 static const struct brk_subcmd memory_subs[] = {
-	{"usage", -3, 0, KEY2}, {"help", 2},
+	{"usage", -3, 0, KEY2, DOC("Estimates the memory usage of a key.", "4.0.0",
+		"O(N) where N is the number of samples.", "key [SAMPLES count]")},
+	{"help", 2, HELP_DOC("4.0.0")},
 };
 /* @pubsub as in Redis, which the container (@slow) is not */
 static const struct brk_subcmd pubsub_subs[] = {
-	{"channels", -2, 0, .acl = "@pubsub @slow"}, {"numpat", 2, 0, .acl = "@pubsub @slow"},
-	{"numsub", -2, 0, .acl = "@pubsub @slow"}, {"shardchannels", -2, 0, .acl = "@pubsub @slow"},
-	{"shardnumsub", -2, 0, .acl = "@pubsub @slow"}, {"help", 2},
+	{"channels", -2, 0, .acl = "@pubsub @slow", DOC("Returns the active channels.", "2.8.0",
+		"O(N) where N is the number of active channels, and assuming constant time pattern "
+		"matching (relatively short channels and patterns)", "[pattern]")},
+	{"numpat", 2, 0, .acl = "@pubsub @slow", DOC("Returns a count of unique pattern "
+		"subscriptions.", "2.8.0", "O(1)", NULL)},
+	{"numsub", -2, 0, .acl = "@pubsub @slow", DOC("Returns a count of subscribers to channels.",
+		"2.8.0", "O(N) for the NUMSUB subcommand, where N is the number of requested "
+		"channels", "[channel [channel ...]]")},
+	{"shardchannels", -2, 0, .acl = "@pubsub @slow", DOC("Returns the active shard channels.",
+		"7.0.0", "O(N) where N is the number of active shard channels, and assuming constant "
+		"time pattern matching (relatively short shard channels).", "[pattern]")},
+	{"shardnumsub", -2, 0, .acl = "@pubsub @slow", DOC("Returns the count of subscribers of "
+		"shard channels.", "7.0.0", "O(N) for the SHARDNUMSUB subcommand, where N is the "
+		"number of requested shard channels", "[shardchannel [shardchannel ...]]")},
+	{"help", 2, HELP_DOC("6.2.0")},
 };
 static const struct brk_subcmd command_subs[] = {
-	{"count", 2}, {"info", -2}, {"docs", -2}, {"list", -2}, {"getkeys", -4}, {"help", 2},
+	{"count", 2, DOC("Returns a count of commands.", "2.8.13", "O(1)", NULL)},
+	{"info", -2, DOC("Returns information about one, multiple or all commands.", "2.8.13",
+		"O(N) where N is the number of commands to look up",
+		"[command-name [command-name ...]]")},
+	{"docs", -2, DOC("Returns documentary information about one, multiple or all commands.",
+		"7.0.0", "O(N) where N is the number of commands to look up",
+		"[command-name [command-name ...]]")},
+	{"list", -2, DOC("Returns a list of command names.", "7.0.0",
+		"O(N) where N is the total number of Redis commands",
+		"[FILTERBY <MODULE module-name | ACLCAT category | PATTERN pattern>]")},
+	{"getkeys", -4, DOC("Extracts the key names from an arbitrary command.", "2.8.13",
+		"O(N) where N is the number of arguments to the command",
+		"command [arg [arg ...]]")},
+	{"help", 2, HELP_DOC("5.0.0")},
 };
+#undef HELP_DOC
+#undef DOC
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
@@ -460,7 +590,7 @@ static const struct brk_cmd cmds[] = {
 		"making them available for re-delivery.",
 		"O(1) for each message ID processed.",
 		.syntax = "key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count] "
-		       "[FORCE]"},
+		       "[FORCE] [DELAY milliseconds]"}, /* DELAY: echd's (group policies) */
 	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",

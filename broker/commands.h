@@ -95,6 +95,12 @@ struct brk_subcmd {
 	const char *acl;          /* categories of its own, with an ACL permission of its own
 				   * (acl|whoami); NULL: the container's */
 	brk_redact_fn redact;     /* NULL: no secrets */
+	/* COMMAND DOCS, as for a command (static strings); the group is the
+	 * container's. syntax NULL or "": no arguments. */
+	const char *summary;
+	const char *since;
+	const char *complexity;
+	const char *syntax;
 };
 
 /* One row of the command table: everything the dispatcher, the ACL,

@@ -1274,6 +1274,96 @@ def test_command(server):
     assert c.err("COMMAND", "FOO") == "ERR unknown subcommand 'FOO'. Try COMMAND HELP."
 
 
+CONTAINERS = ("xgroup", "xinfo", "config", "client", "acl", "slowlog", "latency", "object",
+              "memory", "pubsub", "command")
+
+
+def pairs(flat):
+    """A RESP2 map (a flat array) as a dict."""
+    assert isinstance(flat, list) and len(flat) % 2 == 0, flat
+    return dict(zip(flat[0::2], flat[1::2]))
+
+
+def test_command_docs_subcommands(server):
+    """A container's docs map its subcommands, "container|sub", to docs of their own; the
+    subcommands are the ones COMMAND LIST lists, none forgotten."""
+    c = server.raw()
+    listed = [x.decode() for x in c.call("COMMAND", "LIST")]
+    for cont in CONTAINERS:
+        [name, docs] = c.call("COMMAND", "DOCS", cont)
+        assert name == cont.encode(), name
+        d = pairs(docs)
+        assert {b"summary", b"since", b"group", b"complexity", b"subcommands"} <= set(d), d
+        subs = pairs(d[b"subcommands"])
+        want = {x for x in listed if x.startswith(cont + "|")}
+        assert {k.decode() for k in subs} == want, (cont, sorted(subs), sorted(want))
+        for full, sd in subs.items():
+            sd = pairs(sd)
+            for field in (b"summary", b"since", b"complexity"):
+                assert isinstance(sd[field], bytes) and sd[field], (full, field, sd)
+            assert sd[b"group"] == d[b"group"], (full, sd)
+            assert b"subcommands" not in sd, full
+            if b"arguments" in sd:
+                assert isinstance(sd[b"arguments"], list) and sd[b"arguments"], (full, sd)
+    # each subcommand, named alone, answers the same map
+    [name, create] = c.call("COMMAND", "DOCS", "xgroup|create")
+    assert name == b"xgroup|create"
+    create = pairs(create)
+    assert create[b"since"] == b"5.0.0" and create[b"group"] == b"stream", create
+    assert create[b"complexity"] == b"O(1)", create
+    args = [pairs(a) for a in create[b"arguments"]]
+    assert args[0][b"type"] == b"key", args
+    assert b"MKSTREAM" in [a.get(b"token") for a in args], args
+    kill = pairs(c.call("COMMAND", "DOCS", "client|kill")[1])
+    assert kill[b"group"] == b"connection" and kill[b"since"] == b"2.4.0", kill
+    assert pairs(c.call("COMMAND", "DOCS", "client|id")[1])[b"since"] == b"5.0.0"
+    help_ = pairs(c.call("COMMAND", "DOCS", "xinfo|help")[1])
+    assert b"arguments" not in help_ and help_[b"complexity"] == b"O(1)", help_
+    assert c.call("COMMAND", "DOCS", "xgroup|nosuch", "nosuch|create") == []
+
+
+def test_command_docs_subcommands_resp3(server):
+    """In RESP3 the docs and the subcommands are maps."""
+    c = server.raw()
+    c.call("HELLO", "3")
+    docs = c.call("COMMAND", "DOCS", "xgroup", "client|setname")
+    assert isinstance(docs, dict) and set(docs) == {b"xgroup", b"client|setname"}, docs
+    subs = docs[b"xgroup"][b"subcommands"]
+    assert isinstance(subs, dict) and b"xgroup|create" in subs, subs
+    create = subs[b"xgroup|create"]
+    assert isinstance(create, dict) and create[b"since"] == b"5.0.0", create
+    assert isinstance(create[b"arguments"][0], dict), create
+    setname = docs[b"client|setname"]
+    assert [a[b"name"] for a in setname[b"arguments"]] == [b"connection-name"], setname
+    # the whole table holds the subcommands too
+    every = c.call("COMMAND", "DOCS")
+    assert isinstance(every, dict) and b"client|list" in every[b"client"][b"subcommands"]
+
+
+@echd_only("XGROUP SETPOLICY is echd's extension")
+def test_command_docs_setpolicy(server):
+    c = server.raw()
+    subs = pairs(pairs(c.call("COMMAND", "DOCS", "xgroup")[1])[b"subcommands"])
+    sp = pairs(subs[b"xgroup|setpolicy"])
+    assert sp[b"group"] == b"stream" and b"policy" in sp[b"summary"], sp
+    # echd's own subcommand dates from an echd version, not a Redis one
+    version = info_fields(c.call("INFO", "server"))["echd_version"]
+    assert sp[b"since"].decode() == version, (sp, version)
+    args = [pairs(a) for a in sp[b"arguments"]]
+    assert [a[b"name"] for a in args] == [b"key", b"group", b"ackwait", b"backoff",
+                                          b"maxdeliver", b"deadletter", b"maxackpending",
+                                          b"reset"], args
+    # BACKOFF n ms [ms ...]: a block whose delays repeat
+    backoff = [pairs(a) for a in args[3][b"arguments"]]
+    assert [b.get(b"token") for b in backoff][0] == b"BACKOFF", backoff
+    assert backoff[-1][b"flags"] == ["multiple"], backoff
+    assert args[7][b"token"] == b"RESET" and args[7][b"flags"] == ["optional"], args
+    assert pairs(c.call("COMMAND", "DOCS", "xgroup|setpolicy")[1]) == sp
+    # XNACK's DELAY, the policies' other option, is in XNACK's arguments
+    xnack = [pairs(a) for a in pairs(c.call("COMMAND", "DOCS", "xnack")[1])[b"arguments"]]
+    assert xnack[-1][b"name"] == b"delay" and xnack[-1][b"flags"] == ["optional"], xnack
+
+
 # ---------------------------------------------------------------------------
 # Errors, protocol, pipelining
 # ---------------------------------------------------------------------------
