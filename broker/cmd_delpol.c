@@ -320,13 +320,15 @@ brk_cmd_xackdel(struct brk_ctx *x)
 		rc = refs_for(x->txn, &m, d.policy, &refs);
 	}
 	for (size_t j = 0; rc == 0 && j < d.n; j++) {
-		signed char code;
+		signed char code = DEL_NOTFOUND; /* not set when delete_one() fails */
 		if (d.codes[j] != DEL_DELETED) {
 			continue;
 		}
 		rc = delete_one(x->txn, &m, refs, d.policy, &d.ids[j], &code, &deleted);
 		/* acknowledged: deleted, or already gone (1), or held (2) */
-		d.codes[j] = code == DEL_HELD ? DEL_HELD : DEL_DELETED;
+		if (rc == 0) {
+			d.codes[j] = code == DEL_HELD ? DEL_HELD : DEL_DELETED;
+		}
 	}
 	if (rc == 0) {
 		rc = delete_done(x, &key, &m, refs, deleted);
