@@ -26,7 +26,8 @@ import time
 import urllib.parse
 import urllib.request
 
-from echdtest import RespConn, echd_only, free_port, free_ports, timeout
+from echdtest import (RespConn, basic_auth, echd_only, free_port, free_ports, http_server,
+                      make_cert, timeout)
 
 ECHD_ONLY = "the HTTP listener and /metrics are echd's own"
 TLS_SUITE = False
@@ -39,17 +40,6 @@ PROMETHEUS = "/usr/bin/prometheus"
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-
-def http_server(server, *extra):
-    """An echd of its own with an HTTP listener: (Server, http port)."""
-    port = free_port()
-    s = server.spawn("--http-port", str(port), *extra)
-    return s, port
-
-
-def auth_header(user, password):
-    return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
-
 
 def get(port, path="/metrics", headers=None, method="GET", tls_ctx=None):
     """(status, headers dict lower-cased, body bytes)."""
@@ -122,22 +112,6 @@ def promtool_check(text):
                        text=True, timeout=60)
     assert p.returncode == 0, "promtool check metrics:\n%s%s\n---\n%s" % (
         p.stdout, p.stderr, text[:2000])
-
-
-def make_cert(tmp):
-    """A CA and a server certificate for 127.0.0.1 (openssl, EC P-256): paths."""
-    def run(*args):
-        subprocess.run(["openssl"] + list(args), cwd=tmp, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=http-ca",
-        "-days", "2")
-    run("req", "-new", *ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=http")
-    with open(os.path.join(tmp, "srv.ext"), "w") as f:
-        f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "srv.crt", "-days", "2", "-extfile", "srv.ext")
-    return [os.path.join(tmp, n) for n in ("ca.crt", "srv.crt", "srv.key")]
 
 
 def ping(s):
@@ -381,20 +355,20 @@ def test_auth_rules(server):
     status, hdrs, _ = get(port)
     assert status == 401 and hdrs["www-authenticate"].startswith('Basic realm="echd"'), hdrs
     # wrong password, unknown user, a disabled user, not Basic, malformed base64
-    for h in (auth_header("default", "nope"), auth_header("ghost", "x"),
-              auth_header("off", "p3"), "Bearer abc", "Basic ***", "Basic " +
+    for h in (basic_auth("default", "nope"), basic_auth("ghost", "x"),
+              basic_auth("off", "p3"), "Bearer abc", "Basic ***", "Basic " +
               base64.b64encode(b"no-colon").decode()):
         status, hdrs, _ = get(port, headers={"Authorization": h})
         assert status == 401 and "www-authenticate" in hdrs, (h, status)
     # the default user by name, and by an empty name (curl -u :password)
-    for h in (auth_header("default", "sekret"), auth_header("", "sekret")):
+    for h in (basic_auth("default", "sekret"), basic_auth("", "sekret")):
         text, m = scrape(port, headers={"Authorization": h})
         assert value(m, "echd_stream_entries", db="0", stream="hidden") == 1
     # a user without +info
-    status, _, body = get(port, headers={"Authorization": auth_header("noinfo", "p1")})
+    status, _, body = get(port, headers={"Authorization": basic_auth("noinfo", "p1")})
     assert status == 403 and b"NOPERM" in body, (status, body)
     # a user whose key patterns hide a stream
-    text, m = scrape(port, headers={"Authorization": auth_header("limited", "p2")})
+    text, m = scrape(port, headers={"Authorization": basic_auth("limited", "p2")})
     promtool_check(text)
     assert value(m, "echd_stream_entries", db="0", stream="vis:a") == 1
     assert value(m, "echd_stream_entries", db="0", stream="hidden") is None
@@ -412,9 +386,9 @@ def test_no_password_needs_no_credentials(server):
     # an ACL user is still checked when named
     r = s.raw()
     r.call("ACL", "SETUSER", "noinfo", "on", ">p1", "~*", "+@all", "-info")
-    status, _, _ = get(port, headers={"Authorization": auth_header("noinfo", "p1")})
+    status, _, _ = get(port, headers={"Authorization": basic_auth("noinfo", "p1")})
     assert status == 403
-    status, _, _ = get(port, headers={"Authorization": auth_header("noinfo", "bad")})
+    status, _, _ = get(port, headers={"Authorization": basic_auth("noinfo", "bad")})
     assert status == 401
 
 
@@ -632,7 +606,8 @@ def test_maxclients(server):
 def test_http_tls(server):
     tmp = tempfile.mkdtemp(prefix="echd-http-tls-")
     try:
-        ca, cert, key = make_cert(tmp)
+        c = make_cert(tmp)
+        ca, cert, key = c["ca"], c["cert"], c["key"]
         s, port = http_server(server, "--http-tls", "yes", "--tls-cert-file", cert,
                               "--tls-key-file", key, "--tls-auth-clients", "no")
         ctx = ssl.create_default_context(cafile=ca)

@@ -14,7 +14,6 @@ charts with points, the PEL paged, an entry's fields, an ACK from the page gone 
 Screenshots are kept in a temporary directory printed in the output.
 """
 
-import base64
 import http.client
 import json
 import os
@@ -23,7 +22,7 @@ import subprocess
 import tempfile
 import urllib.parse
 
-from echdtest import RespConn, echd_only, free_port, timeout
+from echdtest import RespConn, basic_auth, echd_only, http_server, timeout
 
 ECHD_ONLY = "the HTTP listener and its console are echd's own"
 TLS_SUITE = False
@@ -33,16 +32,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NODE_DIR = os.path.join(ROOT, "tests", "clients", "node")
 CHROMIUM = "/usr/bin/chromium"
-
-
-def http_server(server, *extra):
-    port = free_port()
-    s = server.spawn("--http-port", str(port), *extra)
-    return s, port
-
-
-def auth(user, password):
-    return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
 
 
 def request(port, path, method="GET", params=None, headers=None, body=None):
@@ -261,14 +250,15 @@ def test_api_auth_rules(server):
     for view in ("server", "streams", "groups", "pending"):
         st, hdrs, _ = request(port, "/api/" + view, params={"stream": "jobs", "group": "workers"})
         assert st == 401 and hdrs["www-authenticate"].startswith("Basic"), (view, st)
-        st, _, _ = request(port, "/api/" + view, headers={"Authorization": auth("default", "x")})
+        st, _, _ = request(port, "/api/" + view,
+                           headers={"Authorization": basic_auth("default", "x")})
         assert st == 401, (view, st)
     st, _, _ = request(port, "/")
     assert st == 401
-    ok = {"Authorization": auth("default", "sekret")}
+    ok = {"Authorization": basic_auth("default", "sekret")}
     assert api(port, "groups", headers=ok, stream="jobs")["groups"]
     # key patterns filter the list and hide a stream's views
-    lim = {"Authorization": auth("limited", "p2")}
+    lim = {"Authorization": basic_auth("limited", "p2")}
     names = [x["name"] for x in api(port, "streams", headers=lim)["streams"]]
     assert names == ["vis:a"], names
     for view in ("groups", "history", "entry"):
@@ -276,11 +266,11 @@ def test_api_auth_rules(server):
         assert body["error"].startswith("NOPERM"), body
     body = api(port, "pending", headers=lim, status=403, stream="jobs", group="workers")
     # the command equivalent to a view
-    nopel = {"Authorization": auth("nopel", "p3")}
+    nopel = {"Authorization": basic_auth("nopel", "p3")}
     assert api(port, "groups", headers=nopel, stream="jobs")["groups"]
     body = api(port, "pending", headers=nopel, status=403, stream="jobs", group="workers")
     assert "xpending" in body["error"], body
-    noinfo = {"Authorization": auth("noinfo", "p4")}
+    noinfo = {"Authorization": basic_auth("noinfo", "p4")}
     st, _, _ = request(port, "/api/server", headers=noinfo)
     assert st == 403
 
@@ -330,7 +320,7 @@ def test_actions_refused(server):
     r = srv.raw()
     r.call("AUTH", "sekret")
     ids = fill(r)
-    ok = {"Authorization": auth("default", "sekret")}
+    ok = {"Authorization": basic_auth("default", "sekret")}
     # POST only
     for method in ("GET", "PUT", "DELETE"):
         st, hdrs, _ = request(port, "/api/action/xack", method=method, headers=ok,
@@ -338,7 +328,7 @@ def test_actions_refused(server):
         assert st == 405 and hdrs["allow"] == "POST", (method, st)
     # no token, a wrong one, another user's
     r.call("ACL", "SETUSER", "other", "on", ">p", "~*", "+@all")
-    other_tok = token(port, {"Authorization": auth("other", "p")})
+    other_tok = token(port, {"Authorization": basic_auth("other", "p")})
     for tok in (None, "0" * 32, "abc", other_tok):
         h = dict(ok)
         if tok is not None:
@@ -352,7 +342,7 @@ def test_actions_refused(server):
     assert st == 401
     # a user that may read but not write
     r.call("ACL", "SETUSER", "reader", "on", ">r", "~*", "+@read", "+info")
-    rd = {"Authorization": auth("reader", "r")}
+    rd = {"Authorization": basic_auth("reader", "r")}
     assert api(port, "pending", headers=rd, stream="jobs", group="workers")["entries"]
     for what, extra in (("xack", {"id": ids[0]}), ("xclaim", {"id": ids[0], "consumer": "z"}),
                         ("xnack", {"id": ids[0]}), ("delconsumer", {"consumer": "alice"})):
@@ -361,7 +351,7 @@ def test_actions_refused(server):
         assert body["error"].startswith("NOPERM"), body
     # a key outside the user's patterns
     r.call("ACL", "SETUSER", "narrow", "on", ">n", "~other:*", "+@all")
-    body = action(port, "xack", status=403, headers={"Authorization": auth("narrow", "n")},
+    body = action(port, "xack", status=403, headers={"Authorization": basic_auth("narrow", "n")},
                   stream="jobs", group="workers", id=ids[0])
     assert body["error"].startswith("NOPERM"), body
     # missing parameters

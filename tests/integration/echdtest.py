@@ -33,6 +33,7 @@ Use it wherever the exact reply matters: redis-py strips the "ERR " prefix from 
 and converts many replies.
 """
 
+import base64
 import collections
 import os
 import shutil
@@ -150,11 +151,9 @@ TLS = None          # after enable_tls(): {"ca": path, "cert": path, "key": path
 _TLS_SERVER = {}    # a plain port -> the Server whose clients go to its TLS port
 
 
-def enable_tls(workdir):
-    """Makes a CA and a server certificate for 127.0.0.1/localhost in workdir (openssl, EC
-    P-256) and turns TLS on for every echd Server made from now on."""
-    global TLS
-
+def make_cert(workdir):
+    """A CA and a server certificate for 127.0.0.1/localhost in workdir (openssl, EC P-256):
+    the paths {"ca", "cert", "key"}."""
     def run(*args):
         subprocess.run(["openssl"] + list(args), cwd=workdir, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
@@ -166,8 +165,26 @@ def enable_tls(workdir):
         f.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
     run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
         "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "server.ext")
-    TLS = {k: os.path.join(workdir, v) for k, v in
-           (("ca", "ca.crt"), ("cert", "server.crt"), ("key", "server.key"))}
+    return {k: os.path.join(workdir, v) for k, v in
+            (("ca", "ca.crt"), ("cert", "server.crt"), ("key", "server.key"))}
+
+
+def enable_tls(workdir):
+    """Makes a certificate (make_cert) in workdir and turns TLS on for every echd Server
+    made from now on."""
+    global TLS
+    TLS = make_cert(workdir)
+
+
+def http_server(server, *extra):
+    """An echd of its own (server.spawn) with an HTTP listener: (Server, http port)."""
+    port = free_port()
+    return server.spawn("--http-port", str(port), *extra), port
+
+
+def basic_auth(user, password):
+    """An HTTP Authorization header's value for user:password."""
+    return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
 
 
 def tls_context():
