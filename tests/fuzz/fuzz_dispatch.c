@@ -40,6 +40,7 @@
 
 #include "adm.h"
 #include "broker.h"
+#include "server.h" /* the turn's expiry and gc steps, driven by hand */
 
 #include "fuzz_common.h"
 

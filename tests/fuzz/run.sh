@@ -38,7 +38,7 @@ for f in "${FUZZERS[@]}"; do
 	targets+=("tests/fuzz/fuzz-$f")
 done
 if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
-	if ! CC=clang meson setup "$BUILD" -Dfuzz=enabled -Dtests=disabled \
+	if ! CC=clang meson setup "$BUILD" --werror -Dfuzz=enabled -Dtests=disabled \
 		-Db_sanitize=address,undefined -Db_lundef=false \
 		-Dc_args=-fsanitize=fuzzer-no-link >&2; then
 		echo "fuzz: cannot configure $BUILD (clang and libclang-rt-14-dev installed?)" >&2
