@@ -104,6 +104,12 @@ echd_strerror(int err)
 		return "invalid argument";
 	case ECHD_ETOOLONG:
 		return "name too long";
+	case ECHD_ESTANDBY:
+		return "not the active front end of the shared store";
+	case ECHD_EINDOUBT:
+		return "connection to the store lost during commit: outcome unknown";
+	case ECHD_EOFFLINE:
+		return "the store cannot be reached";
 	}
 	if (err < 0 && err > -4096) {
 		return strerror(-err);

@@ -24,6 +24,9 @@
 #define ECHD_ELIMIT    -1005 /* a configured limit was reached */
 #define ECHD_EINVAL    -1006 /* argument out of domain */
 #define ECHD_ETOOLONG  -1007 /* a name longer than storage keys allow */
+#define ECHD_ESTANDBY  -1008 /* this front end is not the active one of a shared store */
+#define ECHD_EINDOUBT  -1009 /* the store was lost during a commit: its outcome is unknown */
+#define ECHD_EOFFLINE  -1010 /* the store cannot be reached (reconnecting) */
 
 /* Returns borrowed static text for -errno values and ECHD_E* codes. */
 const char *echd_strerror(int err);

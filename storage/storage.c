@@ -22,12 +22,14 @@ static const struct storage_ops *const backends[] = {
 	&st_lmdb_ops,
 	&st_fault_ops, /* tests only: lmdb with injected failures */
 	&st_mem_ops,   /* in memory: the contract kept without LMDB */
+	&st_pg_ops,    /* PostgreSQL: a store several front ends share */
 	NULL,
 };
 static const char *const backend_names[] = {
 	"lmdb",
 	"fault",
 	"mem",
+	"postgres",
 	NULL,
 };
 _Static_assert(sizeof(backends) / sizeof(backends[0]) ==
@@ -400,6 +402,30 @@ bool
 storage_has_capacity(const struct storage *st)
 {
 	return st->ops->write_admit != NULL;
+}
+
+bool
+storage_has_ha(const struct storage *st)
+{
+	return st->ops->ha_poll != NULL;
+}
+
+enum storage_role
+storage_ha_role(const struct storage *st)
+{
+	return st->ops->ha_role == NULL ? STORAGE_ROLE_ACTIVE : st->ops->ha_role(st);
+}
+
+int
+storage_ha_poll(struct storage *st, struct storage_ha *out)
+{
+	assert(st->writer == NULL);
+	if (st->ops->ha_poll == NULL) {
+		memset(out, 0, sizeof(*out));
+		out->role = STORAGE_ROLE_ACTIVE;
+		return 0;
+	}
+	return st->ops->ha_poll(st, out);
 }
 
 int

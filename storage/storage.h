@@ -83,6 +83,13 @@ struct storage_opts {
 			     * shrunk to it (never below the data) */
 	enum storage_sync_mode sync_mode;
 	bool read_only;     /* open for inspection only (echo-admin) */
+	/* A store on a server (postgres); the others ignore these. All borrowed. */
+	const char *url;            /* where: a libpq URI or key=value string */
+	const char *schema;         /* the namespace echd owns there ("echd") */
+	const char *ha_name;        /* the service's name for SENTINEL ("echd") */
+	const char *announce_host;  /* this front end's address for clients */
+	int announce_port;
+	unsigned timeout_ms;        /* a round trip longer than this is a lost connection */
 };
 
 /* Opens the backend named (NULL = default "lmdb"). Borrows o.
@@ -229,6 +236,46 @@ int storage_grow(struct storage *st, uint64_t max_bytes);
  * system has room again. Returns 0 or the new reserve_error. */
 int storage_free_bytes(struct storage *st, uint64_t *out);
 int storage_reserve(struct storage *st);
+
+/* High availability: the optional part of a store that several echd front
+ * ends share (postgres). Exactly one front end is active: it may begin
+ * write transactions and reads state it loaded when it became active. The
+ * others are standbys: a write transaction fails with ECHD_ESTANDBY, a read
+ * one sees nothing they should serve. A backend without this part is
+ * always active.
+ *
+ * The role changes in storage_ha_poll(), and at a failed commit: a commit
+ * refused because another front end took over (fencing) fails with
+ * ECHD_ESTANDBY, one that lost the connection before COMMIT was sent with
+ * ECHD_EOFFLINE (nothing applied), one that lost it during COMMIT with
+ * ECHD_EINDOUBT (applied or not: the caller must not acknowledge, nor
+ * deny); after each the front end is no longer active, and the next polls
+ * reconnect (with back-off) and try to become active again. */
+enum storage_role {
+	STORAGE_ROLE_ACTIVE,  /* holds the store: serves and writes */
+	STORAGE_ROLE_STANDBY, /* connected; another front end is active */
+	STORAGE_ROLE_OFFLINE, /* not connected to the store: reconnecting */
+};
+struct storage_ha {
+	enum storage_role role;
+	bool became_active; /* this poll made it active: state was read fresh, so
+			     * the caller drops whatever it derived from the old */
+	uint64_t gen;       /* the active front end's generation: +1 per takeover */
+	char active_host[256]; /* the active front end's announced address ("" unknown) */
+	int active_port;
+	char why[256];      /* OFFLINE: the last connection error */
+};
+/* Whether st has the HA part: false means always active. */
+bool storage_has_ha(const struct storage *st);
+/* The role as of the last poll or commit; no round trip. */
+enum storage_role storage_ha_role(const struct storage *st);
+/* Called every ha-retry-ms with no transaction open: reconnects when
+ * offline (not more often than its back-off allows), tries to become
+ * active when standby, checks the store is still held when active, and
+ * reads the active front end's address. Returns 0 and *out, or a negative
+ * error (then *out still says the role). Without the HA part: 0, active,
+ * this front end's own address. */
+int storage_ha_poll(struct storage *st, struct storage_ha *out);
 
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);

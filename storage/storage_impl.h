@@ -47,6 +47,10 @@ struct storage_ops {
 	/* storage.h's storage_durable_gen(), in st->commit_gen's numbering.
 	 * NULL: every commit is durable when it returns. */
 	uint64_t (*durable_gen)(struct storage *st);
+	/* HA: storage.h's storage_ha_poll() and storage_ha_role(); both NULL
+	 * for a store that is always active. */
+	int (*ha_poll)(struct storage *st, struct storage_ha *out);
+	enum storage_role (*ha_role)(const struct storage *st);
 };
 
 struct storage {
@@ -81,5 +85,6 @@ struct storage_cursor {
 extern const struct storage_ops st_lmdb_ops;
 extern const struct storage_ops st_fault_ops; /* st_fault.c: tests only */
 extern const struct storage_ops st_mem_ops;   /* st_mem.c: in memory, not persistent */
+extern const struct storage_ops st_pg_ops;    /* st_pg.c: PostgreSQL through libpq */
 
 #endif
