@@ -358,6 +358,7 @@ io_result(struct st_pg *s, int64_t deadline, PGresult **out)
 {
 	int rc;
 
+	*out = NULL;
 	while (PQisBusy(s->conn)) {
 		rc = io_flush(s, deadline);
 		if (rc != 0) {
@@ -1339,7 +1340,7 @@ pg_round_trip(struct st_pg *s)
 		}
 	}
 	if (!lost) {
-		PGresult *res;
+		PGresult *res = NULL;
 
 		rc = io_result(s, dl, &res);
 		if (rc != 0 || res == NULL || PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
@@ -1349,6 +1350,11 @@ pg_round_trip(struct st_pg *s)
 	}
 	if (!lost && !PQexitPipelineMode(c)) {
 		lost = true;
+	}
+	/* A statement that failed left the transaction block open, aborted. */
+	if (!lost && PQtransactionStatus(c) != PQTRANS_IDLE &&
+		run(s, "commit", "ROLLBACK", 0, NULL, NULL) == ECHD_EOFFLINE) {
+		return ECHD_EOFFLINE; /* nothing was applied, and the connection is gone */
 	}
 out:
 	if (lost) {
