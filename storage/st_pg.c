@@ -282,8 +282,9 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 {
 	size_t n;
 
-	snprintf(s->why, sizeof(s->why), "%s%s%s", what, detail != NULL ? ": " : "",
-		detail != NULL ? detail : "");
+	bool has = detail != NULL && detail[0] != '\0';
+
+	snprintf(s->why, sizeof(s->why), "%s%s%s", what, has ? ": " : "", has ? detail : "");
 	n = strlen(s->why);
 	while (n > 0 && (s->why[n - 1] == '\n' || s->why[n - 1] == ' ')) {
 		s->why[--n] = '\0';
@@ -300,6 +301,20 @@ conn_lost(struct st_pg *s, const char *what)
 		s->conn = NULL;
 	}
 	s->role = STORAGE_ROLE_OFFLINE;
+}
+
+/* Drops the connection after a wait failed with rc. */
+static void
+conn_failed(struct st_pg *s, int rc)
+{
+	char what[64];
+
+	if (rc == -ETIMEDOUT) {
+		snprintf(what, sizeof(what), "no answer within %u ms (timeout_ms)", s->timeout_ms);
+	} else {
+		snprintf(what, sizeof(what), "connection lost");
+	}
+	conn_lost(s, what);
 }
 
 /* Waits until the socket is ready for events or the deadline passes.
@@ -405,7 +420,7 @@ collect(struct st_pg *s, const char *what, PGresult **out, char sqlstate[6])
 		rc = io_result(s, dl, &res);
 		if (rc != 0) {
 			PQclear(last);
-			conn_lost(s, rc == -ETIMEDOUT ? "timed out" : "connection lost");
+			conn_failed(s, rc);
 			echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->why);
 			return ECHD_EOFFLINE;
 		}
@@ -489,14 +504,14 @@ notice(void *ud, const char *msg)
 static int
 conn_open(struct st_pg *s)
 {
-	const char *keys[] = {"dbname", "application_name", NULL};
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
 	const char *vals[] = {s->url, "echd", NULL};
 	int64_t dl = deadline(s);
 	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
 	int rc;
 
 	assert(s->conn == NULL);
-	/* expand_dbname: the url's own application_name, if any, wins. */
+	/* expand_dbname: url is a whole URI or key=value string. */
 	s->conn = PQconnectStartParams(keys, vals, 1);
 	if (s->conn == NULL) {
 		set_why(s, "out of memory", NULL);
@@ -706,7 +721,7 @@ load_all(struct st_pg *s)
 		for (;;) {
 			rc = io_result(s, dl, &res);
 			if (rc != 0) {
-				conn_lost(s, rc == -ETIMEDOUT ? "timed out" : "connection lost");
+				conn_failed(s, rc);
 				echd_log(ECHD_LOG_WARNING, "st_pg: load: %s", s->why);
 				rc = ECHD_EOFFLINE;
 				goto fail;
@@ -1274,7 +1289,7 @@ pg_round_trip(struct st_pg *s)
 	/* All before COMMIT out first: a loss until here applied nothing. */
 	rc = io_flush(s, dl);
 	if (rc != 0) {
-		conn_lost(s, rc == -ETIMEDOUT ? "timed out" : "connection lost");
+		conn_failed(s, rc);
 		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
 		return ECHD_EOFFLINE;
 	}
@@ -1358,7 +1373,7 @@ pg_round_trip(struct st_pg *s)
 	}
 out:
 	if (lost) {
-		conn_lost(s, rc == -ETIMEDOUT ? "timed out" : "connection lost");
+		conn_failed(s, rc);
 		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
 		/* An error answered before COMMIT means COMMIT did nothing. */
 		return failed || !commit_sent ? ECHD_EOFFLINE : ECHD_EINDOUBT;
@@ -1429,8 +1444,13 @@ pg_txn_commit(struct storage_txn *base)
 	int rc;
 
 	echd_free(t);
-	if (!top_write || s->nlog == 0) {
+	if (!top_write) {
 		return storage_txn_commit(inner);
+	}
+	if (s->nlog == 0) {
+		rc = storage_txn_commit(inner); /* nothing to send */
+		s->commits += rc == 0;
+		return rc;
 	}
 	if (s->role != STORAGE_ROLE_ACTIVE || s->conn == NULL) {
 		storage_txn_abort(inner);
