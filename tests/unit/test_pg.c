@@ -448,6 +448,31 @@ START_TEST(test_fenced_commit)
 }
 END_TEST
 
+/* A statement PostgreSQL refuses fails the commit alone: -EIO, nothing of
+ * it kept anywhere, still active, and the next commit goes through. */
+START_TEST(test_refused_commit)
+{
+	struct storage *st = open_pg("refused", 7001);
+	struct storage_txn *t;
+	PGconn *pc = side();
+
+	sql_ok(pc, "ALTER TABLE refused.keys ADD CHECK (length(v) < 5)");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_PEL, "p", "1");
+	put_s(t, STORAGE_T_KEYS, "k", "too long for the check");
+	FAILS(storage_txn_commit(t), -EIO);
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(rows_in(pc, "refused", "pel"), 0);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_PEL, "p", NULL);
+	put_s(t, STORAGE_T_KEYS, "k", "ok");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "refused", "keys"), 1);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
 /* The active one's poll notices a takeover it did not commit through. */
 START_TEST(test_poll_sees_takeover)
 {
@@ -631,6 +656,7 @@ pg_suite(void)
 	tcase_add_test(tc, test_aborts_write_nothing);
 	tcase_add_test(tc, test_many_keys_one_commit);
 	tcase_add_test(tc, test_binary_and_large);
+	tcase_add_test(tc, test_refused_commit);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("ha");
