@@ -28,6 +28,7 @@
 #define NQ BRK_CMD_NOQUEUE
 #define EX BRK_CMD_EXEC
 #define FR BRK_CMD_FREES
+#define SB BRK_CMD_STANDBY
 #define PS BRK_CMD_PUBSUB
 #define SC BRK_CMD_SUBCTX
 #define CH BRK_CMD_CHAN_ALL
@@ -311,25 +312,46 @@ static const struct brk_subcmd command_subs[] = {
 		"command [arg [arg ...]]")},
 	{"help", 2, HELP_DOC("5.0.0")},
 };
+/* echd's front ends answer as sentinels of one service (ha.c) */
+static const struct brk_subcmd sentinel_subs[] = {
+	{"get-master-addr-by-name", 3, 0, DOC("Returns the port and address of a master Redis "
+		"instance.", "2.8.4", "O(1)", "master-name")},
+	{"masters", 2, 0, DOC("Returns a list of monitored Redis masters.", "2.8.4",
+		"O(N) where N is the number of masters", NULL)},
+	{"master", 3, 0, DOC("Returns the state of a master Redis instance.", "2.8.4", "O(1)",
+		"master-name")},
+	{"myid", 2, 0, DOC("Returns the Redis Sentinel instance ID.", "6.2.0", "O(1)", NULL)},
+	{"replicas", 3, 0, DOC("Returns a list of the monitored Redis replicas.", "5.0.0",
+		"O(N) where N is the number of replicas", "master-name")},
+	{"slaves", 3, 0, DOC("Returns a list of the monitored replicas.", "2.8.0",
+		"O(N) where N is the number of replicas.", "master-name")},
+	{"sentinels", 3, 0, DOC("Returns a list of Sentinel instances.", "2.8.4",
+		"O(N) where N is the number of Sentinels", "master-name")},
+	{"help", 2, HELP_DOC("6.2.0")},
+};
 #undef HELP_DOC
 #undef DOC
 
 /* Sorted by nothing in particular; lookups compare length first. */
 static const struct brk_cmd cmds[] = {
-	{"ping", brk_cmd_ping, -1, NS | F | S | SC, {0, 0, 0}, "@fast @connection", "connection", "1.0.0",
+	{"ping", brk_cmd_ping, -1, SB | NS | F | S | SC, {0, 0, 0},
+		"@fast @connection", "connection", "1.0.0",
 		"Returns the server's liveliness response.", "O(1)",
 		.syntax = "[message]"},
 	{"echo", brk_cmd_echo, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
 		"1.0.0", "Returns the given string.", "O(1)",
 		.syntax = "message"},
-	{"hello", brk_cmd_hello, -1, NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
+	{"hello", brk_cmd_hello, -1, SB | NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
 		"connection", "6.0.0", "Handshakes with the server.", "O(1)",
 		.syntax = "[protover [AUTH username password] [SETNAME clientname]]", .redact = redact_hello},
-	{"quit", brk_cmd_quit, -1, NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0}, "@fast @connection",
+	{"quit", brk_cmd_quit, -1, SB | NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0},
+		"@fast @connection",
 		"connection", "1.0.0", "Closes the connection.", "O(1)"},
-	{"reset", brk_cmd_reset, 1, NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0}, "@fast @connection",
+	{"reset", brk_cmd_reset, 1, SB | NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0},
+		"@fast @connection",
 		"connection", "6.2.0", "Resets the connection.", "O(1)"},
-	{"select", brk_cmd_select, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
+	{"select", brk_cmd_select, 2, SB | NS | F | L | S, {0, 0, 0},
+		"@fast @connection", "connection",
 		"1.0.0", "Changes the selected database.", "O(1)",
 		.syntax = "index"},
 	{"dbsize", brk_cmd_dbsize, 1, R | F, {0, 0, 0}, "@keyspace @read @fast", "server", "1.0.0",
@@ -418,16 +440,17 @@ static const struct brk_cmd cmds[] = {
 	{"flushall", brk_cmd_flushall, -1, W | FR, {0, 0, 0}, "@keyspace @write @slow @dangerous",
 		"server", "1.0.0", "Removes all keys from all databases.", "O(N)",
 		.syntax = "[<ASYNC | SYNC>]"},
-	{"info", brk_cmd_info, -1, R | L | S, {0, 0, 0}, "@slow @dangerous", "server", "1.0.0",
+	{"info", brk_cmd_info, -1, SB | R | L | S, {0, 0, 0}, "@slow @dangerous", "server", "1.0.0",
 		"Returns information and statistics about the server.", "O(1)",
 		.syntax = "[section [section ...]]"},
 	{"config", brk_cmd_config, -2, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous",
 		"server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand.",
 		SUBS(config_subs)},
-	{"client", brk_cmd_client, -2, NS | L | S | NC, {0, 0, 0}, "@slow @connection", "connection",
+	{"client", brk_cmd_client, -2, SB | NS | L | S | NC, {0, 0, 0},
+		"@slow @connection", "connection",
 		"2.4.0", "A container for client connection commands.", "Depends on subcommand.",
 		SUBS(client_subs)},
-	{"command", brk_cmd_command, -1, NS | L | S, {0, 0, 0}, "@slow @connection", "server",
+	{"command", brk_cmd_command, -1, SB | NS | L | S, {0, 0, 0}, "@slow @connection", "server",
 		"2.8.13", "Returns detailed information about all commands.", "O(N)",
 		SUBS(command_subs)},
 	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC | NM, {0, 0, 0}, "@admin @slow @dangerous",
@@ -439,7 +462,13 @@ static const struct brk_cmd cmds[] = {
 		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
 	{"bgsave", brk_cmd_save, -1, NS | A | NC, {0, 0, 0}, "@admin @slow @dangerous", "server",
 		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
-	{"auth", brk_cmd_auth, -2, NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
+	{"role", brk_cmd_role, 1, NS | SB | NC | L | S | F, {0, 0, 0}, "@admin @fast @dangerous",
+		"server", "2.8.12", "Returns the replication role.", "O(1)"},
+	{"sentinel", brk_cmd_sentinel, -2, NS | SB | A | NC | L | S, {0, 0, 0},
+		"@admin @slow @dangerous", "sentinel", "2.8.4",
+		"A container for Redis Sentinel commands: the active front end of ha-name.",
+		"Depends on subcommand.", SUBS(sentinel_subs)},
+	{"auth", brk_cmd_auth, -2, SB | NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
 		"connection", "1.0.0", "Authenticates the connection.",
 		"O(N) where N is the number of passwords defined for the user",
 		.redact = redact_all},
@@ -451,7 +480,8 @@ static const struct brk_cmd cmds[] = {
 	{"exec", brk_cmd_exec, 1, NS | L | S | NC | NQ | EX, {0, 0, 0}, "@slow @transaction",
 		"transactions", "1.2.0", "Executes all commands in a transaction.",
 		"Depends on commands in the transaction"},
-	{"discard", brk_cmd_discard, 1, NS | F | L | S | NC | NQ, {0, 0, 0}, "@fast @transaction",
+	{"discard", brk_cmd_discard, 1, SB | NS | F | L | S | NC | NQ, {0, 0, 0},
+		"@fast @transaction",
 		"transactions", "2.0.0", "Discards a transaction.", "O(N), when N is the number of queued commands"},
 	{"watch", brk_cmd_watch, -2, NS | F | L | S | NC | NQ, {1, -1, 1}, "@fast @transaction",
 		"transactions", "2.2.0",
