@@ -399,6 +399,9 @@ void brk_pubsub_stats(struct brk_server *srv, uint64_t *channels, uint64_t *patt
 /* Unsubscribes c from everything (RESET, closing). */
 void brk_pubsub_leave_all(struct brk_conn *c);
 void brk_pubsub_finish(struct brk_server *srv);
+/* PUBLISH from the server itself (ha.c's +switch-master); borrows both.
+ * Returns the messages queued. */
+long long brk_pubsub_publish(struct brk_server *srv, const char *channel, const char *msg);
 /* The argv index of the first channel of a request u may not use, or -1. */
 int brk_pubsub_denied_channel(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);

@@ -86,10 +86,14 @@ brk_ha_serving(const struct brk_server *srv)
 	return srv->st == NULL || storage_ha_role(srv->st) == STORAGE_ROLE_ACTIVE;
 }
 
-/* The store was read fresh: drop what was derived from it before. */
+/* The store was read fresh: drop what was derived from it before, and
+ * tell sentinel clients subscribed here (go-redis, ioredis' failover
+ * detector) as Sentinel does: "+switch-master name old-ip old-port new-ip
+ * new-port". old: the active front end before ("" unknown). */
 static void
-became_active(struct brk_server *srv)
+became_active(struct brk_server *srv, const char *old_host, int old_port)
 {
+	char msg[700];
 	int rc;
 
 	srv->ha_was_active = true;
@@ -109,6 +113,9 @@ became_active(struct brk_server *srv)
 	}
 	echd_log(ECHD_LOG_NOTICE, "became the active front end (generation %llu)",
 		(unsigned long long)srv->ha.gen);
+	snprintf(msg, sizeof(msg), "%s %s %d %s %d", srv->cfg.ha_name ? srv->cfg.ha_name : "",
+		old_host[0] ? old_host : "?", old_port, srv->ha_host, own_port(srv));
+	brk_pubsub_publish(srv, "+switch-master", msg);
 }
 
 static void
@@ -141,18 +148,21 @@ ha_poll(struct brk_server *srv)
 {
 	struct storage_ha h;
 	enum storage_role before = srv->ha.role;
-	int rc;
+	char old_host[sizeof(srv->ha.active_host)];
+	int old_port = srv->ha.active_port, rc;
 
 	memset(&h, 0, sizeof(h));
 	rc = storage_ha_poll(srv->st, &h);
 	if (rc != 0 && strcmp(h.why, srv->ha.why) != 0) {
-		/* said once per new reason: a poll repeats every ha-retry-ms */
-		echd_log(ECHD_LOG_WARNING, "storage: %s (%s)", h.why[0] ? h.why : "unreachable",
+		/* the backend logs its own failures; once per new reason here,
+		 * as a poll repeats every ha-retry-ms */
+		echd_log(ECHD_LOG_VERBOSE, "storage: %s (%s)", h.why[0] ? h.why : "unreachable",
 			echd_strerror(rc));
 	}
+	memcpy(old_host, srv->ha.active_host, sizeof(old_host));
 	srv->ha = h;
 	if (h.role == STORAGE_ROLE_ACTIVE && (h.became_active || !srv->ha_was_active)) {
-		became_active(srv);
+		became_active(srv, old_host, old_port);
 	} else if (h.role != STORAGE_ROLE_ACTIVE && srv->ha_was_active) {
 		left_active(srv, h.role == STORAGE_ROLE_OFFLINE ? "the store is unreachable"
 								: "another front end took over");

@@ -13,6 +13,7 @@ need storage/st_pg.c (branch pgstore); until it lands echd refuses to open postg
 fail at the first spawn, saying so.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -171,6 +172,28 @@ def test_redis_py_sentinel_master_for(server):
         c.close()
 
 
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "node")
+
+
+def ioredis_sentinel(name, *servers):
+    """ioredis with the sentinels option: {port, len} of the XADD it sent."""
+    node = shutil.which("node")
+    assert node, "node is missing: tools/echd-dev deps installs it"
+    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "ioredis")), (
+        "ioredis is missing in %s: tools/echd-dev deps runs npm ci there" % NODE_DIR)
+    p = subprocess.run([node, os.path.join(NODE_DIR, "ioredis_sentinel.js"), name] +
+                       ["127.0.0.1:%d" % s.port for s in servers],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, "ioredis_sentinel.js: %s%s" % (p.stdout, p.stderr)
+    return json.loads(p.stdout)
+
+
+@echd_only(ECHD)
+def test_ioredis_sentinels_option(server):
+    assert ioredis_sentinel("echd", server) == {"port": server.port, "len": 1}
+    assert server.raw().call("XLEN", "ha:ioredis") == 1
+
+
 @echd_only(ECHD)
 def test_command_docs(server):
     c = server.raw()
@@ -326,6 +349,8 @@ def test_pg_standby_answers_readonly(server):
         assert cb.call("HELLO", "3")[b"role"] == b"replica"
         # MULTI is refused, so is what would be queued
         assert cb.err("MULTI") == READONLY
+        # ioredis, given the standby first, is sent on to the active one
+        assert ioredis_sentinel("echd", b, a) == {"port": a.port, "len": 1}
         # the active one's data is untouched by the standby's refusals
         assert ca.call("XRANGE", "s", "-", "+") == [[eid, [b"f", b"v"]]]
 
@@ -343,6 +368,11 @@ def test_pg_failover_on_kill(server):
         ca.call("XGROUP", "CREATE", "s", "g", "0")
         ca.call("XREADGROUP", "GROUP", "g", "c", "COUNT", "5", "STREAMS", "s", ">")
         gen0 = int(info(b.raw())["ha_generation"])
+        # sentinel clients (go-redis, ioredis' failover detector) subscribe to +switch-master
+        # on the sentinels they know, standbys included
+        sub = b.raw()
+        assert sub.call("SUBSCRIBE", "+switch-master") == \
+            [b"subscribe", b"+switch-master", 1]
         # a reader blocked on the standby side cannot be; one blocked on the active one is
         # answered by its death (the socket closes)
         a.kill(signal.SIGKILL)
@@ -360,6 +390,9 @@ def test_pg_failover_on_kill(server):
         assert cb.call("XPENDING", "s", "g")[0] == 5
         assert cb.call("XADD", "s", "*", "n", "after") not in ids
         assert took < 5
+        sub.sock.settimeout(5)
+        assert sub.read() == [b"message", b"+switch-master", (
+            "echd 127.0.0.1 %d 127.0.0.1 %d" % (a.port, b.port)).encode()]
 
 
 @echd_only(ECHD)
@@ -409,7 +442,9 @@ def test_pg_readonly_sends_sentinel_client_on(server):
         m = s.master_for("echd", socket_timeout=2, decode_responses=True)
         pool = m.connection_pool
         conn = pool.get_connection("XADD")
+        conn.disconnect()
         conn.connect_to(("127.0.0.1", b.port))   # as if the active one had moved
+        assert conn.port == b.port
         try:
             conn.send_command("XADD", "s", "*", "f", "v")
             conn.read_response()
@@ -422,3 +457,38 @@ def test_pg_readonly_sends_sentinel_client_on(server):
         m.close()
         for c in s.sentinels:
             c.close()
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_lost_store_unblocks_readers_and_spoils_multi(server):
+    """The active front end loses its PostgreSQL session (terminated by the database): its
+    blocked readers get READONLY at once, a MULTI it had open ends in EXECABORT or READONLY
+    (never an EXEC that runs), and after the reconnects exactly one front end is active."""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        a = pg_spawn(server, pg, schema)
+        wait_until(lambda: role_of(a) == "master", 5, what="the first front end active")
+        b = pg_spawn(server, pg, schema)
+        ca, reader, tx = a.raw(), a.raw(), a.raw()
+        ca.call("XADD", "s", "1-1", "f", "v")
+        ca.call("XGROUP", "CREATE", "s", "g", "$")
+        reader.send("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")
+        wait_until(lambda: int(info(ca, "clients")["blocked_clients"]) == 1, 5,
+                   what="the reader blocked")
+        assert tx.call("MULTI") == "OK"
+        assert tx.call("XADD", "s", "*", "f", "queued") == "QUEUED"
+        pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'")
+        # the blocked reader is answered, not left waiting on a front end that lost the store
+        reader.sock.settimeout(5)
+        got = reader.read()
+        assert isinstance(got, RespError) and got.msg == READONLY, got
+        wait_until(lambda: sum(role_of(s) == "master" for s in (a, b)) == 1, 10,
+                   interval=0.05, what="exactly one front end active again")
+        ex = tx.err("EXEC")
+        assert ex == READONLY or ex.startswith("EXECABORT"), ex
+        active = a if role_of(a) == "master" else b
+        assert active.raw().call("XLEN", "s") == 1   # the queued XADD never ran
+        time.sleep(0.5)
+        assert sum(role_of(s) == "master" for s in (a, b)) == 1
