@@ -462,7 +462,7 @@ def main():
     signal.alarm(TIME_LIMIT * max(1, args.rounds))
 
     log("starting PostgreSQL (pgtmp.py)")
-    PG = pgtmp.Cluster()
+    PG = pgtmp.Cluster(fsync=True)  # as production runs: commits wait for the disk
     PG.initdb().start()
     log(f"PostgreSQL on port {PG.port}: synchronous_commit="
         f"{PG.psql('SHOW synchronous_commit')}, fsync={PG.psql('SHOW fsync')}, "
