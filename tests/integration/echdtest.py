@@ -12,6 +12,16 @@ Module-level settings a test module may define:
     TIMEOUT = 60          default per-test timeout in seconds
 
     TLS_SUITE = False     the module is not run by run.py --tls (its reason in TLS_SUITE_WHY)
+    PG_SUITE = False      the module is not run by run.py --storage postgres (its reason in
+                          PG_SUITE_WHY): it is about LMDB itself
+
+The whole suite on PostgreSQL (run.py --storage postgres, echd only): every echd Server
+(spawn() and restarts included) stores in a schema of its own on one throw-away PostgreSQL
+cluster (enable_pg()); a restart keeps the schema, so a persistence test sees its data
+again. Its --dir stays (echd keeps its lock and logs there). A Server whose extra arguments
+name their own --storage-backend keeps it. The after-each-test check reads that schema
+(echo-admin --storage-url URL --storage-pg-schema NAME check). A test about LMDB itself
+carries @lmdb_only("why").
 
 The whole suite over TLS (run.py --tls, echd only): every echd Server also listens on a TLS
 port with a throw-away certificate (enable_tls()), and the harness' own clients -- RespConn
@@ -24,6 +34,8 @@ Decorators:
                           this machine, differs from the Redis 7.4 documentation, or the
                           behaviour is echd's own).  Such a test always runs against echd.
     @timeout(seconds)     per-test timeout other than the module's.
+    @lmdb_only("why")     not collected by run.py --storage postgres (about LMDB itself:
+                          its files, its map, its fsyncs).
 
 Replies from :class:`RespConn` are decoded without interpretation: simple strings are
 ``str``, bulk strings ``bytes``, errors :class:`RespError` (raised by ``call``, returned by
@@ -61,20 +73,24 @@ def admin_exe(echd_exe):
         os.path.dirname(os.path.dirname(os.path.abspath(echd_exe))), "tools", "echo-admin")
 
 
-def check_data(echd_exe, data_dir, timeout=120):
+def check_data(echd_exe, data_dir, timeout=120, pg_schema=None):
     """`echo-admin check` of a data directory (live or not: it reads one snapshot), so that a
-    stored counter or index out of step with the rows fails whatever test ran. Returns None,
+    stored counter or index out of step with the rows fails whatever test ran; with
+    pg_schema, of that schema on the suite's PostgreSQL (enable_pg()) instead. Returns None,
     or a text saying what is wrong."""
     admin = admin_exe(echd_exe)
     if not os.access(admin, os.X_OK):
         return "echo-admin not found at %s (built with echd; or set ECHD_ADMIN)\n" % admin
+    if pg_schema is not None:
+        cmd, what = [admin] + pg_admin_args(pg_schema) + ["check"], "schema " + pg_schema
+    else:
+        cmd, what = [admin, "check", data_dir], data_dir
     try:
-        p = subprocess.run([admin, "check", data_dir], capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "echo-admin check %s did not finish within %d s\n" % (data_dir, timeout)
+        return "echo-admin check %s did not finish within %d s\n" % (what, timeout)
     if p.returncode != 0:
-        return "echo-admin check %s exited %d:\n%s%s" % (data_dir, p.returncode, p.stdout,
+        return "echo-admin check %s exited %d:\n%s%s" % (what, p.returncode, p.stdout,
                                                        p.stderr)
     return None
 
@@ -90,6 +106,14 @@ def echd_only(reason):
 def timeout(seconds):
     def deco(fn):
         fn.timeout = seconds
+        return fn
+    return deco
+
+
+def lmdb_only(reason):
+    """Leave the decorated test out of the pass on PostgreSQL: it is about LMDB itself."""
+    def deco(fn):
+        fn.lmdb_only = reason
         return fn
     return deco
 
@@ -185,6 +209,47 @@ def http_server(server, *extra):
 def basic_auth(user, password):
     """An HTTP Authorization header's value for user:password."""
     return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+
+
+# ---------------------------------------------------------------------------
+# The suite on PostgreSQL
+# ---------------------------------------------------------------------------
+
+PG_URL = None       # after enable_pg(): the libpq URI every echd Server stores at
+_pg_schemas = 0
+
+
+def enable_pg(url):
+    """Every echd Server made from now on stores in a schema of its own at url."""
+    global PG_URL
+    PG_URL = url
+
+
+def pg_new_schema():
+    """A schema name no other Server of this run uses (echd creates it on first open)."""
+    global _pg_schemas
+    _pg_schemas += 1
+    return "e2e_%d_%d" % (os.getpid(), _pg_schemas)
+
+
+def pg_admin_args(schema):
+    """echo-admin's options that read schema on the suite's PostgreSQL."""
+    return ["--storage-url", PG_URL, "--storage-pg-schema", schema]
+
+
+def pg_drop_schema(schema):
+    """Drops a Server's schema once it is removed (psql; best effort: the cluster is
+    thrown away at the end of the pass anyway)."""
+    bindir = os.environ.get("ECHD_TEST_PG_BIN", "")
+    psql = os.path.join(bindir, "psql") if bindir and os.path.exists(
+        os.path.join(bindir, "psql")) else (shutil.which("psql") or "psql")
+    try:
+        subprocess.run([psql, "-X", "-q", "-d", PG_URL, "-c",
+                        'DROP SCHEMA IF EXISTS "%s" CASCADE' % schema],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def tls_context():
@@ -412,12 +477,22 @@ class Server:
         if TLS is not None and self.is_echd:
             self.port, self.suite_tls_port = free_ports(2)
             _TLS_SERVER[self.port] = self
+        # run.py --storage postgres: this Server's schema, kept across restarts
+        self._pg_schema = pg_new_schema() if PG_URL is not None and self.is_echd else None
         self.proc = None
         self.bad_exits = []      # "exit status N" of stops that should have been clean
         self._resources = []     # clients/connections to close after each test
         self._children = []      # servers started by spawn()
 
     # -- process management
+    @property
+    def pg_schema(self):
+        """The schema this server stores in (run.py --storage postgres), or None: not
+        on PostgreSQL, or its arguments name a backend of their own."""
+        if self._pg_schema is None or "--storage-backend" in self.extra_args:
+            return None
+        return self._pg_schema
+
     def args(self):
         a = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir]
         if self.is_echd:
@@ -428,7 +503,14 @@ class Server:
             a += ["--tls-port", str(self.suite_tls_port), "--tls-cert-file", TLS["cert"],
                   "--tls-key-file", TLS["key"], "--tls-ca-cert-file", TLS["ca"],
                   "--tls-auth-clients", "no"]
+        if self.pg_schema is not None:
+            a += ["--storage-backend", "postgres", "--storage-url", PG_URL,
+                  "--storage-pg-schema", self.pg_schema]
         return a + self.extra_args
+
+    def check_data(self, timeout=120):
+        """echo-admin check of what this server stores (its dir, or its schema)."""
+        return check_data(self.exe, self.dir, timeout=timeout, pg_schema=self.pg_schema)
 
     def start(self, timeout=None):
         timeout = STARTUP_TIMEOUT if timeout is None else timeout
@@ -536,6 +618,8 @@ class Server:
         if os.environ.get("E2E_KEEP"):
             return
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._pg_schema is not None and not self.alive():
+            pg_drop_schema(self._pg_schema)
 
     def log_tail(self, lines=40):
         try:
