@@ -503,10 +503,22 @@ class Server:
             a += ["--tls-port", str(self.suite_tls_port), "--tls-cert-file", TLS["cert"],
                   "--tls-key-file", TLS["key"], "--tls-ca-cert-file", TLS["ca"],
                   "--tls-auth-clients", "no"]
+        return a + self.storage_args() + self.extra_args
+
+    def storage_args(self):
+        """The arguments that put this server on the pass' backend: on PostgreSQL, its own
+        schema; else none. A subclass with args() of its own adds them too."""
+        if self.pg_schema is None:
+            return []
+        return ["--storage-backend", "postgres", "--storage-url", PG_URL,
+                "--storage-pg-schema", self.pg_schema]
+
+    def offline_args(self):
+        """echo-admin's options that read what this server stores, offline: its data
+        directory, or on PostgreSQL its schema."""
         if self.pg_schema is not None:
-            a += ["--storage-backend", "postgres", "--storage-url", PG_URL,
-                  "--storage-pg-schema", self.pg_schema]
-        return a + self.extra_args
+            return pg_admin_args(self.pg_schema)
+        return ["-d", self.dir]
 
     def check_data(self, timeout=120):
         """echo-admin check of what this server stores (its dir, or its schema)."""
