@@ -252,6 +252,7 @@ def persistence_counts(c):
 
 
 @echd_only("INFO persistence commits and fsyncs are echd's")
+@lmdb_only("LMDB's two flushes per commit (data pages, then the meta page)")
 def test_everysec_does_not_wait_for_the_meta_flush(server):
     """A commit flushes its data pages; the meta page that makes it the current state needs a
     second flush. With always, a lone client's reply waits for both (two flushes per write);
@@ -317,6 +318,8 @@ def test_waitaof(server):
 
 
 @echd_only("WAITAOF came with Redis 7.2; echd's flush counts are its own")
+@lmdb_only("everysec's deferred flush of LMDB's meta page, counted in fsyncs (a commit on "
+           "PostgreSQL is durable when it returns: there is no flush to defer)")
 def test_waitaof_everysec(server):
     """With everysec a write is acknowledged before its meta page is flushed: WAITAOF 0 says
     so with a local count of 0, and WAITAOF 1 has the flush done at once (not at the next

@@ -1,8 +1,9 @@
 """echo-admin: every subcommand live (over RESP) and offline (--data-dir, read-only on the LMDB
-directory while echd keeps running; on the pass on PostgreSQL --storage-url, its schema), compared with what XINFO and XPENDING answer; --json
-documents; exit codes; the actions (one server command each); backup during writes restored into
-a second echd; check on a good directory and on copies damaged through the storage API
-(tests/helpers/adm_fixture.c); a million-entry PEL that starts printing at once.
+directory while echd keeps running; on the pass on PostgreSQL --storage-url, its schema),
+compared with what XINFO and XPENDING answer; --json documents; exit codes; the actions (one
+server command each); backup during writes restored into a second echd; check on a good
+directory and on copies damaged through the storage API (tests/helpers/adm_fixture.c), and on
+a schema damaged with SQL; a million-entry PEL that starts printing at once.
 
 echo-admin and adm-fixture are found in the build tree beside echd:
 <build>/tools/echo-admin and <build>/tests/adm-fixture.
@@ -19,7 +20,7 @@ import threading
 import time
 
 import echdtest
-from echdtest import RespConn, lmdb_only, timeout, wait_until
+from echdtest import RespConn, lmdb_only, pg_only, timeout, wait_until
 
 ECHD_ONLY = "echo-admin is echd's tool: its offline mode reads echd's own LMDB directory"
 TIMEOUT = 120
@@ -332,8 +333,14 @@ def test_stats(server):
     assert live["source"] == "live"
     assert live["redis_version"] and live["uptime_in_seconds"] >= 0
     assert live["keyspace"] == {"db0": 2}
-    # build_state committed: how long commits and flushes took, as INFO gives them
-    for field in ("commit_latency_percentiles_usec", "flush_latency_percentiles_usec"):
+    # build_state committed: how long commits and flushes took, as INFO gives them (on
+    # PostgreSQL a commit is durable when it returns: there are no flushes of their own)
+    fields = ["commit_latency_percentiles_usec"]
+    if server.pg_schema is None:
+        fields.append("flush_latency_percentiles_usec")
+    else:
+        assert "flush_latency_percentiles_usec" not in live, live
+    for field in fields:
         assert re.fullmatch(r"p50=[0-9.]+,p99=[0-9.]+,p99\.9=[0-9.]+", live[field]), live
     human = ok(adm(server, "stats")).stdout
     assert re.search(r"^commit time +p50 [0-9.]+ ms, p99 [0-9.]+ ms, p99\.9 [0-9.]+ ms$", human,
@@ -814,6 +821,36 @@ def test_check_damaged_copies(server):
         assert ok(adm_raw(server, "check", good)).returncode == 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pg_only("damage is made with SQL in the schema of a stopped echd")
+def test_check_reads_postgres(server):
+    """On the postgres backend check reads the schema itself, not a directory: a row deleted
+    there behind echd's back is found, and named by the schema, never by the URL."""
+    s = server.spawn()
+    build_state(s)
+    assert s.stop() == 0
+    p = ok(check_here(s))
+    assert p.stdout.startswith("checking schema %s on PostgreSQL\n" % s.pg_schema), p.stdout
+    # the first row of a consumer's index (cpel), gone from PostgreSQL
+    schema = '"%s"' % s.pg_schema
+    assert echdtest.pg_sql("DELETE FROM %s.cpel WHERE k = (SELECT k FROM %s.cpel ORDER BY k "
+                           "LIMIT 1) RETURNING 1" % (schema, schema)) == "1"
+    p = check_here(s)
+    assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
+    problems = [l for l in p.stdout.splitlines() if l.startswith("problem: ")]
+    assert any("is missing from the consumer's index (cpel)" in l for l in problems), p.stdout
+    assert any("its index (cpel) has" in l for l in problems), p.stdout
+    doc = json.loads(check_here(s, "--json").stdout)
+    assert doc["ok"] is False and doc["schema"] == s.pg_schema
+    assert doc["problem_count"] == len(problems)
+    assert echdtest.PG_URL not in p.stdout + p.stderr
+    # a schema echd never made is not created by a read-only open
+    missing = "e2e_never_made"
+    p = adm_raw(server, *echdtest.pg_admin_args(missing), "streams")
+    assert p.returncode == 3 and "schema '%s'" % missing in p.stderr, (p.returncode, p.stderr)
+    assert echdtest.pg_sql("SELECT count(*) FROM pg_namespace WHERE nspname = '%s'"
+                           % missing) == "0"
 
 
 def test_check_idmp(server):

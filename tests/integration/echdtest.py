@@ -36,6 +36,7 @@ Decorators:
     @timeout(seconds)     per-test timeout other than the module's.
     @lmdb_only("why")     not collected by run.py --storage postgres (about LMDB itself:
                           its files, its map, its fsyncs).
+    @pg_only("why")       collected only by run.py --storage postgres (about PostgreSQL).
 
 Replies from :class:`RespConn` are decoded without interpretation: simple strings are
 ``str``, bulk strings ``bytes``, errors :class:`RespError` (raised by ``call``, returned by
@@ -114,6 +115,15 @@ def lmdb_only(reason):
     """Leave the decorated test out of the pass on PostgreSQL: it is about LMDB itself."""
     def deco(fn):
         fn.lmdb_only = reason
+        return fn
+    return deco
+
+
+def pg_only(reason):
+    """Collect the decorated test only in the pass on PostgreSQL (run.py --storage
+    postgres): it is about the postgres backend itself."""
+    def deco(fn):
+        fn.pg_only = reason
         return fn
     return deco
 
@@ -216,6 +226,7 @@ def basic_auth(user, password):
 # ---------------------------------------------------------------------------
 
 PG_URL = None       # after enable_pg(): the libpq URI every echd Server stores at
+PG_TIMEOUT_MS = int(os.environ.get("E2E_PG_TIMEOUT_MS", "60000"))
 _pg_schemas = 0
 
 
@@ -237,18 +248,26 @@ def pg_admin_args(schema):
     return ["--storage-url", PG_URL, "--storage-pg-schema", schema]
 
 
-def pg_drop_schema(schema):
-    """Drops a Server's schema once it is removed (psql; best effort: the cluster is
-    thrown away at the end of the pass anyway)."""
+def pg_sql(sql, timeout=30):
+    """Runs sql with psql on the suite's PostgreSQL, a side channel beside echd; returns its
+    unaligned, tuples-only output. Raises AssertionError if it fails."""
     bindir = os.environ.get("ECHD_TEST_PG_BIN", "")
     psql = os.path.join(bindir, "psql") if bindir and os.path.exists(
         os.path.join(bindir, "psql")) else (shutil.which("psql") or "psql")
+    p = subprocess.run([psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", PG_URL,
+                        "-c", sql], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError("psql failed (%d): %s\n%s" % (p.returncode, sql, p.stderr))
+    return p.stdout.strip()
+
+
+def pg_drop_schema(schema):
+    """Drops a Server's schema once it is removed (best effort: the cluster is thrown away
+    at the end of the pass anyway)."""
     try:
-        subprocess.run([psql, "-X", "-q", "-d", PG_URL, "-c",
-                        'DROP SCHEMA IF EXISTS "%s" CASCADE' % schema],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        pg_sql('DROP SCHEMA IF EXISTS "%s" CASCADE' % schema)
+    except (OSError, subprocess.TimeoutExpired, AssertionError):
         pass
 
 
@@ -510,8 +529,11 @@ class Server:
         schema; else none. A subclass with args() of its own adds them too."""
         if self.pg_schema is None:
             return []
+        # A loaded CI machine's PostgreSQL (fsync on) may take seconds over one commit of a
+        # 32 MiB entry (23-latency): the 5 s default would take that for a lost connection.
+        # A test of the timeout itself passes its own, which comes later and wins.
         return ["--storage-backend", "postgres", "--storage-url", PG_URL,
-                "--storage-pg-schema", self.pg_schema]
+                "--storage-pg-schema", self.pg_schema, "--storage-timeout-ms", str(PG_TIMEOUT_MS)]
 
     def offline_args(self):
         """echo-admin's options that read what this server stores, offline: its data

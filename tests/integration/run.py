@@ -19,7 +19,8 @@ runs before each test. Each test has a timeout (SIGALRM). After each test agains
 `echo-admin check` (from the same build tree) verifies the stored invariants in the live
 server's directory (on postgres: in its schema); a broken one fails the test. Output:
 'PASS name' / 'FAIL name' with a traceback, then exactly 'e2e: N passed, M failed' as the
-last line ('e2e over TLS: ...', 'e2e on postgres: ...'); exit status 1 if any test failed. See echdtest.py for the fixture and the module conventions.
+last line ('e2e over TLS: ...', 'e2e on postgres: ...'); exit status 1 if any test failed.
+See echdtest.py for the fixture and the module conventions.
 """
 
 import argparse
@@ -107,6 +108,10 @@ class Runner:
             reason = getattr(fn, "lmdb_only", None)
             if reason and self.pg:
                 self.not_collected.append((full, "on postgres: " + reason))
+                continue
+            reason = getattr(fn, "pg_only", None)
+            if reason and not self.pg:
+                self.not_collected.append((full, "only on postgres: " + reason))
                 continue
             tests.append((full, fn))
         return tests
@@ -286,7 +291,8 @@ def main():
         print("# not collected for %s%s%s (echd-only%s%s): %d" % (
             kind, " over TLS" if a.tls else "", " on postgres" if runner.pg else "",
             ", or not run over TLS" if a.tls else "",
-            ", or about LMDB itself" if runner.pg else "", len(runner.not_collected)))
+            ", or about LMDB itself" if runner.pg else ", or only on postgres",
+            len(runner.not_collected)))
         # on postgres always: what the pass leaves out is part of what it proves
         if a.v or runner.pg:
             for full, reason in runner.not_collected:
