@@ -226,14 +226,20 @@ def basic_auth(user, password):
 # ---------------------------------------------------------------------------
 
 PG_URL = None       # after enable_pg(): the libpq URI every echd Server stores at
-PG_TIMEOUT_MS = int(os.environ.get("E2E_PG_TIMEOUT_MS", "60000"))
+PG_TIMEOUT_MS = None  # after enable_pg(): storage-timeout-ms to give echd (None: echd has none)
 _pg_schemas = 0
 
 
-def enable_pg(url):
+def enable_pg(url, echd_exe):
     """Every echd Server made from now on stores in a schema of its own at url."""
-    global PG_URL
-    PG_URL = url
+    global PG_URL, PG_TIMEOUT_MS
+    PG_URL, PG_TIMEOUT_MS = url, None
+    # A loaded CI machine's PostgreSQL (fsync on) may take seconds over one commit of a
+    # 32 MiB entry (23-latency): echd's 5 s default would take that for a lost connection.
+    out = subprocess.run([echd_exe, "--list-options"], capture_output=True, text=True,
+                         timeout=30, stdin=subprocess.DEVNULL).stdout
+    if any(line.split("\t")[0] == "storage-timeout-ms" for line in out.splitlines()):
+        PG_TIMEOUT_MS = int(os.environ.get("E2E_PG_TIMEOUT_MS", "60000"))
 
 
 def pg_new_schema():
@@ -529,11 +535,12 @@ class Server:
         schema; else none. A subclass with args() of its own adds them too."""
         if self.pg_schema is None:
             return []
-        # A loaded CI machine's PostgreSQL (fsync on) may take seconds over one commit of a
-        # 32 MiB entry (23-latency): the 5 s default would take that for a lost connection.
-        # A test of the timeout itself passes its own, which comes later and wins.
-        return ["--storage-backend", "postgres", "--storage-url", PG_URL,
-                "--storage-pg-schema", self.pg_schema, "--storage-timeout-ms", str(PG_TIMEOUT_MS)]
+        a = ["--storage-backend", "postgres", "--storage-url", PG_URL,
+             "--storage-pg-schema", self.pg_schema]
+        if PG_TIMEOUT_MS is not None:
+            # (enable_pg says why; a test of the timeout passes its own, later, which wins)
+            a += ["--storage-timeout-ms", str(PG_TIMEOUT_MS)]
+        return a
 
     def offline_args(self):
         """echo-admin's options that read what this server stores, offline: its data

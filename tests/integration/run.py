@@ -266,7 +266,7 @@ def main():
                 return 1
             os.environ["ECHD_TEST_PG_BIN"] = cluster.bin
             url = cluster.url
-        echdtest.enable_pg(url)
+        echdtest.enable_pg(url, exe)
     if a.tls:
         if kind != "echd":
             ap.error("--tls goes with --echd")
