@@ -553,7 +553,7 @@ brk_waitaof_local(struct brk_conn *c, bool want)
 }
 
 void
-brk_block_end(struct brk_conn *c, bool error)
+brk_block_end(struct brk_conn *c, const char *error)
 {
 	struct brk_server *srv = c->srv;
 	const struct brk_cmd *cmd;
@@ -573,8 +573,8 @@ brk_block_end(struct brk_conn *c, bool error)
 	brk_slowlog_push(srv, c, cmd, brk_block_argv(c->blk)->argc, brk_block_argv(c->blk)->argv,
 		run_us);
 	brk_unblock(c);
-	if (error) {
-		resp_add_error(&c->w, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
+	if (error != NULL) {
+		resp_add_error(&c->w, error);
 	} else if (kind == BRK_BLOCK_WAIT) {
 		resp_add_int(&c->w, 0); /* replicas reached */
 	} else if (kind == BRK_BLOCK_WAITAOF) {
@@ -602,7 +602,7 @@ block_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	brk_block_end(c, false);
+	brk_block_end(c, NULL);
 	brk_conn_mark_pending(c); /* run what it pipelined meanwhile */
 }
 

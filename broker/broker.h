@@ -299,6 +299,14 @@ struct brk_server {
 	struct brk_user *users;      /* ACL users; "default" always exists */
 	uint64_t acl_generation;
 	unsigned users_loaded;
+	/* active/standby front ends of a shared store (ha.c) */
+	struct storage_ha ha;     /* the last poll's answer; without HA: active */
+	struct event *ha_timer;   /* every ha-retry-ms; NULL without HA */
+	bool ha_was_active;       /* the role the broker last acted on */
+	uint64_t ha_since_ms;     /* when it began */
+	char ha_host[256];        /* this front end's address for clients (ha-announce-ip) */
+	int ha_port;              /* ha-announce-port or port; 0: the port bound */
+	char ha_myid[41];         /* SENTINEL MYID */
 	char *exe_path;
 	char *config_file;
 	int lock_fd;              /* holds dir/echd.lock while open; 0: none taken */
@@ -391,6 +399,9 @@ void brk_pubsub_stats(struct brk_server *srv, uint64_t *channels, uint64_t *patt
 /* Unsubscribes c from everything (RESET, closing). */
 void brk_pubsub_leave_all(struct brk_conn *c);
 void brk_pubsub_finish(struct brk_server *srv);
+/* PUBLISH from the server itself (ha.c's +switch-master); borrows both.
+ * Returns the messages queued. */
+long long brk_pubsub_publish(struct brk_server *srv, const char *channel, const char *msg);
 /* The argv index of the first channel of a request u may not use, or -1. */
 int brk_pubsub_denied_channel(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv);
@@ -450,9 +461,10 @@ brk_block_argv(const struct brk_block *b)
 {
 	return b->orig.argc > 0 ? &b->orig : &b->req;
 }
-/* Unblocks c with the reply its timeout gives, or with CLIENT UNBLOCK's
- * error, and counts the call; the caller has c run its pipeline next. */
-void brk_block_end(struct brk_conn *c, bool error);
+/* Unblocks c with the reply its timeout gives, or with the error reply
+ * error (CLIENT UNBLOCK's, READONLY), and counts the call; the caller has
+ * c run its pipeline next. */
+void brk_block_end(struct brk_conn *c, const char *error);
 /* WAITAOF's local count for c: 1 when its writes are on disk by the time
  * the reply goes out. With everysec and want, holds this turn's replies
  * until they are (and has the flush done now, not at the next second). */
@@ -696,6 +708,22 @@ const char *brk_subcommand_at(const struct brk_cmd *cmd, size_t i);
 /* FLUSHDB/FLUSHALL: marks the watchers of watched keys that exist. */
 int brk_watch_flush(struct brk_server *srv, struct storage_txn *t, unsigned db, bool all);
 
+/* ha.c: active and standby front ends */
+/* This front end's announced address, from the options (before storage_open). */
+void brk_ha_announce(struct brk_server *srv);
+/* After storage_open and the event base: the first poll and the timer. */
+int brk_ha_init(struct brk_server *srv);
+void brk_ha_finish(struct brk_server *srv);
+/* Whether this front end serves: the store has no HA part, or it is the
+ * active one (as of the last poll or commit; no round trip). */
+bool brk_ha_serving(const struct brk_server *srv);
+/* After a failed commit or abort: if the storage says this front end is
+ * no longer active, the loop's next step answers the blocked clients. */
+void brk_ha_check(struct brk_server *srv);
+/* INFO replication's lines. */
+void brk_ha_info(struct brk_server *srv, struct resp_buf *b);
+
+#define BRK_ERR_READONLY "READONLY You can't write against a standby echd."
 #define BRK_ERR_SYNTAX   "ERR syntax error"
 #define BRK_ERR_NOTINT   "ERR value is not an integer or out of range"
 #define BRK_ERR_BADID    "ERR Invalid stream ID specified as stream command argument"

@@ -108,7 +108,7 @@ brk_cmd_hello(struct brk_ctx *x)
 	resp_add_bulk_cstr(x->w, "mode");
 	resp_add_bulk_cstr(x->w, "standalone");
 	resp_add_bulk_cstr(x->w, "role");
-	resp_add_bulk_cstr(x->w, "master");
+	resp_add_bulk_cstr(x->w, brk_ha_serving(x->srv) ? "master" : "replica");
 	resp_add_bulk_cstr(x->w, "modules");
 	resp_add_array(x->w, 0);
 	return 0;

@@ -240,7 +240,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_REPLICATION) {
 		SECTION("Replication");
-		resp_buf_printf(b, "role:master\r\nconnected_slaves:0\r\n");
+		brk_ha_info(srv, b);
 	}
 	if (secs & SEC_CPU) {
 		SECTION("CPU");
@@ -297,7 +297,9 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		SECTION("Cluster");
 		resp_buf_printf(b, "cluster_enabled:0\r\n");
 	}
-	if (secs & SEC_KEYSPACE) {
+	if ((secs & SEC_KEYSPACE) && x->txn == NULL) {
+		SECTION("Keyspace"); /* a standby front end: no data to count */
+	} else if (secs & SEC_KEYSPACE) {
 		SECTION("Keyspace");
 		uint64_t *nexp = echd_calloc(2 * 256, sizeof(*nexp)), *avgs = nexp + 256;
 		int rc = nexp == NULL ? -ENOMEM : stream_expires_stat(x->txn, srv->cmd_ms, nexp, avgs);
@@ -961,7 +963,7 @@ brk_cmd_client(struct brk_ctx *x)
 			resp_add_int(x->w, 0);
 			return 0;
 		}
-		brk_block_end(t, err);
+		brk_block_end(t, err ? "UNBLOCKED client unblocked via CLIENT UNBLOCK" : NULL);
 		brk_conn_mark_pending(t);
 		resp_add_int(x->w, 1);
 	} else if ((brk_arg_eq(sub, "NO-EVICT") || brk_arg_eq(sub, "NO-TOUCH")) && x->argc == 3) {

@@ -40,6 +40,8 @@ enum {
 	BRK_CMD_CHAN_ALL = 1 << 18,     /* argv[1..] */
 	BRK_CMD_CHAN_PATTERN = 1 << 19, /* they are patterns (PSUBSCRIBE) */
 	BRK_CMD_FREES = 1 << 20,   /* a write that makes room: runs while the disk is full */
+	BRK_CMD_STANDBY = 1 << 21, /* a standby front end runs it (touches no data); the
+				    * others get -READONLY there (ha.c) */
 };
 #define BRK_MAX_PERMS 128 /* ACL permission slots: commands and subcommands */
 
@@ -161,7 +163,7 @@ BRK_DECL(slowlog); BRK_DECL(monitor); BRK_DECL(touch); BRK_DECL(randomkey);
 BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(latency);
 BRK_DECL(subscribe); BRK_DECL(unsubscribe); BRK_DECL(psubscribe); BRK_DECL(punsubscribe);
 BRK_DECL(ssubscribe); BRK_DECL(sunsubscribe); BRK_DECL(publish); BRK_DECL(spublish);
-BRK_DECL(pubsub); BRK_DECL(xdelex); BRK_DECL(xackdel);
+BRK_DECL(pubsub); BRK_DECL(xdelex); BRK_DECL(xackdel); BRK_DECL(role); BRK_DECL(sentinel);
 #undef BRK_DECL
 
 #endif

@@ -24,6 +24,13 @@
 struct storage_txn *
 brk_batch_txn(struct brk_server *srv, int *rc)
 {
+	if (srv->batch == NULL && !brk_ha_serving(srv)) {
+		/* a standby front end: refused quietly (the cron, the samplers
+		 * would ask every turn); conn.c's gate answers the clients */
+		*rc = storage_ha_role(srv->st) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE
+									: ECHD_ESTANDBY;
+		return NULL;
+	}
 	if (srv->batch == NULL) {
 		*rc = storage_txn_begin(srv->st, NULL, 0, &srv->batch);
 		if (*rc != 0) {
@@ -48,6 +55,9 @@ fail_held_replies(struct brk_conn *c, int rc)
 
 	if (rc == ECHD_EMAPFULL || rc == ECHD_ELIMIT || rc == -ENOSPC) {
 		brk_error_text(c->srv, rc, msg, sizeof(msg));
+	} else if (rc == ECHD_ESTANDBY) {
+		/* fenced: another front end took over, nothing was applied */
+		snprintf(msg, sizeof(msg), "%s", BRK_ERR_READONLY);
 	} else {
 		snprintf(msg, sizeof(msg), "ERR storage commit failed: %s; nothing of this command "
 					   "was applied",
@@ -75,6 +85,20 @@ fail_held_replies(struct brk_conn *c, int rc)
 	}
 	c->srv->stats.total_error_replies += (uint64_t)c->nranges;
 	c->nranges = 0;
+}
+
+/* The store was lost during the commit of c's replies (ECHD_EINDOUBT):
+ * whether they were applied is unknown, so c is closed unanswered, as for
+ * a failed flush, rather than told OK or an error. */
+static void
+close_in_doubt(struct brk_conn *c)
+{
+	echd_log(ECHD_LOG_WARNING, "commit outcome unknown (the store was lost during COMMIT): "
+				   "closing client %s unanswered",
+		c->addr);
+	resp_buf_truncate(&c->out, 0);
+	c->nmarks = 0;
+	brk_conn_close_asap(c);
 }
 
 /* Makes every committed batch durable, when the storage has not said so
@@ -127,12 +151,17 @@ brk_batch_commit(struct brk_server *srv)
 	srv->batch_writes = 0;
 	srv->batch_cmds = 0;
 	for (struct brk_conn *c = srv->held; c != NULL; c = c->held_next) {
-		if (rc != 0) {
+		if (rc == ECHD_EINDOUBT && c->nranges > 0) {
+			close_in_doubt(c);
+		} else if (rc != 0) {
 			fail_held_replies(c, rc);
 		}
 		c->batch_mark = c->out.len;
 		c->batch_replies = 0;
 		c->nranges = 0;
+	}
+	if (rc != 0) {
+		brk_ha_check(srv); /* fenced or lost: no longer the active front end? */
 	}
 	return rc;
 }
@@ -159,11 +188,16 @@ brk_batch_abort(struct brk_server *srv, int rc)
 	srv->batch_writes = 0;
 	srv->batch_cmds = 0;
 	for (struct brk_conn *c = srv->held; c != NULL; c = c->held_next) {
-		fail_held_replies(c, rc);
+		if (rc == ECHD_EINDOUBT && c->nranges > 0) {
+			close_in_doubt(c);
+		} else {
+			fail_held_replies(c, rc);
+		}
 		c->batch_mark = c->out.len;
 		c->batch_replies = 0;
 		c->nranges = 0;
 	}
+	brk_ha_check(srv);
 }
 
 int

@@ -97,8 +97,26 @@ static const struct opt opts[] = {
 		"initial LMDB map size; grows on demand up to maxdisk"},
 	{"maxdisk", OPT_MEM, true, "0", OFF(maxdisk), 0, LLMAX, NULL,
 		"largest the data file may grow; 0 = no limit"},
-	{"storage-backend", OPT_STR, false, "lmdb", OFF(storage_backend), 0, 0, NULL,
-		"storage backend name"},
+	{"storage", OPT_STR, false, "lmdb", OFF(storage_backend), 0, 0, NULL,
+		"storage backend: lmdb, mem (in memory), or postgres (storage-url; also "
+		"storage-backend)"},
+	{"storage-url", OPT_STR, false, "", OFF(storage_url), 0, 0, NULL,
+		"postgres: where, as a libpq URI or key=value string (CONFIG GET hides its "
+		"password)"},
+	{"storage-pg-schema", OPT_STR, false, "echd", OFF(storage_pg_schema), 0, 0, NULL,
+		"postgres: the schema echd creates and owns; one per echd namespace"},
+	{"storage-timeout-ms", OPT_INT, false, "5000", OFF(storage_timeout_ms), 10, 3600000, NULL,
+		"postgres: a round trip longer than this many milliseconds is a lost connection"},
+	{"ha-name", OPT_STR, false, "echd", OFF(ha_name), 0, 0, NULL,
+		"the service's name for SENTINEL (get-master-addr-by-name, masters)"},
+	{"ha-announce-ip", OPT_STR, false, "", OFF(ha_announce_ip), 0, 0, NULL,
+		"the address clients reach this front end at, as SENTINEL tells them; empty = the "
+		"first bind address (127.0.0.1 for a wildcard)"},
+	{"ha-announce-port", OPT_INT, false, "0", OFF(ha_announce_port), 0, 65535, NULL,
+		"the port SENTINEL tells clients for this front end; 0 = port"},
+	{"ha-retry-ms", OPT_INT, true, "1000", OFF(ha_retry_ms), 10, 60000, NULL,
+		"postgres: milliseconds between two checks of who is the active front end (a "
+		"standby's try to take over, a reconnect)"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
 	{"batch-max-reply-bytes", OPT_MEM, true, "4mb", OFF(batch_max_reply_bytes), 1024, LLMAX,
@@ -191,9 +209,26 @@ static const struct opt opts[] = {
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
+/* Other names of an option (as Redis' replicaof/slaveof): they set and
+ * show the same value; --list-options, --help and CONFIG REWRITE use the
+ * option's own name. */
+static const struct {
+	const char *alias, *name;
+} aliases[] = {
+	{"storage-backend", "storage"},
+};
+
+#define NALIASES (sizeof(aliases) / sizeof(aliases[0]))
+
 static const struct opt *
 opt_find(const char *name)
 {
+	for (size_t i = 0; i < NALIASES; i++) {
+		if (strcasecmp(aliases[i].alias, name) == 0) {
+			name = aliases[i].name;
+			break;
+		}
+	}
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (strcasecmp(opts[i].name, name) == 0) {
 			return &opts[i];
@@ -745,6 +780,90 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 	}
 }
 
+/* Appends s[0..n) to out at *o, cut to fit. */
+static void
+put(char *out, size_t len, size_t *o, const char *s, size_t n)
+{
+	if (*o + 1 >= len) {
+		return;
+	}
+	if (n > len - 1 - *o) {
+		n = len - 1 - *o;
+	}
+	memcpy(out + *o, s, n);
+	*o += n;
+	out[*o] = '\0';
+}
+
+void
+brk_url_redact(const char *url, char *out, size_t len)
+{
+	static const char mask[] = "(redacted)";
+	const char *p = url, *scheme = strstr(url, "://");
+	size_t o = 0;
+
+	if (len == 0) {
+		return;
+	}
+	out[0] = '\0';
+	if (scheme != NULL) {
+		/* postgresql://user:secret@host...: the userinfo's password */
+		const char *auth = scheme + 3, *end = auth + strcspn(auth, "/?#"), *at = NULL;
+		for (const char *q = auth; q < end; q++) {
+			at = *q == '@' ? q : at;
+		}
+		const char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+		if (colon != NULL) {
+			put(out, len, &o, url, (size_t)(colon + 1 - url));
+			put(out, len, &o, mask, sizeof(mask) - 1);
+			p = at;
+		}
+	}
+	/* password=secret, as a key=value word or a URI parameter */
+	while (*p) {
+		const char *k = p;
+		bool start = k == url || strchr(" \t?&", k[-1]) != NULL;
+		if (start && strncasecmp(k, "password", 8) == 0) {
+			const char *v = k + 8;
+			while (*v == ' ' || *v == '\t') {
+				v++;
+			}
+			if (*v == '=') {
+				v++;
+				while (*v == ' ' || *v == '\t') {
+					v++;
+				}
+				put(out, len, &o, p, (size_t)(v - p));
+				put(out, len, &o, mask, sizeof(mask) - 1);
+				if (*v == '\'') {
+					for (v++; *v && *v != '\''; v++) {
+						v += v[0] == '\\' && v[1] != '\0';
+					}
+					v += *v == '\'';
+				} else {
+					v += strcspn(v, scheme != NULL ? "&#" : " \t");
+				}
+				p = v;
+				continue;
+			}
+		}
+		put(out, len, &o, p, 1);
+		p++;
+	}
+}
+
+/* What CONFIG GET shows: the value, with storage-url's password hidden. */
+static void
+format_shown(const struct brk_config *cfg, const struct opt *o, char *buf, size_t len)
+{
+	if (o->off == OFF(storage_url) && o->type == OPT_STR) {
+		const char *url = cfg->storage_url ? cfg->storage_url : "";
+		brk_url_redact(url, buf, len);
+		return;
+	}
+	format_opt(cfg, o, buf, len);
+}
+
 const char *
 brk_config_lookup(const char *name, bool *runtime)
 {
@@ -765,7 +884,7 @@ brk_config_value(const struct brk_config *cfg, const char *name, char *buf, size
 	if (o == NULL) {
 		return false;
 	}
-	format_opt(cfg, o, buf, len);
+	format_shown(cfg, o, buf, len);
 	return true;
 }
 
@@ -778,8 +897,17 @@ brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn 
 			    true)) {
 			continue;
 		}
-		format_opt(cfg, &opts[i], buf, sizeof(buf));
+		format_shown(cfg, &opts[i], buf, sizeof(buf));
 		fn(opts[i].name, buf, ud);
+	}
+	for (size_t i = 0; i < NALIASES; i++) {
+		char buf[BRK_CONFIG_LINE_MAX];
+		const char *a = aliases[i].alias;
+		if (!brk_glob_match(pattern, strlen(pattern), a, strlen(a), true)) {
+			continue;
+		}
+		format_shown(cfg, opt_find(a), buf, sizeof(buf));
+		fn(a, buf, ud);
 	}
 }
 

@@ -56,7 +56,15 @@ struct brk_config {
 	int appendfsync;         /* BRK_FSYNC_* */
 	long long map_size;      /* initial LMDB map size in bytes */
 	long long maxdisk;       /* map growth limit in bytes; 0 = none */
-	char *storage_backend;
+	char *storage_backend;   /* "storage" (alias storage-backend) */
+	/* a store on a server (postgres) and its front ends (ha.c) */
+	char *storage_url;       /* a secret: CONFIG GET and the log hide its password */
+	char *storage_pg_schema;
+	long long storage_timeout_ms;
+	char *ha_name;
+	char *ha_announce_ip;    /* "": the first bind address */
+	long long ha_announce_port; /* 0: port */
+	long long ha_retry_ms;
 	long long batch_max_commands; /* commands in one group commit */
 	long long batch_max_reply_bytes; /* one connection's replies per loop turn */
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */
@@ -126,6 +134,9 @@ void brk_config_usage(FILE *f);
 typedef void (*brk_config_fn)(const char *name, const char *value, void *ud);
 void brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn,
 	void *ud);
+/* Copies a libpq URI or key=value string into out (len bytes, cut to fit)
+ * with its password replaced by "(redacted)": what may be shown or logged. */
+void brk_url_redact(const char *url, char *out, size_t len);
 /* The option name (any case) is known as: its own name (static), and
  * *runtime, whether CONFIG SET may change it; NULL when unknown. */
 const char *brk_config_lookup(const char *name, bool *runtime);

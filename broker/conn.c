@@ -743,6 +743,10 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
 		resp_add_error(x->w, "ERR out of memory");
 		return;
 	}
+	if (rc == ECHD_ESTANDBY) {
+		resp_add_error(x->w, BRK_ERR_READONLY); /* another front end took over */
+		return;
+	}
 	if (rc == ECHD_ETOOLONG) {
 		resp_add_errorf(x->w, "ERR consumer group and consumer names are limited to %d bytes",
 			GROUP_NAME_MAX);
@@ -774,6 +778,9 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	int rc;
 
 	*nested = false;
+	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) && !brk_ha_serving(srv)) {
+		return cmd->fn(x); /* INFO on a standby: no transaction to read in */
+	}
 	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) {
 		batch = brk_batch_txn(srv, &rc);
 		if (batch == NULL) {
@@ -959,6 +966,21 @@ brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_
 		c->multi_dirty |= c->multi;
 		goto replied;
 	}
+	if (!(cmd->flags & BRK_CMD_STANDBY) && !brk_ha_serving(srv)) {
+		/* A standby front end has no data: it serves only what finds
+		 * the active one (in MULTI: not queued, and EXEC aborts). */
+		stat->rejected++;
+		if (from_block) {
+			brk_block_end(c, BRK_ERR_READONLY); /* frees argv: nothing after */
+			return;
+		}
+		if (cmd->flags & BRK_CMD_EXEC) {
+			brk_multi_reset(c);
+		}
+		resp_add_error(&c->w, BRK_ERR_READONLY);
+		c->multi_dirty |= c->multi;
+		goto replied;
+	}
 	if (c->multi && (cmd->flags & BRK_CMD_NOMULTI)) {
 		resp_add_error(&c->w, "ERR Command not allowed inside a transaction");
 		stat->rejected++;
@@ -1042,7 +1064,9 @@ again:
 	if (c->out.over_limit) {
 		reply_over_limit(c, mark);
 	}
-	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY | BRK_CMD_EXEC)) {
+	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY | BRK_CMD_EXEC)) &&
+		(brk_ha_serving(srv) || !(cmd->flags & BRK_CMD_STANDBY))) {
+		/* (INFO on a standby used no batch) */
 		note_batch_reply(c, mark);
 	}
 	if (!from_block) {

@@ -522,6 +522,15 @@ publish(struct brk_server *srv, int kind, const struct resp_arg *channel,
 	return n;
 }
 
+long long
+brk_pubsub_publish(struct brk_server *srv, const char *channel, const char *msg)
+{
+	struct resp_arg ch = {.p = channel, .len = strlen(channel)};
+	struct resp_arg m = {.p = msg, .len = strlen(msg)};
+
+	return publish(srv, KIND_CHANNEL, &ch, &m);
+}
+
 int
 brk_cmd_publish(struct brk_ctx *x)
 {

@@ -282,7 +282,28 @@ brk_server_init(struct brk_server *srv)
 	}
 	so.map_max = (uint64_t)srv->cfg.maxdisk;
 	so.sync_mode = STORAGE_SYNC_DATA;
+	brk_ha_announce(srv);
+	so.url = srv->cfg.storage_url;
+	so.schema = srv->cfg.storage_pg_schema;
+	so.ha_name = srv->cfg.ha_name;
+	so.announce_host = srv->ha_host;
+	so.announce_port = srv->ha_port;
+	so.timeout_ms = (unsigned)srv->cfg.storage_timeout_ms;
+	if (srv->cfg.storage_backend != NULL && !strcmp(srv->cfg.storage_backend, "postgres") &&
+		(srv->cfg.storage_url == NULL || srv->cfg.storage_url[0] == '\0')) {
+		echd_log(ECHD_LOG_WARNING, "storage postgres needs storage-url (a libpq "
+					   "URI such as postgresql://user@host/db, or key=value "
+					   "words)");
+		return BRK_INIT_CONFIG;
+	}
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
+	if (rc != 0 && so.url != NULL && so.url[0] != '\0') {
+		char shown[512];
+		brk_url_redact(so.url, shown, sizeof(shown)); /* never the password */
+		echd_log(ECHD_LOG_WARNING, "cannot open storage '%s' at '%s' (schema %s): %s",
+			srv->cfg.storage_backend, shown, so.schema, echd_strerror(rc));
+		return -1;
+	}
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cannot open storage '%s' in '%s': %s",
 			srv->cfg.storage_backend, srv->cfg.dir, echd_strerror(rc));
@@ -309,6 +330,9 @@ brk_server_init(struct brk_server *srv)
 	rc = brk_policy_load(srv);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cannot load group policies: %s", echd_strerror(rc));
+		return -1;
+	}
+	if (brk_ha_init(srv) != 0) {
 		return -1;
 	}
 	activated = brk_sd_listen_fds();
@@ -506,6 +530,7 @@ brk_server_finish(struct brk_server *srv)
 	}
 	brk_pubsub_finish(srv);
 	brk_policy_finish(srv);
+	brk_ha_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);
 	if (srv->st != NULL) {

@@ -1,18 +1,1642 @@
-/* st_pg.c - the postgres storage backend (issue 27): being written. Until
- * it lands, opening it fails. */
+/* st_pg.c - the postgres storage backend (issue 27): storage.h on a
+ * PostgreSQL schema that several echd front ends share, one of them active.
+ *
+ * The cache. Exactly one front end is active per schema (an advisory lock,
+ * and fencing, below), so what it loaded when it became active plus what it
+ * committed since is the schema's state. The whole schema is therefore kept
+ * in an inner "mem" storage (st_mem.c) that this backend owns: every get and
+ * cursor is served from memory, and PostgreSQL sees only the load at
+ * takeover and the writes at commit. Transactions, rows and cursors are
+ * forwarded to the inner storage through the public storage_* functions,
+ * as st_fault.c does with lmdb; nested transactions and their aborts are
+ * the inner engine's.
+ *
+ * The commit. A top-level write transaction logs the (table, key) pairs
+ * that its puts and deletes touched, its children's included (an aborted
+ * child's stay in the log: harmless, as the commit reads each key's final
+ * state). Its commit sorts and dedups the log, reads each key in the inner
+ * transaction (found: to that table's upsert arrays; not: to its delete
+ * array) and sends, in one round trip in libpq's pipeline mode: BEGIN; the
+ * fence check; per touched table one DELETE ... WHERE k = ANY($1) and one
+ * INSERT ... SELECT unnest($1, $2) ON CONFLICT (k) DO UPDATE; COMMIT. The
+ * arrays travel as binary bytea[] parameters of statements prepared once
+ * per connection. Only when COMMIT's result is in does the inner
+ * transaction commit; on any failure it is aborted, so the cache equals
+ * PostgreSQL again. A commit that touched nothing sends nothing.
+ *
+ * Durability: a commit that returned 0 is what PostgreSQL made durable
+ * under its synchronous_commit (on for one server; remote_apply with a
+ * synchronous standby for no loss at a PostgreSQL failover). So
+ * durable_gen is left out (every commit is durable when it returns), sync
+ * does nothing, and opts->sync_mode is ignored: there is no local flush to
+ * put off.
+ *
+ * Fencing. The row <schema>.ha (id 1) holds gen, bumped by each takeover.
+ * Every write transaction locks it FOR SHARE right after BEGIN and divides
+ * by zero unless gen is still ours: a front end that lost its place fails
+ * there, and a takeover's UPDATE waits for an in-flight commit, so an old
+ * active can never commit after the new one loaded its state. The active
+ * one also holds a session advisory lock (a 64-bit FNV-1a of "echd:" +
+ * schema); standbys try it on every poll, and PostgreSQL releases it when
+ * the active one's session dies.
+ *
+ * Never blocking forever. The socket is non-blocking; every wait is a
+ * poll() against opts->timeout_ms (default 5000) per round trip, past which
+ * the connection counts as lost and is closed.
+ *
+ * What a failed top-level commit returns (nothing of it is in the cache):
+ *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
+ *   -EIO           PostgreSQL refused a statement (logged); still ACTIVE
+ *   ECHD_EOFFLINE  the connection was lost (or timed out) before COMMIT was
+ *                  sent: nothing applied; now OFFLINE
+ *   ECHD_EINDOUBT  lost after COMMIT was sent, before its answer: applied or
+ *                  not; now OFFLINE (a takeover reloads the cache)
+ * A write transaction begun when not active fails with ECHD_ESTANDBY or
+ * ECHD_EOFFLINE; read transactions always run (on what was loaded last).
+ *
+ * A read_only open (echo-admin, tools) loads one consistent snapshot and
+ * neither locks nor writes. All libpq types stay in this file.
+ */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
 #include "echd.h"
 #include "storage_impl.h"
+
+#define PG_TIMEOUT_MS_DEFAULT 5000
+#define PG_BACKOFF_MIN_MS     100
+#define PG_BACKOFF_MAX_MS     5000
+#define PG_SCHEMA_VERSION     1
+#define PG_OID_INT8           20
+#define PG_OID_BYTEA_ARRAY    1001
+#define PG_OID_BYTEA          17
+
+static const char *const pg_tables[] = {
+	"meta", "keys", "entries", "nodes", "groups", "consumers", "consrec",
+	"pel", "cpel", "byid", "trash", "expires", "idmp",
+};
+_Static_assert(sizeof(pg_tables) / sizeof(pg_tables[0]) == STORAGE_T__COUNT,
+	"pg_tables[] must name every enum storage_table");
+
+/* One (table, key) a write transaction touched: the key is at off in
+ * st_pg.log_bytes. */
+struct pg_touch {
+	uint32_t tb;
+	uint32_t klen;
+	size_t off;
+};
+
+/* A growing byte buffer (binary array parameters). */
+struct pg_buf {
+	unsigned char *p;
+	size_t len, cap;
+};
+
+struct st_pg {
+	struct storage base;
+	struct storage *inner; /* "mem": the cache of the whole schema */
+	PGconn *conn;          /* NULL when offline */
+	enum storage_role role;
+	bool read_only;
+	char *url, *schema, *ha_name, *host; /* owned copies of the opts */
+	int port;
+	unsigned timeout_ms;
+	char *qschema;       /* the schema quoted as an identifier */
+	int64_t lock_key;    /* the advisory lock that makes a front end active */
+	int64_t create_key;  /* the one that serializes creating the schema */
+	int64_t gen;         /* ours when active; the last seen otherwise */
+	char active_host[256];
+	int active_port;
+	char why[256];       /* the last connection error */
+	/* Reconnecting: not before next_try_ms; backoff_ms doubles per failure. */
+	int64_t next_try_ms;
+	unsigned backoff_ms;
+	bool warned;         /* this back-off step's failure was logged */
+	/* The write log of the open top-level write transaction. */
+	struct pg_touch *log;
+	size_t nlog, caplog;
+	unsigned char *log_bytes;
+	size_t log_len, log_cap;
+	/* Parameter buffers of a commit, kept between commits. */
+	struct pg_buf del[STORAGE_T__COUNT], ink[STORAGE_T__COUNT], inv[STORAGE_T__COUNT];
+	uint32_t ndel[STORAGE_T__COUNT], nins[STORAGE_T__COUNT];
+	uint64_t commits;
+};
+
+struct pg_txn {
+	struct storage_txn base;
+	struct storage_txn *inner;
+	bool write; /* logs its writes (in st_pg.log) */
+};
+
+struct pg_cursor {
+	struct storage_cursor base;
+	struct storage_cursor *inner;
+	bool on; /* key holds the row it stands on (write txns only) */
+	size_t klen;
+	unsigned char key[STORAGE_KEY_MAX];
+};
+
+static struct st_pg *
+pg_from(struct storage *st)
+{
+	assert(st->ops == &st_pg_ops);
+	return (struct st_pg *)st;
+}
+
+static const struct st_pg *
+pg_from_const(const struct storage *st)
+{
+	assert(st->ops == &st_pg_ops);
+	return (const struct st_pg *)st;
+}
+
+static struct pg_txn *
+txn_from(struct storage_txn *t)
+{
+	assert(t->st->ops == &st_pg_ops);
+	return (struct pg_txn *)t;
+}
+
+static struct pg_cursor *
+cursor_from(struct storage_cursor *c)
+{
+	assert(c->txn->st->ops == &st_pg_ops);
+	return (struct pg_cursor *)c;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 64-bit FNV-1a of prefix + s, as PostgreSQL's signed bigint. */
+static int64_t
+fnv_key(const char *prefix, const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (const char *p = prefix; *p != '\0'; p++) {
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	}
+	for (const char *p = s; *p != '\0'; p++) {
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	}
+	return (int64_t)h;
+}
+
+static char *
+dup_or_null(const char *s)
+{
+	return s == NULL ? NULL : echd_strndup(s, strlen(s));
+}
+
+static int
+buf_reserve(struct pg_buf *b, size_t more)
+{
+	size_t cap = b->cap != 0 ? b->cap : 256;
+	unsigned char *p;
+
+	if (b->len + more <= b->cap) {
+		return 0;
+	}
+	while (cap < b->len + more) {
+		cap *= 2;
+	}
+	p = echd_realloc(b->p, cap);
+	if (p == NULL) {
+		return -ENOMEM;
+	}
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void
+put_be32(unsigned char *p, uint32_t v)
+{
+	v = htonl(v);
+	memcpy(p, &v, 4);
+}
+
+/* Starts a binary one-dimensional bytea[]; the count is filled in by
+ * array_finish(). */
+static int
+array_start(struct pg_buf *b)
+{
+	b->len = 0;
+	if (buf_reserve(b, 20) != 0) {
+		return -ENOMEM;
+	}
+	put_be32(b->p, 1);            /* ndim */
+	put_be32(b->p + 4, 0);        /* flags: no NULLs */
+	put_be32(b->p + 8, PG_OID_BYTEA);
+	put_be32(b->p + 12, 0);       /* n, later */
+	put_be32(b->p + 16, 1);       /* lower bound */
+	b->len = 20;
+	return 0;
+}
+
+static int
+array_add(struct pg_buf *b, const void *p, size_t len)
+{
+	if (buf_reserve(b, 4 + len) != 0) {
+		return -ENOMEM;
+	}
+	put_be32(b->p + b->len, (uint32_t)len);
+	if (len > 0) {
+		memcpy(b->p + b->len + 4, p, len);
+	}
+	b->len += 4 + len;
+	return 0;
+}
+
+static void
+array_finish(struct pg_buf *b, uint32_t n)
+{
+	put_be32(b->p + 12, n);
+}
+
+/* ---- the connection: waiting with a deadline ------------------------------ */
+
+/* Remembers why the connection failed, for storage_ha.why and the log. */
+static void
+set_why(struct st_pg *s, const char *what, const char *detail)
+{
+	size_t n;
+
+	bool has = detail != NULL && detail[0] != '\0';
+
+	snprintf(s->why, sizeof(s->why), "%s%s%s", what, has ? ": " : "", has ? detail : "");
+	n = strlen(s->why);
+	while (n > 0 && (s->why[n - 1] == '\n' || s->why[n - 1] == ' ')) {
+		s->why[--n] = '\0';
+	}
+}
+
+/* Drops the connection (the server drops our advisory lock with it). */
+static void
+conn_lost(struct st_pg *s, const char *what)
+{
+	if (s->conn != NULL) {
+		set_why(s, what, PQerrorMessage(s->conn));
+		PQfinish(s->conn);
+		s->conn = NULL;
+	}
+	s->role = STORAGE_ROLE_OFFLINE;
+}
+
+/* Drops the connection after a wait failed with rc. */
+static void
+conn_failed(struct st_pg *s, int rc)
+{
+	char what[64];
+
+	if (rc == -ETIMEDOUT) {
+		snprintf(what, sizeof(what), "no answer within %u ms (timeout_ms)", s->timeout_ms);
+	} else {
+		snprintf(what, sizeof(what), "connection lost");
+	}
+	conn_lost(s, what);
+}
+
+/* Waits until the socket is ready for events or the deadline passes.
+ * Returns 0, or -ETIMEDOUT, or -EIO. */
+static int
+wait_sock(struct st_pg *s, short events, int64_t deadline)
+{
+	struct pollfd pfd = {.fd = PQsocket(s->conn), .events = events};
+	int64_t left;
+	int rc;
+
+	if (pfd.fd < 0) {
+		return -EIO;
+	}
+	for (;;) {
+		left = deadline - now_ms();
+		if (left <= 0) {
+			return -ETIMEDOUT;
+		}
+		rc = poll(&pfd, 1, (int)left);
+		if (rc > 0) {
+			return 0;
+		}
+		if (rc == 0) {
+			return -ETIMEDOUT;
+		}
+		if (errno != EINTR) {
+			return -EIO;
+		}
+	}
+}
+
+/* Sends what libpq has queued. Returns 0, -ETIMEDOUT or -EIO. */
+static int
+io_flush(struct st_pg *s, int64_t deadline)
+{
+	int rc;
+
+	while ((rc = PQflush(s->conn)) == 1) {
+		rc = wait_sock(s, POLLOUT | POLLIN, deadline);
+		if (rc != 0) {
+			return rc;
+		}
+		/* The server may be waiting for us to read before it reads. */
+		if (PQconsumeInput(s->conn) == 0) {
+			return -EIO;
+		}
+	}
+	return rc == 0 ? 0 : -EIO;
+}
+
+/* The next result, waited for until the deadline. Returns 0 and *out
+ * (NULL at the end of a query's results), -ETIMEDOUT or -EIO. */
+static int
+io_result(struct st_pg *s, int64_t deadline, PGresult **out)
+{
+	int rc;
+
+	*out = NULL;
+	while (PQisBusy(s->conn)) {
+		rc = io_flush(s, deadline);
+		if (rc != 0) {
+			return rc;
+		}
+		if (!PQisBusy(s->conn)) {
+			break;
+		}
+		rc = wait_sock(s, POLLIN, deadline);
+		if (rc != 0) {
+			return rc;
+		}
+		if (PQconsumeInput(s->conn) == 0) {
+			return -EIO;
+		}
+	}
+	*out = PQgetResult(s->conn);
+	return 0;
+}
+
+static int64_t
+deadline(const struct st_pg *s)
+{
+	return now_ms() + s->timeout_ms;
+}
+
+/* Collects every result of the query sent last. Returns 0 and *out (the
+ * last result, owned; NULL when there was none) after an OK one, -EIO
+ * (the server's message logged, the connection kept) after an error, or
+ * ECHD_EOFFLINE after losing the connection (then closed). sqlstate, when
+ * not NULL, gets the error's SQLSTATE ("" if none). */
+static int
+collect(struct st_pg *s, const char *what, PGresult **out, char sqlstate[6])
+{
+	PGresult *res, *last = NULL;
+	int64_t dl = deadline(s);
+	int err = 0;
+	int rc;
+
+	if (sqlstate != NULL) {
+		sqlstate[0] = '\0';
+	}
+	for (;;) {
+		rc = io_result(s, dl, &res);
+		if (rc != 0) {
+			PQclear(last);
+			conn_failed(s, rc);
+			echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->why);
+			return ECHD_EOFFLINE;
+		}
+		if (res == NULL) {
+			break;
+		}
+		dl = deadline(s); /* a row (single-row mode) is progress */
+		switch (PQresultStatus(res)) {
+		case PGRES_COMMAND_OK:
+		case PGRES_TUPLES_OK:
+		case PGRES_SINGLE_TUPLE:
+		case PGRES_EMPTY_QUERY:
+			break;
+		default:
+			if (err == 0) {
+				const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+				err = -EIO;
+				echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what,
+					PQresultErrorMessage(res));
+				if (sqlstate != NULL && st != NULL) {
+					snprintf(sqlstate, 6, "%s", st);
+				}
+			}
+			break;
+		}
+		PQclear(last);
+		last = res;
+	}
+	if (PQstatus(s->conn) == CONNECTION_BAD) {
+		PQclear(last);
+		conn_lost(s, "connection lost");
+		return ECHD_EOFFLINE;
+	}
+	if (err != 0 || out == NULL) {
+		PQclear(last);
+		last = NULL;
+	}
+	if (out != NULL) {
+		*out = last;
+	}
+	return err;
+}
+
+/* Runs sql (several statements allowed when nparams is 0) with text
+ * parameters. Returns as collect(). */
+static int
+run(struct st_pg *s, const char *what, const char *sql, int nparams, const char *const *params,
+	PGresult **out)
+{
+	int ok;
+
+	if (s->conn == NULL) {
+		return ECHD_EOFFLINE;
+	}
+	if (nparams == 0) {
+		ok = PQsendQuery(s->conn, sql);
+	} else {
+		ok = PQsendQueryParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	}
+	if (!ok) {
+		conn_lost(s, "cannot send");
+		echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->why);
+		return ECHD_EOFFLINE;
+	}
+	return collect(s, what, out, NULL);
+}
+
+/* ---- connecting ------------------------------------------------------------ */
+
+/* The server's notices ("schema exists, skipping") are for debugging. */
+static void
+notice(void *ud, const char *msg)
+{
+	(void)ud;
+	echd_log(ECHD_LOG_DEBUG, "st_pg: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
+/* Connects (without blocking past the timeout) and prepares the session.
+ * Returns 0, or ECHD_EOFFLINE with s->why set. */
+static int
+conn_open(struct st_pg *s)
+{
+	const char *keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *vals[] = {s->url, "echd", NULL};
+	int64_t dl = deadline(s);
+	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
+	int rc;
+
+	assert(s->conn == NULL);
+	/* expand_dbname: url is a whole URI or key=value string. */
+	s->conn = PQconnectStartParams(keys, vals, 1);
+	if (s->conn == NULL) {
+		set_why(s, "out of memory", NULL);
+		return ECHD_EOFFLINE;
+	}
+	if (PQstatus(s->conn) == CONNECTION_BAD) {
+		conn_lost(s, "cannot connect");
+		return ECHD_EOFFLINE;
+	}
+	while (ps != PGRES_POLLING_OK) {
+		if (ps == PGRES_POLLING_FAILED) {
+			conn_lost(s, "cannot connect");
+			return ECHD_EOFFLINE;
+		}
+		rc = wait_sock(s, ps == PGRES_POLLING_READING ? POLLIN : POLLOUT, dl);
+		if (rc != 0) {
+			conn_lost(s, rc == -ETIMEDOUT ? "connect timed out" : "cannot connect");
+			return ECHD_EOFFLINE;
+		}
+		ps = PQconnectPoll(s->conn);
+	}
+	PQsetNoticeProcessor(s->conn, notice, NULL);
+	if (PQsetnonblocking(s->conn, 1) != 0) {
+		conn_lost(s, "cannot make the connection non-blocking");
+		return ECHD_EOFFLINE;
+	}
+	/* PostgreSQL 14+ notices a vanished client during a long statement:
+	 * a dead front end's session then ends (and frees its lock) sooner. */
+	if (PQserverVersion(s->conn) >= 140000) {
+		char sql[96];
+
+		snprintf(sql, sizeof(sql), "SET client_connection_check_interval = %u",
+			s->timeout_ms);
+		rc = run(s, "session set-up", sql, 0, NULL, NULL);
+		if (rc == ECHD_EOFFLINE) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Prepares the statements of a commit on this connection. Returns 0, -EIO
+ * or ECHD_EOFFLINE. */
+static int
+prepare_all(struct st_pg *s)
+{
+	const Oid arr[2] = {PG_OID_BYTEA_ARRAY, PG_OID_BYTEA_ARRAY};
+	const Oid i8 = PG_OID_INT8;
+	char sql[512], name[16];
+	int rc;
+
+	snprintf(sql, sizeof(sql),
+		"SELECT 1 / count(*)::int FROM (SELECT 1 FROM %s.ha WHERE id = 1 AND gen = $1 "
+		"FOR SHARE) s",
+		s->qschema);
+	if (!PQsendPrepare(s->conn, "fence", sql, 1, &i8)) {
+		goto lost;
+	}
+	rc = collect(s, "prepare", NULL, NULL);
+	if (rc != 0) {
+		return rc;
+	}
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		snprintf(name, sizeof(name), "d%d", tb);
+		snprintf(sql, sizeof(sql), "DELETE FROM %s.%s WHERE k = ANY($1::bytea[])",
+			s->qschema, pg_tables[tb]);
+		if (!PQsendPrepare(s->conn, name, sql, 1, arr)) {
+			goto lost;
+		}
+		rc = collect(s, "prepare", NULL, NULL);
+		if (rc != 0) {
+			return rc;
+		}
+		snprintf(name, sizeof(name), "i%d", tb);
+		snprintf(sql, sizeof(sql),
+			"INSERT INTO %s.%s (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) "
+			"ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+			s->qschema, pg_tables[tb]);
+		if (!PQsendPrepare(s->conn, name, sql, 2, arr)) {
+			goto lost;
+		}
+		rc = collect(s, "prepare", NULL, NULL);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	return 0;
+lost:
+	conn_lost(s, "cannot send");
+	return ECHD_EOFFLINE;
+}
+
+/* Creates the schema if missing (under a transaction-level advisory lock,
+ * so front ends starting together do not race) and checks its version.
+ * Read-only: only checks. Returns 0, -EIO, -ENOENT, -EPROTO or
+ * ECHD_EOFFLINE. */
+static int
+schema_ensure(struct st_pg *s)
+{
+	char what[64], *sql = NULL, *p;
+	size_t cap = 4096 + 160 * STORAGE_T__COUNT + 16 * strlen(s->qschema) * STORAGE_T__COUNT;
+	PGresult *res = NULL;
+	int rc, n;
+	long v;
+
+	snprintf(what, sizeof(what), "schema %s", s->schema);
+	if (!s->read_only) {
+		sql = echd_malloc(cap);
+		if (sql == NULL) {
+			return -ENOMEM;
+		}
+		p = sql;
+		n = snprintf(p, cap,
+			"BEGIN; SELECT pg_advisory_xact_lock(%" PRId64 "); "
+			"CREATE SCHEMA IF NOT EXISTS %s; "
+			"CREATE TABLE IF NOT EXISTS %s.version (v int NOT NULL); "
+			"INSERT INTO %s.version SELECT %d WHERE NOT EXISTS (SELECT 1 FROM %s.version); "
+			"CREATE TABLE IF NOT EXISTS %s.ha (id int PRIMARY KEY CHECK (id = 1), "
+			"gen bigint NOT NULL, name text, host text, port int, since timestamptz); "
+			"INSERT INTO %s.ha (id, gen) VALUES (1, 0) ON CONFLICT (id) DO NOTHING; ",
+			s->create_key, s->qschema, s->qschema, s->qschema, PG_SCHEMA_VERSION,
+			s->qschema, s->qschema, s->qschema);
+		p += n;
+		for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+			n = snprintf(p, cap - (size_t)(p - sql),
+				"CREATE TABLE IF NOT EXISTS %s.%s (k bytea PRIMARY KEY, "
+				"v bytea NOT NULL); ",
+				s->qschema, pg_tables[tb]);
+			p += n;
+		}
+		snprintf(p, cap - (size_t)(p - sql), "COMMIT");
+		rc = run(s, what, sql, 0, NULL, NULL);
+		echd_free(sql);
+		if (rc != 0) {
+			if (s->conn != NULL) {
+				(void)run(s, what, "ROLLBACK", 0, NULL, NULL);
+			}
+			return rc;
+		}
+	}
+	sql = echd_malloc(cap);
+	if (sql == NULL) {
+		return -ENOMEM;
+	}
+	snprintf(sql, cap, "SELECT max(v) FROM %s.version", s->qschema);
+	rc = run(s, what, sql, 0, NULL, &res);
+	echd_free(sql);
+	if (rc != 0) {
+		if (rc == -EIO) {
+			echd_log(ECHD_LOG_WARNING, "st_pg: schema %s is missing or unreadable",
+				s->schema);
+			rc = -ENOENT;
+		}
+		return rc;
+	}
+	v = res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ?
+		    strtol(PQgetvalue(res, 0, 0), NULL, 10) :
+		    0;
+	PQclear(res);
+	if (v != PG_SCHEMA_VERSION) {
+		echd_log(ECHD_LOG_WARNING,
+			"st_pg: schema %s has version %ld; this echd knows version %d: refused",
+			s->schema, v, PG_SCHEMA_VERSION);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* ---- loading the cache ------------------------------------------------------ */
+
+/* Reads every table, in one snapshot, into a fresh inner "mem" storage
+ * that replaces the old one. Returns 0, -EIO, -ENOMEM or ECHD_EOFFLINE. */
+static int
+load_all(struct st_pg *s)
+{
+	struct storage_opts mo = {0};
+	struct storage *fresh = NULL;
+	struct storage_txn *t = NULL;
+	char sql[256];
+	int rc;
+
+	rc = run(s, "load", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, NULL);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_open("mem", &mo, &fresh);
+	if (rc != 0) {
+		goto fail;
+	}
+	rc = storage_txn_begin(fresh, NULL, 0, &t);
+	if (rc != 0) {
+		goto fail;
+	}
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		PGresult *res;
+		int64_t dl = deadline(s);
+		int err = 0;
+
+		snprintf(sql, sizeof(sql), "SELECT k, v FROM %s.%s ORDER BY k", s->qschema,
+			pg_tables[tb]);
+		if (!PQsendQueryParams(s->conn, sql, 0, NULL, NULL, NULL, NULL, 1) ||
+			!PQsetSingleRowMode(s->conn)) {
+			conn_lost(s, "cannot send");
+			rc = ECHD_EOFFLINE;
+			goto fail;
+		}
+		for (;;) {
+			rc = io_result(s, dl, &res);
+			if (rc != 0) {
+				conn_failed(s, rc);
+				echd_log(ECHD_LOG_WARNING, "st_pg: load: %s", s->why);
+				rc = ECHD_EOFFLINE;
+				goto fail;
+			}
+			if (res == NULL) {
+				break;
+			}
+			dl = deadline(s);
+			if (PQresultStatus(res) == PGRES_SINGLE_TUPLE && err == 0) {
+				struct st_buf k = {PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0)};
+				struct st_buf v = {PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1)};
+
+				err = storage_put(t, (enum storage_table)tb, &k, &v, STORAGE_PUT_APPEND);
+				if (err != 0) {
+					echd_log(ECHD_LOG_WARNING, "st_pg: load %s.%s: a row: %s",
+						s->schema, pg_tables[tb], echd_strerror(err));
+				}
+			} else if (PQresultStatus(res) != PGRES_TUPLES_OK &&
+				   PQresultStatus(res) != PGRES_SINGLE_TUPLE && err == 0) {
+				echd_log(ECHD_LOG_WARNING, "st_pg: load %s.%s: %s", s->schema,
+					pg_tables[tb], PQresultErrorMessage(res));
+				err = -EIO;
+			}
+			PQclear(res);
+		}
+		if (err != 0) {
+			rc = err;
+			goto fail;
+		}
+	}
+	rc = run(s, "load", "COMMIT", 0, NULL, NULL);
+	if (rc != 0) {
+		goto fail;
+	}
+	rc = storage_txn_commit(t);
+	t = NULL;
+	if (rc != 0) {
+		goto fail;
+	}
+	storage_close(s->inner);
+	s->inner = fresh;
+	return 0;
+fail:
+	storage_txn_abort(t);
+	storage_close(fresh);
+	if (s->conn != NULL && PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+		(void)run(s, "load", "ROLLBACK", 0, NULL, NULL);
+	}
+	return rc;
+}
+
+/* ---- roles ------------------------------------------------------------------ */
+
+static void
+ha_row_read(struct st_pg *s, PGresult *res)
+{
+	if (res == NULL || PQntuples(res) != 1) {
+		return;
+	}
+	s->gen = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	snprintf(s->active_host, sizeof(s->active_host), "%s",
+		PQgetisnull(res, 0, 1) ? "" : PQgetvalue(res, 0, 1));
+	s->active_port = PQgetisnull(res, 0, 2) ? 0 : atoi(PQgetvalue(res, 0, 2));
+}
+
+/* Reads the ha row: gen and the active front end's address. */
+static int
+ha_row(struct st_pg *s)
+{
+	PGresult *res = NULL;
+	char sql[160];
+	int rc;
+
+	snprintf(sql, sizeof(sql), "SELECT gen, host, port FROM %s.ha WHERE id = 1", s->qschema);
+	rc = run(s, "ha", sql, 0, NULL, &res);
+	if (rc == 0) {
+		ha_row_read(s, res);
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int
+unlock(struct st_pg *s)
+{
+	char sql[96];
+
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")", s->lock_key);
+	return run(s, "unlock", sql, 0, NULL, NULL);
+}
+
+/* STANDBY: tries the lock, and on success takes over (bumps gen, loads
+ * the schema). Returns 0 (*became set), or an error. */
+static int
+try_takeover(struct st_pg *s, bool *became)
+{
+	char sql[320], port[16];
+	const char *params[3];
+	PGresult *res = NULL;
+	bool got;
+	int rc;
+
+	*became = false;
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%" PRId64 ")", s->lock_key);
+	rc = run(s, "lock", sql, 0, NULL, &res);
+	if (rc != 0) {
+		PQclear(res);
+		return rc;
+	}
+	got = res != NULL && PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	res = NULL;
+	if (!got) {
+		return ha_row(s);
+	}
+	snprintf(port, sizeof(port), "%d", s->port);
+	params[0] = s->ha_name;
+	params[1] = s->host;
+	params[2] = port;
+	snprintf(sql, sizeof(sql),
+		"UPDATE %s.ha SET gen = gen + 1, name = $1, host = $2, port = $3, since = now() "
+		"WHERE id = 1 RETURNING gen, host, port",
+		s->qschema);
+	rc = run(s, "takeover", sql, 3, params, &res);
+	if (rc == 0 && (res == NULL || PQntuples(res) != 1)) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s has no ha row", s->schema);
+		rc = -EIO;
+	}
+	if (rc == 0) {
+		ha_row_read(s, res);
+	}
+	PQclear(res);
+	if (rc == 0) {
+		rc = load_all(s);
+	}
+	if (rc != 0) {
+		if (s->conn != NULL) {
+			(void)unlock(s);
+		}
+		return rc;
+	}
+	s->role = STORAGE_ROLE_ACTIVE;
+	*became = true;
+	echd_log(ECHD_LOG_NOTICE, "st_pg: active on schema %s (generation %" PRId64 ")",
+		s->schema, s->gen);
+	return 0;
+}
+
+/* OFFLINE: reconnects when the back-off allows. Returns 0 (now STANDBY),
+ * or ECHD_EOFFLINE. */
+static int
+reconnect(struct st_pg *s)
+{
+	int64_t now = now_ms();
+	int rc;
+
+	if (now < s->next_try_ms) {
+		return ECHD_EOFFLINE;
+	}
+	rc = conn_open(s);
+	if (rc == 0) {
+		rc = prepare_all(s);
+	}
+	if (rc != 0) {
+		if (s->conn != NULL) {
+			conn_lost(s, "set-up failed");
+		}
+		if (!s->warned) {
+			echd_log(ECHD_LOG_WARNING, "st_pg: cannot reach PostgreSQL (retry in %u ms): %s",
+				s->backoff_ms, s->why);
+			s->warned = true;
+		}
+		s->next_try_ms = now_ms() + s->backoff_ms;
+		if (s->backoff_ms < PG_BACKOFF_MAX_MS) {
+			s->backoff_ms = s->backoff_ms * 2 > PG_BACKOFF_MAX_MS ? PG_BACKOFF_MAX_MS :
+										s->backoff_ms * 2;
+			s->warned = false;
+		}
+		return ECHD_EOFFLINE;
+	}
+	echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
+	s->backoff_ms = PG_BACKOFF_MIN_MS;
+	s->next_try_ms = 0;
+	s->warned = false;
+	s->why[0] = '\0';
+	s->role = STORAGE_ROLE_STANDBY;
+	return 0;
+}
+
+static void
+ha_fill(const struct st_pg *s, struct storage_ha *out, bool became)
+{
+	memset(out, 0, sizeof(*out));
+	out->role = s->role;
+	out->became_active = became;
+	out->gen = s->gen > 0 ? (uint64_t)s->gen : 0;
+	if (s->role == STORAGE_ROLE_ACTIVE) {
+		snprintf(out->active_host, sizeof(out->active_host), "%s",
+			s->host != NULL ? s->host : "");
+		out->active_port = s->port;
+	} else {
+		snprintf(out->active_host, sizeof(out->active_host), "%s", s->active_host);
+		out->active_port = s->active_port;
+	}
+	if (s->role == STORAGE_ROLE_OFFLINE) {
+		snprintf(out->why, sizeof(out->why), "%s", s->why);
+	}
+}
+
+static int
+pg_ha_poll(struct storage *st, struct storage_ha *out)
+{
+	struct st_pg *s = pg_from(st);
+	bool became = false;
+	int rc = 0;
+
+	if (s->read_only) {
+		ha_fill(s, out, false);
+		return 0;
+	}
+	if (s->role == STORAGE_ROLE_ACTIVE) {
+		int64_t ours = s->gen;
+
+		rc = ha_row(s);
+		if (rc == 0 && s->gen != ours) {
+			echd_log(ECHD_LOG_WARNING,
+				"st_pg: schema %s was taken over (generation %" PRId64 " > %" PRId64
+				"): standby",
+				s->schema, s->gen, ours);
+			s->role = STORAGE_ROLE_STANDBY;
+			(void)unlock(s);
+		} else if (rc != 0 && s->conn != NULL) {
+			s->gen = ours; /* a SQL error: keep our place */
+		}
+	} else {
+		if (s->role == STORAGE_ROLE_OFFLINE) {
+			rc = reconnect(s);
+		}
+		if (rc == 0 && s->role == STORAGE_ROLE_STANDBY) {
+			rc = try_takeover(s, &became);
+		}
+	}
+	if (s->conn == NULL) {
+		s->role = STORAGE_ROLE_OFFLINE;
+	}
+	ha_fill(s, out, became);
+	return rc;
+}
+
+static enum storage_role
+pg_ha_role(const struct storage *st)
+{
+	return pg_from_const(st)->role;
+}
+
+/* ---- environment ------------------------------------------------------------ */
+
+static void
+pg_close(struct storage *st)
+{
+	struct st_pg *s = pg_from(st);
+
+	if (s->conn != NULL) {
+		PQfinish(s->conn); /* ends the session: the lock goes with it */
+	}
+	storage_close(s->inner);
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		echd_free(s->del[tb].p);
+		echd_free(s->ink[tb].p);
+		echd_free(s->inv[tb].p);
+	}
+	echd_free(s->log);
+	echd_free(s->log_bytes);
+	echd_free(s->url);
+	echd_free(s->schema);
+	echd_free(s->ha_name);
+	echd_free(s->host);
+	if (s->qschema != NULL) {
+		PQfreemem(s->qschema);
+	}
+	echd_free(s);
+}
 
 static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
-	(void)o;
+	struct storage_opts mo = {0};
+	struct st_pg *s;
+	struct storage_ha ha;
+	int rc;
+
 	*out = NULL;
-	return ECHD_EINVAL;
+	if (o->url == NULL || o->url[0] == '\0') {
+		echd_log(ECHD_LOG_WARNING, "st_pg: no storage url given");
+		return ECHD_EINVAL;
+	}
+	s = echd_calloc(1, sizeof(*s));
+	if (s == NULL) {
+		return -ENOMEM;
+	}
+	s->base.ops = &st_pg_ops;
+	s->role = STORAGE_ROLE_OFFLINE;
+	s->read_only = o->read_only;
+	s->url = dup_or_null(o->url);
+	s->schema = dup_or_null(o->schema != NULL && o->schema[0] != '\0' ? o->schema : "echd");
+	s->ha_name = dup_or_null(o->ha_name != NULL ? o->ha_name : "echd");
+	s->host = dup_or_null(o->announce_host != NULL ? o->announce_host : "");
+	s->port = o->announce_port;
+	s->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : PG_TIMEOUT_MS_DEFAULT;
+	s->backoff_ms = PG_BACKOFF_MIN_MS;
+	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	s->lock_key = fnv_key("echd:", s->schema);
+	s->create_key = fnv_key("echd-create:", s->schema);
+	rc = storage_open("mem", &mo, &s->inner);
+	if (rc != 0) {
+		s->inner = NULL;
+		goto fail;
+	}
+	rc = conn_open(s);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: cannot connect to PostgreSQL: %s", s->why);
+		goto fail;
+	}
+	s->qschema = PQescapeIdentifier(s->conn, s->schema, strlen(s->schema));
+	if (s->qschema == NULL) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: bad schema name %s: %s", s->schema,
+			PQerrorMessage(s->conn));
+		rc = ECHD_EINVAL;
+		goto fail;
+	}
+	rc = schema_ensure(s);
+	if (rc != 0) {
+		goto fail;
+	}
+	if (s->read_only) {
+		rc = load_all(s);
+		if (rc != 0) {
+			goto fail;
+		}
+		(void)ha_row(s);
+		s->role = STORAGE_ROLE_ACTIVE; /* for reading */
+		echd_log(ECHD_LOG_NOTICE, "st_pg: read a snapshot of schema %s", s->schema);
+		*out = &s->base;
+		return 0;
+	}
+	rc = prepare_all(s);
+	if (rc != 0) {
+		goto fail;
+	}
+	s->role = STORAGE_ROLE_STANDBY;
+	echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
+	/* A lone echd starts active. */
+	rc = pg_ha_poll(&s->base, &ha);
+	if (rc != 0 && s->conn != NULL) {
+		goto fail; /* a SQL error: not something a retry fixes */
+	}
+	if (ha.role == STORAGE_ROLE_STANDBY) {
+		echd_log(ECHD_LOG_NOTICE, "st_pg: standby: %s:%d is active on schema %s",
+			ha.active_host, ha.active_port, s->schema);
+	}
+	*out = &s->base;
+	return 0;
+fail:
+	if (rc == ECHD_EOFFLINE) {
+		rc = -ECONNREFUSED;
+	}
+	pg_close(&s->base);
+	return rc;
+}
+
+static int
+pg_stat(struct storage *st, struct storage_stat *out)
+{
+	struct st_pg *s = pg_from(st);
+	struct storage_stat in;
+	int rc = storage_stat(s->inner, &in);
+
+	memset(out, 0, sizeof(*out));
+	out->map_size = UINT64_MAX; /* no capacity part */
+	out->used_bytes = rc == 0 ? in.used_bytes : 0;
+	out->commits = s->commits;
+	out->syncs = s->commits;
+	return 0;
+}
+
+static int
+pg_sync(struct storage *st)
+{
+	(void)st;
+	return 0; /* a commit that returned is durable (synchronous_commit) */
+}
+
+static int
+pg_copy(struct storage *st, const char *dir)
+{
+	(void)dir;
+	echd_log(ECHD_LOG_WARNING,
+		"st_pg: no copy of schema %s here: use PostgreSQL's tools (pg_dump -n %s)",
+		pg_from(st)->schema, pg_from(st)->schema);
+	return -ENOTSUP;
+}
+
+/* ---- the write log ----------------------------------------------------------- */
+
+static int
+log_touch(struct st_pg *s, enum storage_table tb, const void *k, size_t klen)
+{
+	if (s->nlog == s->caplog) {
+		size_t cap = s->caplog != 0 ? s->caplog * 2 : 64;
+		struct pg_touch *p = echd_realloc(s->log, cap * sizeof(*p));
+
+		if (p == NULL) {
+			return -ENOMEM;
+		}
+		s->log = p;
+		s->caplog = cap;
+	}
+	if (s->log_len + klen > s->log_cap) {
+		size_t cap = s->log_cap != 0 ? s->log_cap : 4096;
+		unsigned char *p;
+
+		while (cap < s->log_len + klen) {
+			cap *= 2;
+		}
+		p = echd_realloc(s->log_bytes, cap);
+		if (p == NULL) {
+			return -ENOMEM;
+		}
+		s->log_bytes = p;
+		s->log_cap = cap;
+	}
+	memcpy(s->log_bytes + s->log_len, k, klen);
+	s->log[s->nlog].tb = (uint32_t)tb;
+	s->log[s->nlog].klen = (uint32_t)klen;
+	s->log[s->nlog].off = s->log_len;
+	s->nlog++;
+	s->log_len += klen;
+	return 0;
+}
+
+static const unsigned char *sort_bytes; /* touch_cmp's: single-threaded, like the loop */
+
+static int
+touch_cmp(const void *a, const void *b)
+{
+	const struct pg_touch *x = a, *y = b;
+	size_t n;
+	int c;
+
+	if (x->tb != y->tb) {
+		return x->tb < y->tb ? -1 : 1;
+	}
+	n = x->klen < y->klen ? x->klen : y->klen;
+	c = memcmp(sort_bytes + x->off, sort_bytes + y->off, n);
+	if (c != 0) {
+		return c;
+	}
+	return x->klen < y->klen ? -1 : x->klen > y->klen ? 1 : 0;
+}
+
+/* Fills the parameter arrays from the log and t's final state. */
+static int
+build_params(struct st_pg *s, struct storage_txn *inner)
+{
+	int rc;
+
+	sort_bytes = s->log_bytes;
+	qsort(s->log, s->nlog, sizeof(*s->log), touch_cmp);
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		s->ndel[tb] = s->nins[tb] = 0;
+		if (array_start(&s->del[tb]) != 0 || array_start(&s->ink[tb]) != 0 ||
+			array_start(&s->inv[tb]) != 0) {
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < s->nlog; i++) {
+		const struct pg_touch *e = &s->log[i];
+		struct st_buf k = {s->log_bytes + e->off, e->klen}, v;
+
+		if (i > 0 && touch_cmp(e - 1, e) == 0) {
+			continue;
+		}
+		rc = storage_get(inner, (enum storage_table)e->tb, &k, &v);
+		if (rc == 0) {
+			if (array_add(&s->ink[e->tb], k.data, k.len) != 0 ||
+				array_add(&s->inv[e->tb], v.data, v.len) != 0) {
+				return -ENOMEM;
+			}
+			s->nins[e->tb]++;
+		} else if (rc == ECHD_ENOTFOUND) {
+			if (array_add(&s->del[e->tb], k.data, k.len) != 0) {
+				return -ENOMEM;
+			}
+			s->ndel[e->tb]++;
+		} else {
+			return rc;
+		}
+	}
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		array_finish(&s->del[tb], s->ndel[tb]);
+		array_finish(&s->ink[tb], s->nins[tb]);
+		array_finish(&s->inv[tb], s->nins[tb]);
+	}
+	return 0;
+}
+
+/* ---- the commit round trip --------------------------------------------------- */
+
+/* What the results of a pipelined commit said. */
+enum pg_step { STEP_BEGIN, STEP_FENCE, STEP_WRITE, STEP_COMMIT };
+
+/* Sends the commit of the logged writes in one round trip and reads its
+ * answer. Returns 0 (committed in PostgreSQL), or one of the file
+ * comment's errors, with the role changed as said there. */
+static int
+pg_round_trip(struct st_pg *s)
+{
+	const int fmt[2] = {1, 1};
+	enum pg_step steps[2 + 2 * STORAGE_T__COUNT + 1];
+	int nsteps = 0, rc = 0;
+	bool commit_sent = false, failed = false, fenced = false, lost = false;
+	int64_t dl = deadline(s);
+	char name[16], gen[24];
+	const char *gp[1] = {gen};
+	PGconn *c = s->conn;
+
+	if (!PQenterPipelineMode(c)) {
+		conn_lost(s, "cannot enter pipeline mode");
+		return ECHD_EOFFLINE;
+	}
+	snprintf(gen, sizeof(gen), "%" PRId64, s->gen);
+	if (!PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) {
+		goto send_failed;
+	}
+	steps[nsteps++] = STEP_BEGIN;
+	if (!PQsendQueryPrepared(c, "fence", 1, gp, NULL, NULL, 0)) {
+		goto send_failed;
+	}
+	steps[nsteps++] = STEP_FENCE;
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		if (s->ndel[tb] > 0) {
+			const char *pv[1] = {(const char *)s->del[tb].p};
+			int pl[1] = {(int)s->del[tb].len};
+
+			snprintf(name, sizeof(name), "d%d", tb);
+			if (!PQsendQueryPrepared(c, name, 1, pv, pl, fmt, 0)) {
+				goto send_failed;
+			}
+			steps[nsteps++] = STEP_WRITE;
+		}
+		if (s->nins[tb] > 0) {
+			const char *pv[2] = {(const char *)s->ink[tb].p, (const char *)s->inv[tb].p};
+			int pl[2] = {(int)s->ink[tb].len, (int)s->inv[tb].len};
+
+			snprintf(name, sizeof(name), "i%d", tb);
+			if (!PQsendQueryPrepared(c, name, 2, pv, pl, fmt, 0)) {
+				goto send_failed;
+			}
+			steps[nsteps++] = STEP_WRITE;
+		}
+	}
+	/* All before COMMIT out first: a loss until here applied nothing. */
+	rc = io_flush(s, dl);
+	if (rc != 0) {
+		conn_failed(s, rc);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		return ECHD_EOFFLINE;
+	}
+	commit_sent = true; /* from here a loss leaves the outcome unknown */
+	if (!PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) ||
+		!PQpipelineSync(c)) {
+		goto send_failed;
+	}
+	steps[nsteps++] = STEP_COMMIT;
+	rc = io_flush(s, dl);
+	if (rc != 0) {
+		lost = true;
+		goto out;
+	}
+	for (int i = 0; i < nsteps && !lost; i++) {
+		PGresult *res;
+
+		rc = io_result(s, dl, &res);
+		if (rc != 0 || res == NULL) {
+			lost = true;
+			break;
+		}
+		switch (PQresultStatus(res)) {
+		case PGRES_COMMAND_OK:
+		case PGRES_TUPLES_OK:
+			if (steps[i] == STEP_COMMIT) {
+				/* A COMMIT of a failed txn answers ROLLBACK. */
+				const char *tag = PQcmdStatus(res);
+
+				if (strcmp(tag, "COMMIT") != 0) {
+					failed = true;
+				}
+			}
+			break;
+		case PGRES_PIPELINE_ABORTED:
+			failed = true;
+			break;
+		default: {
+			const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+			if (!failed && steps[i] == STEP_FENCE && st != NULL &&
+				strcmp(st, "22012") == 0) {
+				fenced = true;
+			} else if (!failed) {
+				echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s",
+					PQresultErrorMessage(res));
+			}
+			failed = true;
+			break;
+		}
+		}
+		PQclear(res);
+		/* Each query's results end with a NULL. */
+		rc = io_result(s, dl, &res);
+		if (rc != 0) {
+			lost = true;
+			break;
+		}
+		if (res != NULL) {
+			PQclear(res);
+			lost = true; /* more than one result: not what was sent */
+			break;
+		}
+	}
+	if (!lost) {
+		PGresult *res = NULL;
+
+		rc = io_result(s, dl, &res);
+		if (rc != 0 || res == NULL || PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
+			lost = true;
+		}
+		PQclear(res);
+	}
+	if (!lost && !PQexitPipelineMode(c)) {
+		lost = true;
+	}
+	/* A statement that failed left the transaction block open, aborted. */
+	if (!lost && PQtransactionStatus(c) != PQTRANS_IDLE &&
+		run(s, "commit", "ROLLBACK", 0, NULL, NULL) == ECHD_EOFFLINE) {
+		return ECHD_EOFFLINE; /* nothing was applied, and the connection is gone */
+	}
+out:
+	if (lost) {
+		conn_failed(s, rc);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		/* An error answered before COMMIT means COMMIT did nothing. */
+		return failed || !commit_sent ? ECHD_EOFFLINE : ECHD_EINDOUBT;
+	}
+	if (fenced) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s was taken over: standby", s->schema);
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+		return ECHD_ESTANDBY;
+	}
+	return failed ? -EIO : 0;
+send_failed:
+	conn_lost(s, "cannot send");
+	echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+	return commit_sent ? ECHD_EINDOUBT : ECHD_EOFFLINE;
+}
+
+/* ---- transactions ------------------------------------------------------------ */
+
+static int
+pg_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
+	struct storage_txn **out)
+{
+	struct st_pg *s = pg_from(st);
+	struct pg_txn *p = parent != NULL ? txn_from(parent) : NULL;
+	bool rdonly = (flags & STORAGE_TXN_RDONLY) != 0;
+	struct pg_txn *t;
+	int rc;
+
+	if (p == NULL && !rdonly && s->role != STORAGE_ROLE_ACTIVE) {
+		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
+	}
+	t = echd_calloc(1, sizeof(*t));
+	if (t == NULL) {
+		return -ENOMEM;
+	}
+	rc = storage_txn_begin(s->inner, p != NULL ? p->inner : NULL, flags, &t->inner);
+	if (rc != 0) {
+		echd_free(t);
+		return rc;
+	}
+	t->base.st = st;
+	t->write = !rdonly;
+	if (p == NULL && !rdonly) {
+		s->nlog = 0;
+		s->log_len = 0;
+	}
+	*out = &t->base;
+	return 0;
+}
+
+static void
+pg_txn_abort(struct storage_txn *base)
+{
+	struct pg_txn *t = txn_from(base);
+
+	storage_txn_abort(t->inner);
+	echd_free(t);
+}
+
+static int
+pg_txn_commit(struct storage_txn *base)
+{
+	struct pg_txn *t = txn_from(base);
+	struct st_pg *s = pg_from(base->st);
+	struct storage_txn *inner = t->inner;
+	bool top_write = base->parent == NULL && t->write;
+	int rc;
+
+	echd_free(t);
+	if (!top_write) {
+		return storage_txn_commit(inner);
+	}
+	if (s->nlog == 0) {
+		rc = storage_txn_commit(inner); /* nothing to send */
+		s->commits += rc == 0;
+		return rc;
+	}
+	if (s->role != STORAGE_ROLE_ACTIVE || s->conn == NULL) {
+		storage_txn_abort(inner);
+		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
+	}
+	rc = build_params(s, inner);
+	if (rc == 0) {
+		rc = pg_round_trip(s);
+	}
+	s->nlog = 0;
+	s->log_len = 0;
+	if (rc != 0) {
+		storage_txn_abort(inner); /* the cache equals PostgreSQL again */
+		return rc;
+	}
+	rc = storage_txn_commit(inner);
+	if (rc != 0) {
+		/* mem cannot fail a commit but for memory; PostgreSQL has it now,
+		 * the cache does not: reload it at the next takeover. */
+		echd_log(ECHD_LOG_WARNING, "st_pg: cache commit failed after COMMIT: %s",
+			echd_strerror(rc));
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+		return ECHD_EINDOUBT;
+	}
+	s->commits++;
+	return 0;
+}
+
+/* ---- rows -------------------------------------------------------------------- */
+
+static int
+pg_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
+	struct st_buf *v)
+{
+	return storage_get(txn_from(base)->inner, tb, k, v);
+}
+
+static int
+pg_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
+	const struct st_buf *v, unsigned flags)
+{
+	struct pg_txn *t = txn_from(base);
+	int rc = storage_put(t->inner, tb, k, v, flags);
+
+	if (rc == 0 && t->write) {
+		rc = log_touch(pg_from(base->st), tb, k->data, k->len);
+	}
+	return rc;
+}
+
+static int
+pg_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k)
+{
+	struct pg_txn *t = txn_from(base);
+	int rc = storage_del(t->inner, tb, k);
+
+	if (rc == 0 && t->write) {
+		rc = log_touch(pg_from(base->st), tb, k->data, k->len);
+	}
+	return rc;
+}
+
+/* ---- cursors ----------------------------------------------------------------- */
+
+static int
+pg_cursor_open(struct storage_txn *base, enum storage_table tb, struct storage_cursor **out)
+{
+	struct pg_cursor *c = echd_calloc(1, sizeof(*c));
+	int rc;
+
+	if (c == NULL) {
+		return -ENOMEM;
+	}
+	rc = storage_cursor_open(txn_from(base)->inner, tb, &c->inner);
+	if (rc != 0) {
+		echd_free(c);
+		return rc;
+	}
+	c->base.txn = base;
+	*out = &c->base;
+	return 0;
+}
+
+static void
+pg_cursor_close(struct storage_cursor *base)
+{
+	struct pg_cursor *c = cursor_from(base);
+
+	storage_cursor_close(c->inner);
+	echd_free(c);
+}
+
+/* Keeps the key a write txn's cursor stands on, for its cursor_del. */
+static int
+landed(struct pg_cursor *c, int rc, const struct st_buf *key)
+{
+	c->on = false;
+	if (rc == 0 && txn_from(c->base.txn)->write && key->len <= sizeof(c->key)) {
+		memcpy(c->key, key->data, key->len);
+		c->klen = key->len;
+		c->on = true;
+	}
+	return rc;
+}
+
+static int
+pg_cursor_seek(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val)
+{
+	struct pg_cursor *c = cursor_from(base);
+
+	return landed(c, storage_cursor_seek(c->inner, k, key, val), key);
+}
+
+static int
+pg_cursor_seek_last(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val)
+{
+	struct pg_cursor *c = cursor_from(base);
+
+	return landed(c, storage_cursor_seek_last(c->inner, k, key, val), key);
+}
+
+static int
+pg_cursor_next(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
+{
+	struct pg_cursor *c = cursor_from(base);
+
+	return landed(c, storage_cursor_next(c->inner, key, val), key);
+}
+
+static int
+pg_cursor_prev(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
+{
+	struct pg_cursor *c = cursor_from(base);
+
+	return landed(c, storage_cursor_prev(c->inner, key, val), key);
+}
+
+static int
+pg_cursor_del(struct storage_cursor *base)
+{
+	struct pg_cursor *c = cursor_from(base);
+	bool on = c->on;
+	int rc;
+
+	rc = storage_cursor_del(c->inner);
+	if (rc == 0 && txn_from(base->txn)->write) {
+		assert(on); /* the inner one deleted a row: the cursor stood on it */
+		c->on = false;
+		if (on) {
+			rc = log_touch(pg_from(base->txn->st), base->tb, c->key, c->klen);
+		}
+	}
+	return rc;
+}
+
+static void
+pg_cursor_ahead(struct storage_cursor *base, unsigned rows)
+{
+	storage_cursor_ahead(cursor_from(base)->inner, rows);
 }
 
 const struct storage_ops st_pg_ops = {
 	.version = STORAGE_OPS_V1,
 	.name = "postgres",
 	.open = pg_open,
+	.close = pg_close,
+	.txn_begin = pg_txn_begin,
+	.txn_commit = pg_txn_commit,
+	.txn_abort = pg_txn_abort,
+	.get = pg_get,
+	.put = pg_put,
+	.del = pg_del,
+	.cursor_open = pg_cursor_open,
+	.cursor_close = pg_cursor_close,
+	.cursor_seek = pg_cursor_seek,
+	.cursor_seek_last = pg_cursor_seek_last,
+	.cursor_next = pg_cursor_next,
+	.cursor_prev = pg_cursor_prev,
+	.cursor_del = pg_cursor_del,
+	.stat = pg_stat,
+	.sync = pg_sync,
+	.copy = pg_copy,
+	.cursor_ahead = pg_cursor_ahead,
+	.ha_poll = pg_ha_poll,
+	.ha_role = pg_ha_role,
 };

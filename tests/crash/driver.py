@@ -81,6 +81,34 @@ IDMP_PRODUCER = 1      # sends XADD IDMP p1 <n>: retries an unanswered batch, an
                        # last acknowledged message after each restart to get the first id back
 CLAIM_IDLE_MS = 300
 
+# Error replies that mean "this front end cannot serve now" rather than a wrong answer: the
+# failover tests (two front ends on PostgreSQL) set it to the standby's READONLY and the
+# failed-commit error. A worker treats such a reply as a lost connection: the outcome of
+# what it sent is unknown, and it reconnects (to server.port, which then names the active).
+TRANSIENT = ()
+
+
+def transient(err):
+    """err: an error reply's text, or redis-py's exception (which drops the code: READONLY
+    arrives as ReadOnlyError, "ERR x" as "x")."""
+    if not TRANSIENT:
+        return False
+    if isinstance(err, redis.ReadOnlyError) and any(t.startswith("READONLY") for t in TRANSIENT):
+        return True
+    return any(t in str(err) for t in TRANSIENT)
+
+
+class Conn(RespConn):
+    """RespConn whose TRANSIENT error replies raise Closed (a lost connection)."""
+
+    def call(self, *args):
+        try:
+            return super().call(*args)
+        except RespError as e:
+            if transient(e.msg):
+                raise Closed("transient error reply: %s" % e.msg)
+            raise
+
 
 def parse_id(x):
     ms, seq = x.split(b"-")
@@ -216,7 +244,10 @@ def producer(server, gate, model, p, wid, seed):
                     if restarted and last is not None:
                         try:
                             idmp_resend(client, model, p, last)
-                        except (redis.ConnectionError, redis.TimeoutError, OSError):
+                        except (redis.ConnectionError, redis.TimeoutError, OSError,
+                                redis.ResponseError) as ex:
+                            if isinstance(ex, redis.ResponseError) and not transient(ex):
+                                raise
                             client.close()
                             client = None
                             time.sleep(0.01)
@@ -248,7 +279,18 @@ def producer(server, gate, model, p, wid, seed):
                         how = "pipelined XADD x%d" % batch
                     if p == IDMP_PRODUCER:
                         how = "IDMP " + how + (" (retried)" if retried else "")
-                except (redis.ConnectionError, redis.TimeoutError, OSError):
+                except (redis.ConnectionError, redis.TimeoutError, OSError,
+                        redis.ResponseError) as ex:
+                    if isinstance(ex, redis.ResponseError) and not transient(ex):
+                        with model.lock:
+                            model.violate("producer %d: %s of #%d..#%d failed: %r"
+                                          % (p, "XADD" if batch == 1 else "pipeline",
+                                             items[0][0], items[-1][0], ex))
+                        client.close()
+                        client = None
+                        retry = None
+                        time.sleep(0.05)
+                        continue
                     with model.lock:
                         model.stats["xadd_unknown"] += batch
                     if p == IDMP_PRODUCER:
@@ -314,7 +356,7 @@ def dead_letter_worker(server, gate, model, wid, seed):
                 if conn is None or e != epoch:
                     if conn is not None:
                         conn.close()
-                    conn = RespConn(server.port, timeout=5)
+                    conn = Conn(server.port, timeout=5)
                     epoch = e
                     try:
                         conn.call("XGROUP", "CREATE", DKEY, DGROUP, "0", "MKSTREAM")
@@ -393,7 +435,7 @@ def consumer(server, gate, model, name, wid, seed):
                     if conn is not None:
                         conn.close()
                         conn = None
-                    conn = RespConn(server.port, timeout=5)
+                    conn = Conn(server.port, timeout=5)
                     epoch = e
                     op = "history"
                     r = conn.call("XREADGROUP", "GROUP", GROUP, name, "COUNT", "100000",
@@ -603,9 +645,8 @@ def check_state(server, model):
 
 def check_storage(server, seed):
     """What the replies cannot show: every stored counter and index against the rows."""
-    # a Server checks what it stores: its dir, or its schema on the pass on PostgreSQL
-    bad = server.check_data() if hasattr(server, "check_data") else check_data(server.exe,
-                                                                            server.dir)
+    own = getattr(server, "check_data", None)    # a store that is not a data directory
+    bad = own() if own is not None else check_data(server.exe, server.dir)
     if bad:
         raise Violation("seed %d: %s" % (seed, bad))
 

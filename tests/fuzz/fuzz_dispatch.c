@@ -199,7 +199,7 @@ usable(const struct brk_conn *c)
 static void
 time_out(struct brk_conn *c)
 {
-	brk_block_end(c, false);
+	brk_block_end(c, NULL);
 }
 
 static void

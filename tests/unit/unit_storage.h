@@ -10,7 +10,9 @@
  * Each binary's main() calls fixture_init() with what differs between
  * them (the base directory's name, the backend, the map size), then
  * fixture_run(). The environment variable ECHD_TEST_BACKEND overrides the
- * backend: meson runs each of these binaries once per backend (lmdb, mem). Every test works in its own directory under base_dir:
+ * backend: meson runs each of these binaries once per backend (lmdb, mem,
+ * postgres under tests/helpers/pgtmp.py). Every test works in its own
+ * directory under base_dir (on postgres, its own schema too):
  * its setup is fixture_open() (or a setup() that calls it) and its
  * teardown is teardown(). fixture_run() removes base_dir at the end, so a
  * failed (forked-away) test leaves nothing.
@@ -161,6 +163,10 @@ fixture_run(SRunner *sr)
 	return failed == 0 ? 0 : 1;
 }
 
+/* On postgres: this test's own schema, named after its directory, in the
+ * server ECHD_TEST_PG_URL names (tests/helpers/pgtmp.py starts one). */
+static char pg_schema[64];
+
 static inline struct storage_opts
 opts_default(void)
 {
@@ -169,6 +175,15 @@ opts_default(void)
 		.map_size = fixture.map_size,
 		.sync_mode = STORAGE_SYNC_FULL,
 	};
+	if (fixture_is("postgres")) {
+		const char *t = strrchr(dir, '/');
+
+		snprintf(pg_schema, sizeof(pg_schema), "%.24s_%.24s", strrchr(base_dir, '-') + 1,
+			t != NULL ? t + 1 : dir);
+		o.url = getenv("ECHD_TEST_PG_URL");
+		o.schema = pg_schema;
+		ck_assert_msg(o.url != NULL, "ECHD_TEST_PG_URL is not set (run under pgtmp.py)");
+	}
 	return o;
 }
 
@@ -193,10 +208,11 @@ commit(void)
 static inline void
 fixture_open(void)
 {
-	struct storage_opts o = opts_default();
+	struct storage_opts o;
 
 	snprintf(dir, sizeof(dir), "%s/t-XXXXXX", base_dir);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
+	o = opts_default(); /* after dir: postgres names its schema after it */
 	st = NULL;
 	tx = NULL;
 	OK(storage_open(fixture.backend, &o, &st));

@@ -1,0 +1,698 @@
+/* test_pg.c - the postgres backend's own behaviour (st_pg.c): what comes
+ * back from PostgreSQL after a reopen, what a commit leaves there, active
+ * and standby front ends, fencing, a killed session and a round trip that
+ * takes too long. The contract suites run on it too (test_storage.c with
+ * ECHD_TEST_BACKEND=postgres).
+ *
+ * Needs a real server: ECHD_TEST_PG_URL, set by tests/helpers/pgtmp.py
+ * (meson runs this under it). Each test works in its own schema and checks
+ * PostgreSQL's side through a connection of its own.
+ */
+#include <check.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "echd.h"
+#include "storage.h"
+
+#define OK(x)                                                                                      \
+	do {                                                                                       \
+		int rc_ = (x);                                                                     \
+		ck_assert_msg(rc_ == 0, "%s: %d (%s)", #x, rc_, echd_strerror(rc_));               \
+	} while (0)
+#define FAILS(x, code)                                                                             \
+	do {                                                                                       \
+		int rc_ = (x);                                                                     \
+		ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %d (%s)", #x, rc_,             \
+			echd_strerror(rc_), (code), echd_strerror(code));                          \
+	} while (0)
+
+static const char *pg_url;
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct storage_opts
+opts(const char *schema, int port, unsigned timeout_ms)
+{
+	struct storage_opts o = {
+		.url = pg_url,
+		.schema = schema,
+		.ha_name = "echd",
+		.announce_host = "127.0.0.1",
+		.announce_port = port,
+		.timeout_ms = timeout_ms,
+	};
+	return o;
+}
+
+static struct storage *
+open_pg(const char *schema, int port)
+{
+	struct storage_opts o = opts(schema, port, 0);
+	struct storage *st;
+
+	OK(storage_open("postgres", &o, &st));
+	return st;
+}
+
+/* A connection of the test's own, to look at PostgreSQL's side. */
+static PGconn *
+side(void)
+{
+	const char *keys[] = {"dbname", "application_name", NULL};
+	const char *vals[] = {pg_url, "echd-test", NULL};
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
+
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "side connection: %s", PQerrorMessage(c));
+	return c;
+}
+
+static void
+sql_ok(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType s = PQresultStatus(r);
+
+	ck_assert_msg(s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK, "%s: %s", sql,
+		PQresultErrorMessage(r));
+	PQclear(r);
+}
+
+/* The first column of the first row, as an integer. */
+static long long
+sql_int(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	long long v;
+
+	ck_assert_msg(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1, "%s: %s", sql,
+		PQresultErrorMessage(r));
+	v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	return v;
+}
+
+static long long
+rows_in(PGconn *c, const char *schema, const char *table)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\".%s", schema, table);
+	return sql_int(c, sql);
+}
+
+static void
+put_s(struct storage_txn *t, enum storage_table tb, const char *k, const char *v)
+{
+	struct st_buf kb = {k, strlen(k)}, vb = {v, strlen(v)};
+
+	OK(storage_put(t, tb, &kb, &vb, 0));
+}
+
+/* want NULL: absent. */
+static void
+get_is(struct storage_txn *t, enum storage_table tb, const char *k, const char *want)
+{
+	struct st_buf kb = {k, strlen(k)}, v;
+	int rc = storage_get(t, tb, &kb, &v);
+
+	if (want == NULL) {
+		ck_assert_msg(rc == ECHD_ENOTFOUND, "get %s: %d, expected not found", k, rc);
+		return;
+	}
+	ck_assert_msg(rc == 0, "get %s: %d", k, rc);
+	ck_assert_msg(v.len == strlen(want) && memcmp(v.data, want, v.len) == 0,
+		"get %s: '%.*s', expected '%s'", k, (int)v.len, (const char *)v.data, want);
+}
+
+static enum storage_role
+poll_role(struct storage *st, struct storage_ha *ha)
+{
+	struct storage_ha h;
+
+	(void)storage_ha_poll(st, ha != NULL ? ha : &h);
+	return storage_ha_role(st);
+}
+
+/* Polls until st is active or ms pass; returns the last poll's answer. */
+static struct storage_ha
+poll_until_active(struct storage *st, int ms)
+{
+	int64_t end = now_ms() + ms;
+	struct storage_ha ha;
+
+	while (poll_role(st, &ha) != STORAGE_ROLE_ACTIVE && now_ms() < end) {
+		usleep(50 * 1000);
+	}
+	return ha;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+START_TEST(test_reopen_keeps_rows)
+{
+	struct storage *st = open_pg("reopen", 7001);
+	struct storage_txn *t;
+	struct storage_cursor *c;
+	struct st_buf key, val, kb = {"b", 1};
+
+	ck_assert(storage_has_ha(st));
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert(!storage_has_capacity(st));
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "a", "1");
+	put_s(t, STORAGE_T_KEYS, "b", "2");
+	put_s(t, STORAGE_T_KEYS, "c", "3");
+	put_s(t, STORAGE_T_KEYS, "d", "4");
+	put_s(t, STORAGE_T_ENTRIES, "a", "other table");
+	OK(storage_txn_commit(t));
+	/* A del, an overwrite and a cursor_del in a second commit. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_del(t, STORAGE_T_KEYS, &kb));
+	put_s(t, STORAGE_T_KEYS, "a", "one");
+	OK(storage_cursor_open(t, STORAGE_T_KEYS, &c));
+	OK(storage_cursor_seek_last(c, NULL, &key, &val));
+	ck_assert(key.len == 1 && memcmp(key.data, "d", 1) == 0);
+	OK(storage_cursor_del(c));
+	storage_cursor_close(c);
+	OK(storage_txn_commit(t));
+	storage_close(st);
+
+	st = open_pg("reopen", 7001);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "a", "one");
+	get_is(t, STORAGE_T_KEYS, "b", NULL);
+	get_is(t, STORAGE_T_KEYS, "c", "3");
+	get_is(t, STORAGE_T_KEYS, "d", NULL);
+	get_is(t, STORAGE_T_ENTRIES, "a", "other table");
+	get_is(t, STORAGE_T_ENTRIES, "c", NULL);
+	OK(storage_cursor_open(t, STORAGE_T_KEYS, &c));
+	OK(storage_cursor_seek(c, NULL, &key, &val));
+	ck_assert(key.len == 1 && memcmp(key.data, "a", 1) == 0);
+	OK(storage_cursor_next(c, &key, &val));
+	ck_assert(key.len == 1 && memcmp(key.data, "c", 1) == 0);
+	FAILS(storage_cursor_next(c, &key, &val), ECHD_ENOTFOUND);
+	storage_cursor_close(c);
+	storage_txn_abort(t);
+	storage_close(st);
+}
+END_TEST
+
+/* An aborted child's writes and an aborted top-level txn's reach nothing. */
+START_TEST(test_aborts_write_nothing)
+{
+	struct storage *st = open_pg("aborts", 7001);
+	struct storage_txn *t, *child;
+	PGconn *pc = side();
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "kept", "1");
+	OK(storage_txn_begin(st, t, 0, &child));
+	put_s(child, STORAGE_T_KEYS, "child", "2");
+	put_s(child, STORAGE_T_KEYS, "kept", "overwritten by the child");
+	storage_txn_abort(child);
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "aborts", "keys"), 1);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM aborts.keys WHERE k = 'kept' AND "
+				     "v = '1'"),
+		1);
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "never", "1");
+	put_s(t, STORAGE_T_PEL, "never", "1");
+	storage_txn_abort(t);
+	ck_assert_int_eq(rows_in(pc, "aborts", "keys"), 1);
+	ck_assert_int_eq(rows_in(pc, "aborts", "pel"), 0);
+
+	/* A child that commits into its parent is sent with it. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_txn_begin(st, t, 0, &child));
+	put_s(child, STORAGE_T_PEL, "from child", "1");
+	OK(storage_txn_commit(child));
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "aborts", "pel"), 1);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+START_TEST(test_many_keys_one_commit)
+{
+	enum { N = 20000 };
+	struct storage *st = open_pg("many", 7001);
+	struct storage_txn *t;
+	struct storage_cursor *c;
+	struct st_buf key, val;
+	PGconn *pc = side();
+	char k[32], v[32];
+	int rc, n = 0;
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (int i = 0; i < N; i++) {
+		snprintf(k, sizeof(k), "k%08d", i);
+		snprintf(v, sizeof(v), "v%d", i);
+		put_s(t, STORAGE_T_ENTRIES, k, v);
+	}
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "many", "entries"), N);
+	storage_close(st);
+
+	st = open_pg("many", 7001);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+	for (rc = storage_cursor_seek(c, NULL, &key, &val); rc == 0;
+		rc = storage_cursor_next(c, &key, &val)) {
+		snprintf(k, sizeof(k), "k%08d", n);
+		snprintf(v, sizeof(v), "v%d", n);
+		ck_assert(key.len == strlen(k) && memcmp(key.data, k, key.len) == 0);
+		ck_assert(val.len == strlen(v) && memcmp(val.data, v, val.len) == 0);
+		n++;
+	}
+	FAILS(rc, ECHD_ENOTFOUND);
+	ck_assert_int_eq(n, N);
+	storage_cursor_close(c);
+	storage_txn_abort(t);
+
+	/* Deleting them all is one commit too. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+	rc = storage_cursor_seek(c, NULL, &key, &val);
+	while (rc == 0) {
+		OK(storage_cursor_del(c));
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "many", "entries"), 0);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+START_TEST(test_binary_and_large)
+{
+	struct storage *st = open_pg("binary", 7001);
+	struct storage_txn *t;
+	struct storage_cursor *c;
+	static unsigned char big[1 << 20], longkey[STORAGE_KEY_MAX];
+	const unsigned char z1[] = {0}, z2[] = {0, 0}, z3[] = {'a', 0, 'b'}, z4[] = {'a'};
+	const struct st_buf keys[] = {{z1, 1}, {z2, 2}, {z4, 1}, {z3, 3}}; /* in key order */
+	struct st_buf k, v, key, val;
+
+	for (size_t i = 0; i < sizeof(big); i++) {
+		big[i] = (unsigned char)(i * 7 + (i >> 9));
+	}
+	memset(longkey, 0xff, sizeof(longkey));
+	longkey[0] = 0;
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (int i = 3; i >= 0; i--) {
+		v.data = keys[i].data;
+		v.len = keys[i].len;
+		OK(storage_put(t, STORAGE_T_CPEL, &keys[i], &v, 0));
+	}
+	k.data = longkey;
+	k.len = sizeof(longkey);
+	v.data = big;
+	v.len = sizeof(big);
+	OK(storage_put(t, STORAGE_T_META, &k, &v, 0));
+	k.len = 1;
+	v.len = 0; /* an empty value */
+	OK(storage_put(t, STORAGE_T_META, &k, &v, 0));
+	OK(storage_txn_commit(t));
+	storage_close(st);
+
+	st = open_pg("binary", 7001);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	OK(storage_cursor_open(t, STORAGE_T_CPEL, &c));
+	for (int i = 0; i < 4; i++) {
+		OK(i == 0 ? storage_cursor_seek(c, NULL, &key, &val) :
+			    storage_cursor_next(c, &key, &val));
+		ck_assert_uint_eq(key.len, keys[i].len);
+		ck_assert(memcmp(key.data, keys[i].data, key.len) == 0);
+		ck_assert(val.len == key.len && memcmp(val.data, key.data, key.len) == 0);
+	}
+	FAILS(storage_cursor_next(c, &key, &val), ECHD_ENOTFOUND);
+	k.len = sizeof(longkey);
+	OK(storage_get(t, STORAGE_T_META, &k, &val));
+	ck_assert_uint_eq(val.len, sizeof(big));
+	ck_assert(memcmp(val.data, big, sizeof(big)) == 0);
+	k.len = 1;
+	OK(storage_get(t, STORAGE_T_META, &k, &val));
+	ck_assert_uint_eq(val.len, 0);
+	storage_txn_abort(t);
+	storage_close(st);
+}
+END_TEST
+
+/* A second front end is a standby that names the active one, and takes
+ * over, with the data, when the first goes. */
+START_TEST(test_standby_takes_over)
+{
+	struct storage *a = open_pg("ha", 7001), *b;
+	struct storage_txn *t;
+	struct storage_ha ha, hb;
+	PGconn *pc = side();
+	int64_t t0;
+
+	ck_assert_int_eq(poll_role(a, &ha), STORAGE_ROLE_ACTIVE);
+	ck_assert(!ha.became_active);
+	ck_assert_str_eq(ha.active_host, "127.0.0.1");
+	ck_assert_int_eq(ha.active_port, 7001);
+	OK(storage_txn_begin(a, NULL, 0, &t));
+	put_s(t, STORAGE_T_GROUPS, "g", "from a");
+	OK(storage_txn_commit(t));
+
+	b = open_pg("ha", 7002);
+	ck_assert_int_eq(storage_ha_role(b), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(poll_role(b, &hb), STORAGE_ROLE_STANDBY);
+	ck_assert_str_eq(hb.active_host, "127.0.0.1");
+	ck_assert_int_eq(hb.active_port, 7001);
+	ck_assert_uint_eq(hb.gen, ha.gen);
+	FAILS(storage_txn_begin(b, NULL, 0, &t), ECHD_ESTANDBY);
+	OK(storage_txn_begin(b, NULL, STORAGE_TXN_RDONLY, &t)); /* reads always run */
+	storage_txn_abort(t);
+
+	storage_close(a);
+	t0 = now_ms();
+	hb = poll_until_active(b, 5000);
+	ck_assert_int_eq(hb.role, STORAGE_ROLE_ACTIVE);
+	ck_assert(hb.became_active);
+	ck_assert_uint_eq(hb.gen, ha.gen + 1);
+	ck_assert_msg(now_ms() - t0 < 2000, "takeover took %lld ms", (long long)(now_ms() - t0));
+	ck_assert_int_eq(hb.active_port, 7002);
+	ck_assert_int_eq(sql_int(pc, "SELECT port FROM ha.ha"), 7002);
+	ck_assert_int_eq(sql_int(pc, "SELECT gen FROM ha.ha"), (long long)hb.gen);
+	OK(storage_txn_begin(b, NULL, 0, &t));
+	get_is(t, STORAGE_T_GROUPS, "g", "from a");
+	put_s(t, STORAGE_T_GROUPS, "g", "from b");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM ha.groups WHERE v = 'from b'"), 1);
+	/* A later poll changes nothing. */
+	ck_assert_int_eq(poll_role(b, &hb), STORAGE_ROLE_ACTIVE);
+	ck_assert(!hb.became_active);
+	PQfinish(pc);
+	storage_close(b);
+}
+END_TEST
+
+/* Another front end's takeover (the generation bumped behind our back)
+ * fails our next commit, which then leaves nothing in PostgreSQL. */
+START_TEST(test_fenced_commit)
+{
+	struct storage *st = open_pg("fence", 7001);
+	struct storage_txn *t;
+	struct storage_ha ha;
+	PGconn *pc = side();
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "before", "1");
+	OK(storage_txn_commit(t));
+	sql_ok(pc, "UPDATE fence.ha SET gen = gen + 1");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "after", "1");
+	put_s(t, STORAGE_T_PEL, "after", "1");
+	FAILS(storage_txn_commit(t), ECHD_ESTANDBY);
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(rows_in(pc, "fence", "keys"), 1);
+	ck_assert_int_eq(rows_in(pc, "fence", "pel"), 0);
+	/* Nor is it in the cache. */
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "after", NULL);
+	get_is(t, STORAGE_T_KEYS, "before", "1");
+	storage_txn_abort(t);
+	FAILS(storage_txn_begin(st, NULL, 0, &t), ECHD_ESTANDBY);
+	/* It let go of the lock: nobody else holds it, so it may take over
+	 * again, with a new generation. */
+	ha = poll_until_active(st, 3000);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
+	ck_assert(ha.became_active);
+	ck_assert_int_eq((long long)ha.gen, sql_int(pc, "SELECT gen FROM fence.ha"));
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* A statement PostgreSQL refuses fails the commit alone: -EIO, nothing of
+ * it kept anywhere, still active, and the next commit goes through. */
+START_TEST(test_refused_commit)
+{
+	struct storage *st = open_pg("refused", 7001);
+	struct storage_txn *t;
+	PGconn *pc = side();
+
+	sql_ok(pc, "ALTER TABLE refused.keys ADD CHECK (length(v) < 5)");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_PEL, "p", "1");
+	put_s(t, STORAGE_T_KEYS, "k", "too long for the check");
+	FAILS(storage_txn_commit(t), -EIO);
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(rows_in(pc, "refused", "pel"), 0);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_PEL, "p", NULL);
+	put_s(t, STORAGE_T_KEYS, "k", "ok");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "refused", "keys"), 1);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* The active one's poll notices a takeover it did not commit through. */
+START_TEST(test_poll_sees_takeover)
+{
+	struct storage *st = open_pg("pollfence", 7001);
+	struct storage_txn *t;
+	struct storage_ha ha;
+	PGconn *pc = side();
+
+	sql_ok(pc, "UPDATE pollfence.ha SET gen = gen + 1, host = 'elsewhere', port = 9");
+	ck_assert_int_eq(poll_role(st, &ha), STORAGE_ROLE_STANDBY);
+	FAILS(storage_txn_begin(st, NULL, 0, &t), ECHD_ESTANDBY);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* The session killed under it: the next commit fails unacknowledged, and
+ * polls reconnect and make it active again (nobody else holds the lock). */
+START_TEST(test_killed_session)
+{
+	struct storage *st = open_pg("killed", 7001);
+	struct storage_txn *t;
+	struct storage_ha ha;
+	PGconn *pc = side();
+	uint64_t gen0;
+	int rc;
+
+	ck_assert_int_eq(poll_role(st, &ha), STORAGE_ROLE_ACTIVE);
+	gen0 = ha.gen;
+	ck_assert_int_eq(sql_int(pc, "SELECT count(pg_terminate_backend(pid)) FROM "
+				     "pg_stat_activity WHERE application_name = 'echd'"),
+		1);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "lost", "1");
+	rc = storage_txn_commit(t);
+	ck_assert_msg(rc == ECHD_EOFFLINE || rc == ECHD_EINDOUBT, "commit: %d (%s)", rc,
+		echd_strerror(rc));
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_OFFLINE);
+	FAILS(storage_txn_begin(st, NULL, 0, &t), ECHD_EOFFLINE);
+	ha = poll_until_active(st, 5000);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
+	ck_assert(ha.became_active);
+	ck_assert_uint_eq(ha.gen, gen0 + 1);
+	/* The cache was reloaded from PostgreSQL: the failed commit is in
+	 * neither. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_KEYS, "lost", NULL);
+	put_s(t, STORAGE_T_KEYS, "after", "1");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "killed", "keys"), 1);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* A killed session with no commit: the active one's poll notices. */
+START_TEST(test_killed_session_poll)
+{
+	struct storage *st = open_pg("killedpoll", 7001);
+	struct storage_ha ha;
+	PGconn *pc = side();
+
+	ck_assert_int_eq(sql_int(pc, "SELECT count(pg_terminate_backend(pid)) FROM "
+				     "pg_stat_activity WHERE application_name = 'echd'"),
+		1);
+	usleep(100 * 1000);
+	ck_assert_int_eq(poll_role(st, &ha), STORAGE_ROLE_OFFLINE);
+	ck_assert_msg(ha.why[0] != '\0', "no reason given");
+	ha = poll_until_active(st, 5000);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* A round trip that takes longer than timeout_ms counts as a lost
+ * connection: the commit comes back with an error in about that time. */
+START_TEST(test_commit_times_out)
+{
+	struct storage_opts o = opts("slow", 7001, 500);
+	struct storage *st;
+	struct storage_txn *t;
+	struct storage_ha ha;
+	PGconn *pc = side();
+	int64_t t0, took;
+	int rc;
+
+	OK(storage_open("postgres", &o, &st));
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
+	sql_ok(pc, "BEGIN");
+	sql_ok(pc, "LOCK TABLE slow.entries IN ACCESS EXCLUSIVE MODE");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_ENTRIES, "stuck", "1");
+	t0 = now_ms();
+	rc = storage_txn_commit(t);
+	took = now_ms() - t0;
+	ck_assert_msg(rc == ECHD_EOFFLINE || rc == ECHD_EINDOUBT, "commit: %d (%s)", rc,
+		echd_strerror(rc));
+	ck_assert_msg(took >= 400 && took < 1500, "the commit took %lld ms", (long long)took);
+	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_OFFLINE);
+	sql_ok(pc, "ROLLBACK");
+	/* Once the server has dropped the old session, it is active again,
+	 * and the stuck row is not in the reloaded cache unless PostgreSQL
+	 * has it (an in-doubt commit may have gone either way). */
+	ha = poll_until_active(st, 10000);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_ENTRIES, "stuck",
+		rows_in(pc, "slow", "entries") == 1 ? "1" : NULL);
+	storage_txn_abort(t);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Nothing listening: the open fails, within the timeout. */
+START_TEST(test_open_unreachable)
+{
+	struct storage_opts o = opts("nowhere", 7001, 1000);
+	struct storage *st = NULL;
+	int64_t t0 = now_ms();
+
+	o.url = "postgresql://127.0.0.1:1/postgres";
+	ck_assert_int_ne(storage_open("postgres", &o, &st), 0);
+	ck_assert_ptr_null(st);
+	ck_assert_int_lt(now_ms() - t0, 3000);
+}
+END_TEST
+
+/* echo-admin's open: a snapshot, no lock, no writes; no schema made. */
+START_TEST(test_read_only)
+{
+	struct storage *st = open_pg("ro", 7001), *ro;
+	struct storage_opts o = opts("ro", 7009, 0);
+	struct storage_txn *t;
+	struct storage_ha ha;
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "k", "v");
+	OK(storage_txn_commit(t));
+	o.read_only = true;
+	OK(storage_open("postgres", &o, &ro));
+	ck_assert_int_eq(poll_role(ro, &ha), STORAGE_ROLE_ACTIVE);
+	FAILS(storage_txn_begin(ro, NULL, 0, &t), -EROFS);
+	OK(storage_txn_begin(ro, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "k", "v");
+	storage_txn_abort(t);
+	/* The writer stayed active: the read-only one took no lock. */
+	ck_assert_int_eq(poll_role(st, NULL), STORAGE_ROLE_ACTIVE);
+	storage_close(ro);
+	storage_close(st);
+
+	o.schema = "ro_missing";
+	ck_assert_int_ne(storage_open("postgres", &o, &ro), 0);
+}
+END_TEST
+
+/* A schema of a later version is refused. */
+START_TEST(test_newer_version_refused)
+{
+	struct storage *st = open_pg("newer", 7001);
+	struct storage_opts o = opts("newer", 7001, 0);
+	PGconn *pc = side();
+
+	storage_close(st);
+	sql_ok(pc, "UPDATE newer.version SET v = 2");
+	st = NULL;
+	FAILS(storage_open("postgres", &o, &st), -EPROTO);
+	PQfinish(pc);
+}
+END_TEST
+
+static Suite *
+pg_suite(void)
+{
+	Suite *s = suite_create("postgres");
+	TCase *tc = tcase_create("rows");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_reopen_keeps_rows);
+	tcase_add_test(tc, test_aborts_write_nothing);
+	tcase_add_test(tc, test_many_keys_one_commit);
+	tcase_add_test(tc, test_binary_and_large);
+	tcase_add_test(tc, test_refused_commit);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ha");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_standby_takes_over);
+	tcase_add_test(tc, test_fenced_commit);
+	tcase_add_test(tc, test_poll_sees_takeover);
+	tcase_add_test(tc, test_killed_session);
+	tcase_add_test(tc, test_killed_session_poll);
+	tcase_add_test(tc, test_commit_times_out);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("open");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_open_unreachable);
+	tcase_add_test(tc, test_read_only);
+	tcase_add_test(tc, test_newer_version_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	pg_url = getenv("ECHD_TEST_PG_URL");
+	if (pg_url == NULL || pg_url[0] == '\0') {
+		fprintf(stderr, "test-pg: ECHD_TEST_PG_URL is not set: run it under "
+				"tests/helpers/pgtmp.py (meson test does)\n");
+		return 1;
+	}
+	sr = srunner_create(pg_suite());
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
