@@ -19,9 +19,10 @@ The whole suite on PostgreSQL (run.py --storage postgres, echd only): every echd
 (spawn() and restarts included) stores in a schema of its own on one throw-away PostgreSQL
 cluster (enable_pg()); a restart keeps the schema, so a persistence test sees its data
 again. Its --dir stays (echd keeps its lock and logs there). A Server whose extra arguments
-name their own --storage-backend keeps it. The after-each-test check reads that schema
-(echo-admin --storage-url URL --storage-pg-schema NAME check). A test about LMDB itself
-carries @lmdb_only("why").
+name their own backend or store (--storage, --storage-backend, --storage-url) keeps it. The
+after-each-test check reads that schema (echo-admin --storage-url URL --storage-pg-schema
+NAME check). A test about LMDB itself carries @lmdb_only("why"), one about PostgreSQL
+@pg_only("why").
 
 The whole suite over TLS (run.py --tls, echd only): every echd Server also listens on a TLS
 port with a throw-away certificate (enable_tls()), and the harness' own clients -- RespConn
@@ -514,7 +515,8 @@ class Server:
     def pg_schema(self):
         """The schema this server stores in (run.py --storage postgres), or None: not
         on PostgreSQL, or its arguments name a backend of their own."""
-        if self._pg_schema is None or "--storage-backend" in self.extra_args:
+        if self._pg_schema is None or any(a in self.extra_args for a in (
+                "--storage", "--storage-backend", "--storage-url")):
             return None
         return self._pg_schema
 
