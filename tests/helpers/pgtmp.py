@@ -59,8 +59,12 @@ def _as_postgres():
 class Cluster:
     """One PostgreSQL server in its own temporary directory on 127.0.0.1."""
 
-    def __init__(self, root=None, port=None, datadir=None, user=None):
+    def __init__(self, root=None, port=None, datadir=None, user=None, fsync=False):
         self.bin = pg_bindir()
+        # A test's cluster runs without fsync: kill -9 of PostgreSQL (what the failover tests
+        # do) keeps what its commits wrote to the page cache, and no test cuts the power.
+        # Benchmarks ask for fsync, as production has it.
+        self.fsync = fsync
         self.own_root = root is None
         self.root = root or tempfile.mkdtemp(prefix="echd-pg-")
         self.datadir = datadir or os.path.join(self.root, "data")
@@ -86,8 +90,9 @@ class Cluster:
         with open(os.path.join(self.datadir, "postgresql.conf"), "a") as f:
             f.write("\n# pgtmp.py\nlisten_addresses = '127.0.0.1'\nport = %d\n"
                     "unix_socket_directories = '%s'\nmax_connections = 200\n"
-                    "wal_level = replica\nmax_wal_senders = 5\nfsync = on\n"
-                    "logging_collector = off\n" % (self.port, self.sockdir))
+                    "wal_level = replica\nmax_wal_senders = 5\nfsync = %s\n"
+                    "logging_collector = off\n"
+                    % (self.port, self.sockdir, "on" if self.fsync else "off"))
         with open(os.path.join(self.datadir, "pg_hba.conf"), "a") as f:
             f.write("host replication all 127.0.0.1/32 trust\n")
         return self
@@ -140,7 +145,7 @@ class Cluster:
     def start_replica(self, synchronous=True):
         """A standby of this cluster, streaming from it; with synchronous, the primary waits
         for it at each commit (synchronous_standby_names). Returns the started Cluster."""
-        rep = Cluster()
+        rep = Cluster(fsync=self.fsync)
         rep.user = self.user
         subprocess.run([os.path.join(self.bin, "pg_basebackup"), "-h", "127.0.0.1",
                         "-p", str(self.port), "-U", self.user, "-D", rep.datadir, "-R",
