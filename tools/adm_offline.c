@@ -4,10 +4,11 @@
  * Everything is read through one read-only transaction: a consistent
  * snapshot, taken without stopping or slowing echd (LMDB readers never
  * block its writer; the postgres backend opened read_only loads one
- * snapshot of the schema without the active front end's lock). Figures are computed as the broker computes them for
- * XINFO and XPENDING (broker/cmd_group.c), with this process's clock for
- * idle times. Nothing here can write: the environment is opened with
- * read_only, so even a bug could not change the data.
+ * snapshot of the schema without the active front end's lock). Figures
+ * are computed as the broker computes them for XINFO and XPENDING
+ * (broker/cmd_group.c), with this process's clock for idle times. Nothing
+ * here can write: the store is opened read_only, so even a bug could not
+ * change the data.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -68,8 +69,9 @@ open_pg(const struct adm_opts *ao, struct storage **out)
 	rc = storage_open("postgres", &so, out);
 	if (rc != 0) {
 		/* not the URL: it may carry a password */
-		return adm_err(ADM_EXIT_CONNECT, "cannot open schema '%s' on PostgreSQL read-only: %s",
-			so.schema, echd_strerror(rc));
+		return adm_err(ADM_EXIT_CONNECT,
+			"cannot open schema '%s' on PostgreSQL read-only: %s", so.schema,
+			echd_strerror(rc));
 	}
 	return 0;
 }
