@@ -1,7 +1,8 @@
 /* adm.h - echo-admin's internals, shared by tools/adm_*.c (not API).
  *
  * echo-admin reads one of two sources: a live echd over RESP (adm_live.c)
- * or the LMDB directory, read-only (adm_offline.c). Both hand rows to the
+ * or the store itself, read-only (adm_offline.c): the LMDB directory, or
+ * echd's schema on PostgreSQL. Both hand rows to the
  * same views (adm_view.c), which print them as tables or as one JSON
  * document (adm_out.c), so the two modes cannot drift apart in format.
  */
@@ -42,8 +43,10 @@ struct adm_opts {
 	bool insecure; /* no check of the server's certificate */
 	int timeout_ms;
 	unsigned db;
-	/* offline */
+	/* offline: one of these two */
 	const char *data_dir;
+	const char *storage_url; /* the postgres backend: a libpq URI or key=value string */
+	const char *pg_schema;   /* with storage_url; NULL: echd's default, "echd" */
 	/* output */
 	bool json;
 	bool color;
@@ -263,9 +266,13 @@ int adm_live_data_dir(struct adm_ctx *x, char **out);
 
 /* ---- offline mode (adm_offline.c) ----------------------------------------- */
 
-/* Opens dir read-only and begins the snapshot. Returns an ADM_EXIT_ code. */
+/* Opens dir read-only (dir NULL: the postgres schema of x->o's storage_url
+ * and pg_schema) and begins the snapshot. Returns an ADM_EXIT_ code. */
 int adm_off_open(struct adm_ctx *x, const char *dir);
 void adm_off_close(struct adm_ctx *x);
+/* The schema --storage-pg-schema names, or echd's default. Borrowed. */
+#define ADM_PG_SCHEMA_DEFAULT "echd"
+const char *adm_pg_schema(const struct adm_opts *o);
 
 int adm_off_streams(struct adm_ctx *x);
 int adm_off_groups(struct adm_ctx *x, const char *stream);
@@ -280,6 +287,9 @@ int adm_backup(const char *src, const char *dest);
 /* ---- check (adm_check.c) ---------------------------------------------------- */
 
 int adm_check(const char *dir);
+/* The same of dir, or (dir NULL) of the postgres schema o names
+ * (storage_url, pg_schema). Borrows both. */
+int adm_check_store(const struct adm_opts *o, const char *dir);
 
 /* ---- small shared helpers ---------------------------------------------------- */
 

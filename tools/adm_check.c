@@ -1,4 +1,5 @@
-/* adm_check.c - `echo-admin check DIR`: every invariant of a data directory.
+/* adm_check.c - `echo-admin check`: every invariant of a data directory (or of
+ * echd's schema on PostgreSQL: the same rows, read through the same interface).
  *
  * Walks every table once, in one read-only transaction (so it may run
  * while echd writes, and sees one consistent state), and compares the
@@ -1317,6 +1318,15 @@ int
 adm_check(const char *dir)
 {
 	struct adm_opts o;
+
+	memset(&o, 0, sizeof(o));
+	return adm_check_store(&o, dir);
+}
+
+int
+adm_check_store(const struct adm_opts *src, const char *dir)
+{
+	struct adm_opts o;
 	struct adm_ctx x;
 	struct chk c;
 	char a[40], b[40], d[40], e[40], f[40], g[40];
@@ -1325,6 +1335,9 @@ adm_check(const char *dir)
 	memset(&o, 0, sizeof(o));
 	memset(&x, 0, sizeof(x));
 	memset(&c, 0, sizeof(c));
+	o.storage_url = src->storage_url;
+	o.pg_schema = src->pg_schema;
+	o.timeout_ms = src->timeout_ms;
 	x.o = &o;
 	rc = adm_off_open(&x, dir);
 	if (rc != 0) {
@@ -1333,12 +1346,20 @@ adm_check(const char *dir)
 	c.t = x.txn;
 	if (adm_out.json) {
 		adm_json_obj();
-		adm_json_key("dir");
-		adm_json_cstr(dir);
+		if (dir != NULL) {
+			adm_json_key("dir");
+			adm_json_cstr(dir);
+		} else {
+			adm_json_key("schema");
+			adm_json_cstr(adm_pg_schema(&o));
+		}
 		adm_json_key("problems");
 		adm_json_arr();
-	} else {
+	} else if (dir != NULL) {
 		printf("checking %s\n", dir);
+	} else {
+		/* the schema, not the URL: it may carry a password */
+		printf("checking schema %s on PostgreSQL\n", adm_pg_schema(&o));
 	}
 	c.err = check_all(&c);
 	if (adm_out.json) {

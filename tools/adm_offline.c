@@ -1,11 +1,14 @@
-/* adm_offline.c - echo-admin on the LMDB directory, read-only.
+/* adm_offline.c - echo-admin on the store itself, read-only: the LMDB
+ * directory, or echd's schema on PostgreSQL (--storage-url).
  *
  * Everything is read through one read-only transaction: a consistent
  * snapshot, taken without stopping or slowing echd (LMDB readers never
- * block its writer). Figures are computed as the broker computes them for
- * XINFO and XPENDING (broker/cmd_group.c), with this process's clock for
- * idle times. Nothing here can write: the environment is opened with
- * read_only, so even a bug could not change the data.
+ * block its writer; the postgres backend opened read_only loads one
+ * snapshot of the schema without the active front end's lock). Figures
+ * are computed as the broker computes them for XINFO and XPENDING
+ * (broker/cmd_group.c), with this process's clock for idle times. Nothing
+ * here can write: the store is opened read_only, so even a bug could not
+ * change the data.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -50,10 +53,39 @@ open_dir(const char *dir, struct storage **out)
 	return 0;
 }
 
+/* The schema on PostgreSQL, read-only: a snapshot, no lock, no write (the
+ * schema must exist: echd creates it). */
+static int
+open_pg(const struct adm_opts *ao, struct storage **out)
+{
+	struct storage_opts so;
+	int rc;
+
+	memset(&so, 0, sizeof(so));
+	so.url = ao->storage_url;
+	so.schema = adm_pg_schema(ao);
+	so.read_only = true;
+	so.timeout_ms = (unsigned)ao->timeout_ms;
+	rc = storage_open("postgres", &so, out);
+	if (rc != 0) {
+		/* not the URL: it may carry a password */
+		return adm_err(ADM_EXIT_CONNECT,
+			"cannot open schema '%s' on PostgreSQL read-only: %s", so.schema,
+			echd_strerror(rc));
+	}
+	return 0;
+}
+
+const char *
+adm_pg_schema(const struct adm_opts *o)
+{
+	return o->pg_schema != NULL ? o->pg_schema : ADM_PG_SCHEMA_DEFAULT;
+}
+
 int
 adm_off_open(struct adm_ctx *x, const char *dir)
 {
-	int rc = open_dir(dir, &x->st);
+	int rc = dir != NULL ? open_dir(dir, &x->st) : open_pg(x->o, &x->st);
 
 	if (rc != 0) {
 		return rc;
@@ -62,6 +94,10 @@ adm_off_open(struct adm_ctx *x, const char *dir)
 	if (rc != 0) {
 		storage_close(x->st);
 		x->st = NULL;
+		if (dir == NULL) {
+			return adm_err(ADM_EXIT_CONNECT, "cannot read schema '%s': %s",
+				adm_pg_schema(x->o), echd_strerror(rc));
+		}
 		return adm_err(ADM_EXIT_CONNECT, "cannot read %s: %s", dir, echd_strerror(rc));
 	}
 	x->live = false;
@@ -650,7 +686,21 @@ adm_off_stats(struct adm_ctx *x)
 	if (v == NULL) {
 		return ADM_EXIT_FAILED;
 	}
-	if (adm_out.json) {
+	if (adm_out.json && !storage_has_capacity(x->st)) {
+		/* postgres: no map; its sizes are PostgreSQL's to tell */
+		adm_json_key("storage_backend");
+		adm_json_cstr("postgres");
+		adm_json_key("schema");
+		adm_json_cstr(adm_pg_schema(x->o));
+		adm_json_key("last_txn_id");
+		adm_json_uint(ss.last_txn_id);
+		adm_json_key("deletions_pending");
+		adm_json_bool(gc);
+		adm_json_key("keyspace");
+		adm_json_obj();
+	} else if (adm_out.json) {
+		adm_json_key("storage_backend");
+		adm_json_cstr("lmdb");
 		adm_json_key("lmdb_map_size");
 		adm_json_uint(ss.map_size);
 		adm_json_key("lmdb_used_bytes");
@@ -664,10 +714,15 @@ adm_off_stats(struct adm_ctx *x)
 		adm_json_key("keyspace");
 		adm_json_obj();
 	} else {
-		snprintf(line, sizeof(line), "%s used of a %s map (%.0f%%), page %s",
-			adm_fmt_bytes(a, ss.used_bytes), adm_fmt_bytes(b, ss.map_size),
-			ss.map_size ? 100.0 * (double)ss.used_bytes / (double)ss.map_size : 0.0,
-			adm_fmt_bytes(c, ss.page_size));
+		if (storage_has_capacity(x->st)) {
+			snprintf(line, sizeof(line), "%s used of a %s map (%.0f%%), page %s",
+				adm_fmt_bytes(a, ss.used_bytes), adm_fmt_bytes(b, ss.map_size),
+				ss.map_size ? 100.0 * (double)ss.used_bytes / (double)ss.map_size
+					    : 0.0,
+				adm_fmt_bytes(c, ss.page_size));
+		} else {
+			snprintf(line, sizeof(line), "postgres, schema %s", adm_pg_schema(x->o));
+		}
 		adm_view_stat(v, NULL, "storage", line, NULL, false);
 		adm_view_stat(v, NULL, "last txn", adm_fmt_count(a, ss.last_txn_id), NULL, false);
 		adm_view_stat(v, NULL, "deletions",

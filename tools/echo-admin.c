@@ -1,5 +1,6 @@
 /* echo-admin.c - the operator's CLI for echd: streams, groups, consumers
- * and pending lists, live over RESP or read-only from the LMDB directory.
+ * and pending lists, live over RESP or read-only from the store (the LMDB
+ * directory, or echd's schema on PostgreSQL).
  *
  * This file parses the command line and dispatches; adm_live.c and
  * adm_offline.c read, adm_view.c prints, adm_check.c verifies.
@@ -116,8 +117,9 @@ static const struct cmddef cmds[C__COUNT] = {
 		"dir): the copy is made from the files, so run it on the server's machine.\n"
 		"Start echd with --dir DEST to serve the copy.\n"},
 	[C_CHECK] = {"check", 0, 1, 0, "check [DIR]", "verify a data directory's invariants",
-		"Verifies a data directory (DIR, or --data-dir) read-only, in one snapshot,\n"
-		"so it may run while echd writes: every PEL row's group and consumer exist,\n"
+		"Verifies a data directory (DIR, or --data-dir), or echd's schema on\n"
+		"PostgreSQL (--storage-url), read-only, in one snapshot, so it may run\n"
+		"while echd writes: every PEL row's group and consumer exist,\n"
 		"each consumer's index (cpel) equals its part of the group PEL, the counters\n"
 		"(group pending and consumers, consumer pending, stream length, nodes, keys)\n"
 		"equal the rows, ids are in order, no row is orphaned. Prints each problem;\n"
@@ -125,7 +127,7 @@ static const struct cmddef cmds[C__COUNT] = {
 	[C_STATS] = {"stats", 0, 0, 0, "stats", "server (or directory) figures",
 		"Live: highlights of INFO (clients, commands, commits and fsyncs, how long\n"
 		"commits and flushes took, storage, memory, keys). With --data-dir: the\n"
-		"environment's size and key counts.\n"},
+		"environment's size and key counts; with --storage-url: the key counts.\n"},
 	[C_HELP] = {"help", 0, 1, 0, "help [COMMAND]", "this text, or a command's", NULL},
 };
 
@@ -146,6 +148,8 @@ enum opt_id {
 	O_TIMEOUT,
 	O_DB,
 	O_DATADIR,
+	O_STORAGEURL,
+	O_PGSCHEMA,
 	O_JSON,
 	O_NOCOLOR,
 	O_HELP,
@@ -185,6 +189,8 @@ static const struct optdef opts[] = {
 	{O_TIMEOUT, "timeout", 0, true, 0},
 	{O_DB, "db", 'n', true, 0},
 	{O_DATADIR, "data-dir", 'd', true, 0},
+	{O_STORAGEURL, "storage-url", 0, true, 0},
+	{O_PGSCHEMA, "storage-pg-schema", 0, true, 0},
 	{O_JSON, "json", 0, false, 0},
 	{O_NOCOLOR, "no-color", 0, false, 0},
 	{O_HELP, "help", 'h', false, 0},
@@ -205,7 +211,7 @@ static const char usage_head[] =
 	"Usage: echo-admin [OPTIONS] COMMAND [ARGS]\n"
 	"\n"
 	"Inspects echd's streams, consumer groups and pending lists, live over RESP or\n"
-	"read-only from the LMDB data directory (--data-dir), and acts on them.\n"
+	"read-only from the store (--data-dir, or --storage-url), and acts on them.\n"
 	"\n"
 	"Commands:\n";
 
@@ -230,6 +236,12 @@ static const char usage_tail[] =
 	"Offline mode:\n"
 	"  -d, --data-dir DIR     read DIR's LMDB environment, read-only: no server is\n"
 	"                         needed, echd may keep running; changes need a server\n"
+	"      --storage-url URL  read echd's schema on PostgreSQL instead (the postgres\n"
+	"                         backend; a libpq URI or key=value string, as given to\n"
+	"                         echd; a password better in PGPASSWORD or ~/.pgpass):\n"
+	"                         one snapshot, read-only, without the active echd's lock\n"
+	"      --storage-pg-schema NAME\n"
+	"                         the schema echd was given (default echd)\n"
 	"Output:\n"
 	"      --json             one JSON document on stdout\n"
 	"      --no-color         no colour (also NO_COLOR=1; never when not a terminal)\n"
@@ -264,9 +276,11 @@ print_cmd_help(const struct cmddef *c)
 {
 	printf("Usage: echo-admin [OPTIONS] %s\n\n%s", c->synopsis, c->help);
 	if (c->flags & LIVE_ONLY) {
-		printf("\nChanges state, so it needs a live connection (not --data-dir).\n");
+		printf("\nChanges state, so it needs a live connection (not --data-dir or "
+		       "--storage-url).\n");
 	}
-	printf("\nThe connection, --data-dir and output options of `echo-admin --help` apply.\n");
+	printf("\nThe connection, offline (--data-dir, --storage-url) and output options of\n"
+	       "`echo-admin --help` apply.\n");
 }
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -397,6 +411,12 @@ apply_opt(struct parsed *p, const struct optdef *d, char *val)
 		break;
 	case O_DATADIR:
 		o->data_dir = val;
+		break;
+	case O_STORAGEURL:
+		o->storage_url = val;
+		break;
+	case O_PGSCHEMA:
+		o->pg_schema = val;
 		break;
 	case O_JSON:
 		o->json = true;
@@ -544,7 +564,7 @@ run_read(struct adm_ctx *x, enum cmd_id id)
 {
 	const struct adm_opts *o = x->o;
 	struct stream_id sid;
-	bool live = o->data_dir == NULL;
+	bool live = o->data_dir == NULL && o->storage_url == NULL;
 	int rc;
 
 	if (id == C_ENTRY && stream_id_parse(o->args[1], strlen(o->args[1]), 0, false, &sid) != 0) {
@@ -649,6 +669,10 @@ run_backup(struct adm_ctx *x)
 	char *dir = NULL;
 	int rc;
 
+	if (o->storage_url != NULL) {
+		return usage("backup copies an LMDB directory: back PostgreSQL up with its own "
+			     "tools (pg_dump -n SCHEMA, pg_basebackup)");
+	}
 	if (o->data_dir != NULL) {
 		return adm_backup(o->data_dir, o->args[0]);
 	}
@@ -720,9 +744,18 @@ run(struct parsed *p)
 		fprintf(stderr, "echo-admin: usage: echo-admin %s\n", c->synopsis);
 		return ADM_EXIT_USAGE;
 	}
-	if ((c->flags & LIVE_ONLY) && o->data_dir != NULL) {
-		return usage(
-			"'%s' changes state: it needs a live connection, not --data-dir", c->name);
+	if (o->data_dir != NULL && o->storage_url != NULL) {
+		return usage("--data-dir and --storage-url are two stores: give one");
+	}
+	if (o->pg_schema != NULL && o->storage_url == NULL) {
+		return usage("--storage-pg-schema goes with --storage-url");
+	}
+	if (o->pg_schema != NULL && o->pg_schema[0] == '\0') {
+		return usage("--storage-pg-schema: give a schema name");
+	}
+	if ((c->flags & LIVE_ONLY) && (o->data_dir != NULL || o->storage_url != NULL)) {
+		return usage("'%s' changes state: it needs a live connection, not --%s", c->name,
+			o->data_dir != NULL ? "data-dir" : "storage-url");
 	}
 	if (o->tls) {
 		if ((o->cert == NULL) != (o->key == NULL)) {
@@ -731,18 +764,25 @@ run(struct parsed *p)
 		if (o->unixsocket != NULL) {
 			return usage("--tls is for TCP: it does not go with --unixsocket");
 		}
-		if (o->data_dir != NULL) {
-			return usage("--tls is for live mode: it does not go with --data-dir");
+		if (o->data_dir != NULL || o->storage_url != NULL) {
+			return usage("--tls is for live mode: it does not go with --%s",
+				o->data_dir != NULL ? "data-dir" : "storage-url");
 		}
 	}
 	memset(&x, 0, sizeof(x));
 	x.o = o;
 	switch (id) {
 	case C_CHECK:
-		if (o->nargs == 0 && o->data_dir == NULL) {
-			return usage("check: give DIR (or --data-dir DIR)");
+		if (o->storage_url != NULL) {
+			if (o->nargs > 0) {
+				return usage("check: give DIR or --storage-url, not both");
+			}
+			return adm_check_store(o, NULL);
 		}
-		return adm_check(o->nargs > 0 ? o->args[0] : o->data_dir);
+		if (o->nargs == 0 && o->data_dir == NULL) {
+			return usage("check: give DIR (or --data-dir DIR, or --storage-url URL)");
+		}
+		return adm_check_store(o, o->nargs > 0 ? o->args[0] : o->data_dir);
 	case C_BACKUP:
 		return run_backup(&x);
 	case C_ACK:

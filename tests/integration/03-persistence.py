@@ -14,7 +14,7 @@ import threading
 import time
 
 from echdtest import (Closed, RespConn, RespError, admin_exe, echd_only, fill, free_port,
-                      wait_until)
+                      lmdb_only, wait_until)
 
 # Redis: the AOF with an fsync before every reply. echd needs nothing: durable by default.
 REDIS_ARGS = ["--appendonly", "yes", "--appendfsync", "always"]
@@ -252,6 +252,7 @@ def persistence_counts(c):
 
 
 @echd_only("INFO persistence commits and fsyncs are echd's")
+@lmdb_only("LMDB's two flushes per commit (data pages, then the meta page)")
 def test_everysec_does_not_wait_for_the_meta_flush(server):
     """A commit flushes its data pages; the meta page that makes it the current state needs a
     second flush. With always, a lone client's reply waits for both (two flushes per write);
@@ -317,6 +318,8 @@ def test_waitaof(server):
 
 
 @echd_only("WAITAOF came with Redis 7.2; echd's flush counts are its own")
+@lmdb_only("everysec's deferred flush of LMDB's meta page, counted in fsyncs (a commit on "
+           "PostgreSQL is durable when it returns: there is no flush to defer)")
 def test_waitaof_everysec(server):
     """With everysec a write is acknowledged before its meta page is flushed: WAITAOF 0 says
     so with a local count of 0, and WAITAOF 1 has the flush done at once (not at the next
@@ -446,6 +449,7 @@ def check_fails(exe, d):
 
 
 @echd_only("echd's data file")
+@lmdb_only("LMDB's data.mdb cut short or emptied")
 def test_truncated_or_emptied_data_file_is_refused(server):
     """A data.mdb shorter than its pages (a copy cut short) is refused at start, by echd and
     by echo-admin, instead of killing them with SIGBUS at the first page past its end; one
@@ -506,6 +510,7 @@ def break_a_leaf(path, psize, needle):
 
 
 @echd_only("echd's data file")
+@lmdb_only("a corrupt page of LMDB's data.mdb")
 def test_corrupt_page_fails_the_command_not_the_server(server):
     """A corrupt page inside data.mdb passes the start; a command whose read meets it gets
     the corruption error (LMDB's assertion is turned into an error), and echd goes on
@@ -555,6 +560,7 @@ def empty_the_branches(path, psize):
 
 
 @echd_only("echd's data file")
+@lmdb_only("a corrupt page of LMDB's data.mdb")
 def test_corrupt_page_fails_a_write_not_the_server(server):
     """A write whose LMDB put or delete must search through a corrupt page gets the
     corruption error instead of aborting the process; its batch applies nothing, and echd

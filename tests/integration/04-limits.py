@@ -8,7 +8,7 @@ import signal
 import socket
 import time
 
-from echdtest import Closed, RespConn, RespError, echd_only, wait_until
+from echdtest import Closed, RespConn, RespError, echd_only, lmdb_only, wait_until
 
 TIMEOUT = 90
 
@@ -177,6 +177,7 @@ def test_many_clients(server):
 
 
 @echd_only("echd's own options: the LMDB map grows on demand up to maxdisk")
+@lmdb_only("the LMDB map's growth up to maxdisk, and the size of data.mdb")
 def test_map_growth_and_maxdisk(server):
     s = server.spawn("--map-size", "1mb", "--maxdisk", "8mb")
     c = s.raw()
@@ -228,6 +229,7 @@ def xadd_until_refused(c, key, value, limit):
 
 
 @echd_only("echd's own options: maxdisk bounds the LMDB map")
+@lmdb_only("maxdisk bounds the LMDB map (data.mdb's size)")
 def test_maxdisk_below_map_size(server):
     """A maxdisk below map-size (256mb by default) holds from the first write: the map
     starts at maxdisk. An environment whose map is larger (grown in a run without maxdisk)

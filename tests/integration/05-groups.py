@@ -1278,7 +1278,7 @@ def test_xinfo_groups_lag_after_trimming(server):
         assert grp["lag"] == live_after(cursor), grp
         want[grp["name"].decode()] = grp["lag"]
     assert want == {"end": 3, "g": 3, "liar": 2, "zero": 3}
-    for where in (["-p", str(server.port)], ["-d", server.dir]):
+    for where in (["-p", str(server.port)], server.offline_args()):
         p = subprocess.run([admin_exe(server.exe)] + where + ["--json", "groups", "s"],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stderr

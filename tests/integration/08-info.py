@@ -19,7 +19,7 @@ import signal
 import socket
 import time
 
-from echdtest import Closed, RespConn, RespError, echd_only, fill, wait_until
+from echdtest import Closed, RespConn, RespError, echd_only, fill, lmdb_only, wait_until
 
 TIMEOUT = 60
 
@@ -281,6 +281,7 @@ def test_info_memory(server):
 
 
 @echd_only("LMDB's map size and used bytes are echd's fields")
+@lmdb_only("INFO memory's lmdb_map_size and lmdb_used_bytes")
 def test_info_memory_lmdb(server):
     s = server.spawn()                     # a fresh data file: no free pages to reuse
     c = s.raw()
@@ -866,6 +867,7 @@ def test_info_redis_py_and_cli(server):
 
 
 @echd_only("INFO storage is echd's own section")
+@lmdb_only("INFO storage's LMDB figures: data dir, map, pages, disk reserve")
 def test_info_storage(server):
     c = server.raw()
     fill(c, "s", 100)

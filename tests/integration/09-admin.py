@@ -1,8 +1,9 @@
 """echo-admin: every subcommand live (over RESP) and offline (--data-dir, read-only on the LMDB
-directory while echd keeps running), compared with what XINFO and XPENDING answer; --json
-documents; exit codes; the actions (one server command each); backup during writes restored into
-a second echd; check on a good directory and on copies damaged through the storage API
-(tests/helpers/adm_fixture.c); a million-entry PEL that starts printing at once.
+directory while echd keeps running; on the pass on PostgreSQL --storage-url, its schema),
+compared with what XINFO and XPENDING answer; --json documents; exit codes; the actions (one
+server command each); backup during writes restored into a second echd; check on a good
+directory and on copies damaged through the storage API (tests/helpers/adm_fixture.c), and on
+a schema damaged with SQL; a million-entry PEL that starts printing at once.
 
 echo-admin and adm-fixture are found in the build tree beside echd:
 <build>/tools/echo-admin and <build>/tests/adm-fixture.
@@ -19,7 +20,7 @@ import threading
 import time
 
 import echdtest
-from echdtest import RespConn, timeout, wait_until
+from echdtest import RespConn, lmdb_only, pg_only, timeout, wait_until
 
 ECHD_ONLY = "echo-admin is echd's tool: its offline mode reads echd's own LMDB directory"
 TIMEOUT = 120
@@ -53,8 +54,9 @@ def env_plain(**extra):
 
 
 def adm(server, *args, live=True, env=None, timeout=60):
-    """Run echo-admin against the server (live) or its data directory (offline)."""
-    where = ["-p", str(server.port)] if live else ["-d", server.dir]
+    """Run echo-admin against the server (live) or what it stores (offline: its data
+    directory, or its schema on PostgreSQL)."""
+    where = ["-p", str(server.port)] if live else server.offline_args()
     cmd = [admin_exe(server)] + where + [str(a) for a in args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=env or env_plain())
@@ -64,6 +66,14 @@ def adm_raw(server, *args, env=None, timeout=60):
     """Run echo-admin with exactly these arguments."""
     return subprocess.run([admin_exe(server)] + [str(a) for a in args], capture_output=True,
                           text=True, timeout=timeout, env=env or env_plain())
+
+
+def check_here(server, *opts):
+    """echo-admin check of what the server stores: `check DIR`, or on PostgreSQL its schema
+    (--storage-url URL --storage-pg-schema NAME check)."""
+    if server.pg_schema is not None:
+        return adm_raw(server, *opts, *echdtest.pg_admin_args(server.pg_schema), "check")
+    return adm_raw(server, *opts, "check", server.dir)
 
 
 def ok(p):
@@ -323,15 +333,26 @@ def test_stats(server):
     assert live["source"] == "live"
     assert live["redis_version"] and live["uptime_in_seconds"] >= 0
     assert live["keyspace"] == {"db0": 2}
-    # build_state committed: how long commits and flushes took, as INFO gives them
-    for field in ("commit_latency_percentiles_usec", "flush_latency_percentiles_usec"):
+    # build_state committed: how long commits and flushes took, as INFO gives them (on
+    # PostgreSQL a commit is durable when it returns: there are no flushes of their own)
+    fields = ["commit_latency_percentiles_usec"]
+    if server.pg_schema is None:
+        fields.append("flush_latency_percentiles_usec")
+    else:
+        assert "flush_latency_percentiles_usec" not in live, live
+    for field in fields:
         assert re.fullmatch(r"p50=[0-9.]+,p99=[0-9.]+,p99\.9=[0-9.]+", live[field]), live
     human = ok(adm(server, "stats")).stdout
     assert re.search(r"^commit time +p50 [0-9.]+ ms, p99 [0-9.]+ ms, p99\.9 [0-9.]+ ms$", human,
                      re.M), human
     off = adm_json(server, "stats", live=False)
     assert off["source"] == "offline" and off["keyspace"] == {"db0": 2}
-    assert off["lmdb_map_size"] >= off["lmdb_used_bytes"] > 0
+    if server.pg_schema is not None:
+        assert off["storage_backend"] == "postgres" and off["schema"] == server.pg_schema
+        assert "lmdb_map_size" not in off, off
+    else:
+        assert off["storage_backend"] == "lmdb"
+        assert off["lmdb_map_size"] >= off["lmdb_used_bytes"] > 0
     for lv in (True, False):
         p = ok(adm(server, "stats", live=lv))
         assert p.stdout.splitlines()[0].split() == ["FIELD", "VALUE"]
@@ -444,6 +465,21 @@ def test_usage_errors(server):
         p = adm(server, *args, live=False)
         assert p.returncode == 2, (args, p.returncode, p.stderr)
         assert "live connection" in p.stderr
+    # the offline options: one store, the schema with its URL, no backup of PostgreSQL
+    url = "postgresql://nobody@127.0.0.1:1/none"
+    for args, text in ((("--storage-pg-schema", "x", "streams"), "goes with --storage-url"),
+                       (("-d", server.dir, "--storage-url", url, "streams"), "give one"),
+                       (("--storage-url", url, "check", server.dir), "not both"),
+                       (("--storage-url", url, "--storage-pg-schema", "", "streams"),
+                        "schema name"),
+                       (("--storage-url", url, "backup", server.dir + "-copy"), "pg_dump"),
+                       (("--storage-url", url, "ack", "orders", "billing", "1-1"),
+                        "live connection"),
+                       (("--storage-url", url, "--tls", "streams"), "live mode")):
+        p = adm_raw(server, *args)
+        assert p.returncode == 2, (args, p.returncode, p.stdout, p.stderr)
+        assert text in p.stderr and url not in p.stderr, (args, p.stderr)
+    assert not os.path.exists(server.dir + "-copy")
     # nothing changed
     assert server.client().xlen("orders") == 29
     p = adm_raw(server)
@@ -461,7 +497,7 @@ def test_help(server):
             assert name in q.stdout.splitlines()[0]
     assert "Exit status" in p.stdout
     for opt in ("--tls", "--cacert FILE", "--cacertdir DIR", "--cert FILE", "--key FILE",
-                "--insecure"):
+                "--insecure", "--data-dir DIR", "--storage-url URL", "--storage-pg-schema NAME"):
         assert opt in p.stdout, opt
     for line in p.stdout.splitlines():
         assert len(line) <= 80, line
@@ -482,6 +518,11 @@ def test_cannot_connect(server):
     p = adm_raw(server, "-p", server.port, "--cacert", "/nonexistent/ca.pem", "groups", "s")
     assert p.returncode == 3, p.stderr
     assert "cannot load --cacert '/nonexistent/ca.pem': No such file" in p.stderr, p.stderr
+    # no PostgreSQL there: exit 3 naming the schema, never the URL (it may hold a password)
+    url = "postgresql://nobody:secret@127.0.0.1:%d/none?connect_timeout=2" % port
+    p = adm_raw(server, "--storage-url", url, "--storage-pg-schema", "q1", "check")
+    assert p.returncode == 3 and "schema 'q1'" in p.stderr, (p.returncode, p.stderr)
+    assert "secret" not in p.stderr + p.stdout, p.stderr
     for d in ("/nonexistent/dir", tempfile.gettempdir()):
         p = adm_raw(server, "-d", d, "streams")
         assert p.returncode == 3, (d, p.stderr)
@@ -608,7 +649,7 @@ def test_offline_while_writing(server):
             lengths.append(w["length"])
             pend = adm_json(server, "pending", "w", "g", "--limit", "50", live=False)
             assert pend["count"] == 50
-            assert ok(adm(server, "check", server.dir, live=False)).stdout.endswith(
+            assert ok(check_here(server)).stdout.endswith(
                 "ok: every invariant holds\n")
             # the writer was never held up by the readers
             wait_until(lambda: count[0] > before, timeout=10, what="the writer to go on")
@@ -637,6 +678,8 @@ def snapshot(c, keys):
 
 
 @timeout(120)
+@lmdb_only("backup copies the LMDB environment (a PostgreSQL schema is backed up with "
+           "pg_dump)")
 def test_backup_during_writes(server):
     build_state(server)
     c = server.raw()
@@ -689,6 +732,8 @@ def test_backup_during_writes(server):
             shutil.rmtree(root, ignore_errors=True)
 
 
+@lmdb_only("backup copies the LMDB environment (a PostgreSQL schema is backed up with "
+           "pg_dump)")
 def test_backup_offline(server):
     build_state(server)
     root = tempfile.mkdtemp(prefix="echd-e2e-backup-")
@@ -719,19 +764,29 @@ def test_check_pending_past_a_lowered_last_id(server):
     assert c.call("XTRIM", "s", "MAXLEN", "0") == 2
     assert c.call("XSETID", "s", "1-5") == "OK"
     assert c.call("XPENDING", "s", "g")[0] == 2
-    p = ok(adm_raw(server, "check", server.dir))
+    p = ok(check_here(server))
     assert p.stdout.endswith("ok: every invariant holds\n"), p.stdout
 
 
 def test_check(server):
     build_state(server)
-    # a good directory, echd running on it
-    p = ok(adm_raw(server, "check", server.dir))
+    # a good directory (or schema), echd running on it
+    p = ok(check_here(server))
     assert p.stdout.endswith("ok: every invariant holds\n")
-    doc = json.loads(ok(adm_raw(server, "--json", "check", server.dir)).stdout)
+    doc = json.loads(ok(check_here(server, "--json")).stdout)
     assert doc["ok"] is True and doc["problems"] == [] and doc["streams"] == 2
     assert doc["groups"] == 3 and doc["consumers"] == 4 and doc["pending"] == 18
     assert doc["entries"] == 34
+    if server.pg_schema is not None:
+        assert doc["schema"] == server.pg_schema and "dir" not in doc
+    else:
+        assert doc["dir"] == server.dir
+
+
+@lmdb_only("damaged copies are made with echo-admin backup (LMDB's copy) and adm-fixture, "
+           "which writes LMDB directories")
+def test_check_damaged_copies(server):
+    build_state(server)
     root = tempfile.mkdtemp(prefix="echd-e2e-check-")
     try:
         good = os.path.join(root, "good")
@@ -768,30 +823,44 @@ def test_check(server):
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pg_only("damage is made with SQL in the schema of a stopped echd")
+def test_check_reads_postgres(server):
+    """On the postgres backend check reads the schema itself, not a directory: a row deleted
+    there behind echd's back is found, and named by the schema, never by the URL."""
+    s = server.spawn()
+    build_state(s)
+    assert s.stop() == 0
+    p = ok(check_here(s))
+    assert p.stdout.startswith("checking schema %s on PostgreSQL\n" % s.pg_schema), p.stdout
+    # the first row of a consumer's index (cpel), gone from PostgreSQL
+    schema = '"%s"' % s.pg_schema
+    assert echdtest.pg_sql("DELETE FROM %s.cpel WHERE k = (SELECT k FROM %s.cpel ORDER BY k "
+                           "LIMIT 1) RETURNING 1" % (schema, schema)) == "1"
+    p = check_here(s)
+    assert p.returncode == 4, (p.returncode, p.stdout, p.stderr)
+    problems = [l for l in p.stdout.splitlines() if l.startswith("problem: ")]
+    assert any("is missing from the consumer's index (cpel)" in l for l in problems), p.stdout
+    assert any("its index (cpel) has" in l for l in problems), p.stdout
+    doc = json.loads(check_here(s, "--json").stdout)
+    assert doc["ok"] is False and doc["schema"] == s.pg_schema
+    assert doc["problem_count"] == len(problems)
+    assert echdtest.PG_URL not in p.stdout + p.stderr
+    # a schema echd never made is not created by a read-only open
+    missing = "e2e_never_made"
+    p = adm_raw(server, *echdtest.pg_admin_args(missing), "streams")
+    assert p.returncode == 3 and "schema '%s'" % missing in p.stderr, (p.returncode, p.stderr)
+    assert echdtest.pg_sql("SELECT count(*) FROM pg_namespace WHERE nspname = '%s'"
+                           % missing) == "0"
+
+
 def test_check_idmp(server):
     """check verifies the idempotent producers' records (25-idmp makes them)."""
     c = server.raw()
     for i in range(5):
         c.call("XADD", "idem", "IDMP", "p%d" % (i % 2), "r%d" % i, "*", "f", "v")
     c.call("XADD", "idem", "IDMPAUTO", b"q" * 500, "*", "f", "v")
-    assert ok(adm_raw(server, "check", server.dir)).stdout.endswith(
+    assert ok(check_here(server)).stdout.endswith(
         "ok: every invariant holds\n")
-    root = tempfile.mkdtemp(prefix="echd-e2e-check-")
-    try:
-        bad = os.path.join(root, "bad")
-        ok(adm(server, "backup", bad, live=False))
-        r = subprocess.run([fixture_exe(server), bad, "idmp-queue-del", "idem"],
-                           capture_output=True, text=True, timeout=30)
-        assert r.returncode == 0, r.stderr
-        p = adm_raw(server, "check", bad)
-        assert p.returncode == 4, (p.stdout, p.stderr)
-        problems = [l for l in p.stdout.splitlines() if l.startswith("problem: ")]
-        assert any("iids-tracked 6; rows: 3 producers, 6 ids, 5 queued" in l
-                   for l in problems), p.stdout
-        assert any("idempotent producer 1 counts 3 records: 3 id rows, 2 queued" in l
-                   for l in problems), p.stdout
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     # streams shows the settings and counters, live and offline alike
     c.call("XADD", "plain", "*", "f", "v")
     c.call("XCFGSET", "idem", "IDMP-DURATION", "600")
@@ -809,6 +878,32 @@ def test_check_idmp(server):
         assert rows["idem"] == "1:600s/100" and rows["plain"] == "-", table
 
 
+@lmdb_only("the damaged copy is made with echo-admin backup (LMDB's copy) and adm-fixture, "
+           "which writes LMDB directories")
+def test_check_idmp_damaged(server):
+    """check finds an idempotent producer's records out of step with its counters."""
+    c = server.raw()
+    for i in range(5):
+        c.call("XADD", "idem", "IDMP", "p%d" % (i % 2), "r%d" % i, "*", "f", "v")
+    c.call("XADD", "idem", "IDMPAUTO", b"q" * 500, "*", "f", "v")
+    root = tempfile.mkdtemp(prefix="echd-e2e-check-")
+    try:
+        bad = os.path.join(root, "bad")
+        ok(adm(server, "backup", bad, live=False))
+        r = subprocess.run([fixture_exe(server), bad, "idmp-queue-del", "idem"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        p = adm_raw(server, "check", bad)
+        assert p.returncode == 4, (p.stdout, p.stderr)
+        problems = [l for l in p.stdout.splitlines() if l.startswith("problem: ")]
+        assert any("iids-tracked 6; rows: 3 producers, 6 ids, 5 queued" in l
+                   for l in problems), p.stdout
+        assert any("idempotent producer 1 counts 3 records: 3 id rows, 2 queued" in l
+                   for l in problems), p.stdout
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_check_during_deletions(server):
     """Rows of deleted streams and groups linger until echd's background deletion reaches
     them: check accepts them (they are queued in trash) at any moment."""
@@ -822,9 +917,9 @@ def test_check_during_deletions(server):
     c.call("XGROUP", "DESTROY", "kept", "g")
     c.call("XGROUP", "DESTROY", "orders", "shipping")
     for _ in range(3):
-        p = ok(adm_raw(server, "check", server.dir))
+        p = ok(check_here(server))
         assert p.stdout.endswith("ok: every invariant holds\n"), p.stdout
-    doc = json.loads(ok(adm_raw(server, "--json", "check", server.dir)).stdout)
+    doc = json.loads(ok(check_here(server, "--json")).stdout)
     assert doc["ok"] and doc["streams"] == 3 and doc["groups"] == 2
 
 
@@ -847,6 +942,7 @@ def first_line_after(cmd, seconds):
 
 
 @timeout(300)
+@lmdb_only("adm-fixture writes the million-entry PEL straight into an LMDB directory")
 def test_million_pending(server):
     """A million pending entries (written by adm-fixture through the storage API: a million
     XADDs over the network take minutes here), served by a second echd: the listing starts at

@@ -24,6 +24,10 @@ import time
 from echdtest import Closed, RespConn, RespError, free_port, wait_until
 
 ECHD_ONLY = "systemd integration and echd's packaging files"
+PG_SUITE = False
+PG_SUITE_WHY = ("its echds are its own processes (notify socket, socket activation, the "
+                "packaged echd.conf) on LMDB in their own --dir: this pass would repeat the "
+                "LMDB pass, not test PostgreSQL")
 TIMEOUT = 60
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -31,6 +31,9 @@ import time
 from echdtest import RespConn, RespError, encode_command, timeout, wait_until
 
 ECHD_ONLY = "echd's fault-injecting storage backend and its maxdisk option"
+PG_SUITE = False
+PG_SUITE_WHY = ("the fault backend wraps LMDB (--storage-backend fault) and the rest fills "
+                "LMDB's map to maxdisk or a full file system")
 TIMEOUT = 60
 FAULT_ENV = "ECHD_FAULT_FILE"
 

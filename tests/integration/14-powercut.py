@@ -45,6 +45,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import driver  # noqa: E402
 
 ECHD_ONLY = "simulates power loss under echd's own storage (an LD_PRELOAD shim on its data file)"
+PG_SUITE = False
+PG_SUITE_WHY = ("power cuts intercept the fsync/msync of LMDB's data file (PostgreSQL's own "
+                "durability is PostgreSQL's to prove)")
 TIMEOUT = 120
 
 MIN_CYCLES, MAX_CYCLES = 20, 40

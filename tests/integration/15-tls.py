@@ -266,7 +266,7 @@ class TlsServer(echdtest.Server):
                 "--loglevel", self.loglevel, "--tls-cert-file", self.cert_file,
                 "--tls-key-file", self.key_file
                 ] + (["--tls-ca-cert-file", c.path("ca.crt")] if self.ca_file else []
-                     ) + self.extra_args
+                     ) + self.storage_args() + self.extra_args
 
     def start(self, timeout=None):
         timeout = echdtest.STARTUP_TIMEOUT if timeout is None else timeout

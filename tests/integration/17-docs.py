@@ -80,7 +80,7 @@ import time
 import uuid
 
 import echdtest
-from echdtest import Closed, RespConn, RespError, echd_only, free_port, timeout
+from echdtest import Closed, RespConn, RespError, echd_only, free_port, lmdb_only, timeout
 
 TIMEOUT = 120
 
@@ -629,6 +629,8 @@ def run_sessions(server, files):
 # ---------------------------------------------------------------------------
 
 @echd_only("the docs describe echd (echo-admin, echd's options and replies)")
+@lmdb_only("the docs' sessions are transcripts of an echd on LMDB, the default (CONFIG GET "
+           "storage-backend, INFO storage, echo-admin --data-dir and backup)")
 @timeout(600)
 def test_doc_sessions(server):
     failures, counts, skipped = run_sessions(server, doc_files())

@@ -9,7 +9,7 @@ that grows with the data); the echd-only ones check echd's own accounting.
 
 import time
 
-from echdtest import RespError, echd_only, wait_until
+from echdtest import RespError, echd_only, lmdb_only, wait_until
 
 ARITY = "ERR wrong number of arguments for '%s' command"
 NOT_INT = "ERR value is not an integer or out of range"
@@ -349,6 +349,7 @@ def test_copy_expired_and_blocked(server):
 
 
 @echd_only("maxdisk is echd's")
+@lmdb_only("maxdisk bounds the LMDB map: a backend without capacity admits every write")
 def test_copy_that_does_not_fit_fails_alone(server):
     """A COPY runs in a transaction of its own inside the batch: when it cannot fit, it fails
     with the maxdisk error and the commands around it still commit."""

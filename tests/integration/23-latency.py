@@ -294,7 +294,8 @@ def test_commit_and_flush_percentiles(server):
         for i in range(20):
             c.call("XADD", "s", "*", "f", str(i))
         got = persistence_pcts(c)
-        assert set(got) == {"commit", "flush"}, got
+        # on PostgreSQL a commit is durable when it returns: no flush of its own to time
+        assert set(got) == ({"commit", "flush"} if server.pg_schema is None else {"commit"}), got
         for ev, line in got.items():
             m = re.fullmatch(r"p50=(\d+\.\d{3}),p99=(\d+\.\d{3}),p99\.9=(\d+\.\d{3})", line)
             assert m, (ev, line)

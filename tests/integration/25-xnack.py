@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from echdtest import admin_exe, fill
+from echdtest import admin_exe, fill, lmdb_only
 
 TIMEOUT = 60
 ECHD_ONLY = "Redis 8.8 command; 7.0 lacks it"
@@ -261,7 +261,7 @@ def test_released_survive_kill(server):
 
 
 def adm(server, *args, live=True):
-    where = ["-p", str(server.port)] if live else ["-d", server.dir]
+    where = ["-p", str(server.port)] if live else server.offline_args()
     env = {"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
     return subprocess.run([admin_exe(server.exe)] + where + [str(a) for a in args],
                           capture_output=True, text=True, timeout=60, env=env)
@@ -291,10 +291,18 @@ def test_admin_shows_released(server):
             True, "", -1, 1), (live, g)
         p = adm(server, "entry", "s", "2-1", live=live)
         assert p.returncode == 0 and "(released)" in p.stdout, (live, p.stdout)
-    # check accepts them (and the runner's check after the test does too) ...
+    # check accepts them (and the runner's check after the test does too)
     p = adm(server, "check", live=False)
     assert p.returncode == 0, p.stdout + p.stderr
-    # ... and finds a released entry that has a delivery time
+
+
+@lmdb_only("the damaged copy is made with echo-admin backup (LMDB's copy) and adm-fixture, "
+           "which writes LMDB directories")
+def test_check_finds_released_with_a_time(server):
+    """check finds a released entry (no owner) that has a delivery time."""
+    c = server.raw()
+    setup(c, 3)
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "2-1")
     root = tempfile.mkdtemp(prefix="echd-e2e-xnack-")
     try:
         bad = os.path.join(root, "bad")

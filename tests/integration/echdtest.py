@@ -12,6 +12,17 @@ Module-level settings a test module may define:
     TIMEOUT = 60          default per-test timeout in seconds
 
     TLS_SUITE = False     the module is not run by run.py --tls (its reason in TLS_SUITE_WHY)
+    PG_SUITE = False      the module is not run by run.py --storage postgres (its reason in
+                          PG_SUITE_WHY): it is about LMDB itself
+
+The whole suite on PostgreSQL (run.py --storage postgres, echd only): every echd Server
+(spawn() and restarts included) stores in a schema of its own on one throw-away PostgreSQL
+cluster (enable_pg()); a restart keeps the schema, so a persistence test sees its data
+again. Its --dir stays (echd keeps its lock and logs there). A Server whose extra arguments
+name their own backend or store (--storage, --storage-backend, --storage-url) keeps it. The
+after-each-test check reads that schema (echo-admin --storage-url URL --storage-pg-schema
+NAME check). A test about LMDB itself carries @lmdb_only("why"), one about PostgreSQL
+@pg_only("why").
 
 The whole suite over TLS (run.py --tls, echd only): every echd Server also listens on a TLS
 port with a throw-away certificate (enable_tls()), and the harness' own clients -- RespConn
@@ -24,6 +35,9 @@ Decorators:
                           this machine, differs from the Redis 7.4 documentation, or the
                           behaviour is echd's own).  Such a test always runs against echd.
     @timeout(seconds)     per-test timeout other than the module's.
+    @lmdb_only("why")     not collected by run.py --storage postgres (about LMDB itself:
+                          its files, its map, its fsyncs).
+    @pg_only("why")       collected only by run.py --storage postgres (about PostgreSQL).
 
 Replies from :class:`RespConn` are decoded without interpretation: simple strings are
 ``str``, bulk strings ``bytes``, errors :class:`RespError` (raised by ``call``, returned by
@@ -61,20 +75,24 @@ def admin_exe(echd_exe):
         os.path.dirname(os.path.dirname(os.path.abspath(echd_exe))), "tools", "echo-admin")
 
 
-def check_data(echd_exe, data_dir, timeout=120):
+def check_data(echd_exe, data_dir, timeout=120, pg_schema=None):
     """`echo-admin check` of a data directory (live or not: it reads one snapshot), so that a
-    stored counter or index out of step with the rows fails whatever test ran. Returns None,
+    stored counter or index out of step with the rows fails whatever test ran; with
+    pg_schema, of that schema on the suite's PostgreSQL (enable_pg()) instead. Returns None,
     or a text saying what is wrong."""
     admin = admin_exe(echd_exe)
     if not os.access(admin, os.X_OK):
         return "echo-admin not found at %s (built with echd; or set ECHD_ADMIN)\n" % admin
+    if pg_schema is not None:
+        cmd, what = [admin] + pg_admin_args(pg_schema) + ["check"], "schema " + pg_schema
+    else:
+        cmd, what = [admin, "check", data_dir], data_dir
     try:
-        p = subprocess.run([admin, "check", data_dir], capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "echo-admin check %s did not finish within %d s\n" % (data_dir, timeout)
+        return "echo-admin check %s did not finish within %d s\n" % (what, timeout)
     if p.returncode != 0:
-        return "echo-admin check %s exited %d:\n%s%s" % (data_dir, p.returncode, p.stdout,
+        return "echo-admin check %s exited %d:\n%s%s" % (what, p.returncode, p.stdout,
                                                        p.stderr)
     return None
 
@@ -90,6 +108,23 @@ def echd_only(reason):
 def timeout(seconds):
     def deco(fn):
         fn.timeout = seconds
+        return fn
+    return deco
+
+
+def lmdb_only(reason):
+    """Leave the decorated test out of the pass on PostgreSQL: it is about LMDB itself."""
+    def deco(fn):
+        fn.lmdb_only = reason
+        return fn
+    return deco
+
+
+def pg_only(reason):
+    """Collect the decorated test only in the pass on PostgreSQL (run.py --storage
+    postgres): it is about the postgres backend itself."""
+    def deco(fn):
+        fn.pg_only = reason
         return fn
     return deco
 
@@ -185,6 +220,62 @@ def http_server(server, *extra):
 def basic_auth(user, password):
     """An HTTP Authorization header's value for user:password."""
     return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+
+
+# ---------------------------------------------------------------------------
+# The suite on PostgreSQL
+# ---------------------------------------------------------------------------
+
+PG_URL = None       # after enable_pg(): the libpq URI every echd Server stores at
+PG_TIMEOUT_MS = None  # after enable_pg(): storage-timeout-ms to give echd (None: echd has none)
+_pg_schemas = 0
+
+
+def enable_pg(url, echd_exe):
+    """Every echd Server made from now on stores in a schema of its own at url."""
+    global PG_URL, PG_TIMEOUT_MS
+    PG_URL, PG_TIMEOUT_MS = url, None
+    # A loaded CI machine's PostgreSQL (fsync on) may take seconds over one commit of a
+    # 32 MiB entry (23-latency): echd's 5 s default would take that for a lost connection.
+    out = subprocess.run([echd_exe, "--list-options"], capture_output=True, text=True,
+                         timeout=30, stdin=subprocess.DEVNULL).stdout
+    if any(line.split("\t")[0] == "storage-timeout-ms" for line in out.splitlines()):
+        PG_TIMEOUT_MS = int(os.environ.get("E2E_PG_TIMEOUT_MS", "60000"))
+
+
+def pg_new_schema():
+    """A schema name no other Server of this run uses (echd creates it on first open)."""
+    global _pg_schemas
+    _pg_schemas += 1
+    return "e2e_%d_%d" % (os.getpid(), _pg_schemas)
+
+
+def pg_admin_args(schema):
+    """echo-admin's options that read schema on the suite's PostgreSQL."""
+    return ["--storage-url", PG_URL, "--storage-pg-schema", schema]
+
+
+def pg_sql(sql, timeout=30):
+    """Runs sql with psql on the suite's PostgreSQL, a side channel beside echd; returns its
+    unaligned, tuples-only output. Raises AssertionError if it fails."""
+    bindir = os.environ.get("ECHD_TEST_PG_BIN", "")
+    psql = os.path.join(bindir, "psql") if bindir and os.path.exists(
+        os.path.join(bindir, "psql")) else (shutil.which("psql") or "psql")
+    p = subprocess.run([psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", PG_URL,
+                        "-c", sql], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError("psql failed (%d): %s\n%s" % (p.returncode, sql, p.stderr))
+    return p.stdout.strip()
+
+
+def pg_drop_schema(schema):
+    """Drops a Server's schema once it is removed (best effort: the cluster is thrown away
+    at the end of the pass anyway)."""
+    try:
+        pg_sql('DROP SCHEMA IF EXISTS "%s" CASCADE' % schema)
+    except (OSError, subprocess.TimeoutExpired, AssertionError):
+        pass
 
 
 def tls_context():
@@ -412,12 +503,23 @@ class Server:
         if TLS is not None and self.is_echd:
             self.port, self.suite_tls_port = free_ports(2)
             _TLS_SERVER[self.port] = self
+        # run.py --storage postgres: this Server's schema, kept across restarts
+        self._pg_schema = pg_new_schema() if PG_URL is not None and self.is_echd else None
         self.proc = None
         self.bad_exits = []      # "exit status N" of stops that should have been clean
         self._resources = []     # clients/connections to close after each test
         self._children = []      # servers started by spawn()
 
     # -- process management
+    @property
+    def pg_schema(self):
+        """The schema this server stores in (run.py --storage postgres), or None: not
+        on PostgreSQL, or its arguments name a backend of their own."""
+        if self._pg_schema is None or any(a in self.extra_args for a in (
+                "--storage", "--storage-backend", "--storage-url")):
+            return None
+        return self._pg_schema
+
     def args(self):
         a = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir]
         if self.is_echd:
@@ -428,7 +530,30 @@ class Server:
             a += ["--tls-port", str(self.suite_tls_port), "--tls-cert-file", TLS["cert"],
                   "--tls-key-file", TLS["key"], "--tls-ca-cert-file", TLS["ca"],
                   "--tls-auth-clients", "no"]
-        return a + self.extra_args
+        return a + self.storage_args() + self.extra_args
+
+    def storage_args(self):
+        """The arguments that put this server on the pass' backend: on PostgreSQL, its own
+        schema; else none. A subclass with args() of its own adds them too."""
+        if self.pg_schema is None:
+            return []
+        a = ["--storage-backend", "postgres", "--storage-url", PG_URL,
+             "--storage-pg-schema", self.pg_schema]
+        if PG_TIMEOUT_MS is not None:
+            # (enable_pg says why; a test of the timeout passes its own, later, which wins)
+            a += ["--storage-timeout-ms", str(PG_TIMEOUT_MS)]
+        return a
+
+    def offline_args(self):
+        """echo-admin's options that read what this server stores, offline: its data
+        directory, or on PostgreSQL its schema."""
+        if self.pg_schema is not None:
+            return pg_admin_args(self.pg_schema)
+        return ["-d", self.dir]
+
+    def check_data(self, timeout=120):
+        """echo-admin check of what this server stores (its dir, or its schema)."""
+        return check_data(self.exe, self.dir, timeout=timeout, pg_schema=self.pg_schema)
 
     def start(self, timeout=None):
         timeout = STARTUP_TIMEOUT if timeout is None else timeout
@@ -536,6 +661,8 @@ class Server:
         if os.environ.get("E2E_KEEP"):
             return
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._pg_schema is not None and not self.alive():
+            pg_drop_schema(self._pg_schema)
 
     def log_tail(self, lines=40):
         try:

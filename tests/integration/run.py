@@ -5,14 +5,22 @@
     run.py --redis /usr/bin/redis-server     run them against real Redis (validates the tests)
     run.py --echd build/broker/echd --tls    the same over TLS (modules with TLS_SUITE = False
                                              are left out and listed)
+    run.py --echd build/broker/echd --storage postgres
+                                             the same with every echd on the postgres backend,
+                                             each server in a schema of its own on one
+                                             throw-away cluster ($ECHD_TEST_PG_URL, or one
+                                             started here with tests/helpers/pgtmp.py);
+                                             tests about LMDB itself (PG_SUITE = False,
+                                             @lmdb_only) are left out and listed with why
     options: -k PATTERN (substring or glob of 'module::test', repeatable), -v
 
 For each module one server is started (fresh temporary dir, free loopback port); FLUSHALL
 runs before each test. Each test has a timeout (SIGALRM). After each test against echd,
 `echo-admin check` (from the same build tree) verifies the stored invariants in the live
-server's directory; a broken one fails the test. Output: 'PASS name' / 'FAIL name'
-with a traceback, then exactly 'e2e: N passed, M failed' as the last line; exit status 1 if
-any test failed. See echdtest.py for the fixture and the module conventions.
+server's directory (on postgres: in its schema); a broken one fails the test. Output:
+'PASS name' / 'FAIL name' with a traceback, then exactly 'e2e: N passed, M failed' as the
+last line ('e2e over TLS: ...', 'e2e on postgres: ...'); exit status 1 if any test failed.
+See echdtest.py for the fixture and the module conventions.
 """
 
 import argparse
@@ -22,6 +30,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +38,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "helpers"))
 
 import echdtest  # noqa: E402
 
@@ -63,8 +73,9 @@ def selected(full_name, patterns):
 
 
 class Runner:
-    def __init__(self, kind, exe, patterns, verbose, tls=False):
+    def __init__(self, kind, exe, patterns, verbose, tls=False, storage="lmdb"):
         self.tls = tls
+        self.pg = storage == "postgres"
         self.kind = kind
         self.exe = exe
         self.patterns = patterns
@@ -94,6 +105,14 @@ class Runner:
             if reason and self.kind != "echd":
                 self.not_collected.append((full, reason))
                 continue
+            reason = getattr(fn, "lmdb_only", None)
+            if reason and self.pg:
+                self.not_collected.append((full, "on postgres: " + reason))
+                continue
+            reason = getattr(fn, "pg_only", None)
+            if reason and not self.pg:
+                self.not_collected.append((full, "only on postgres: " + reason))
+                continue
             tests.append((full, fn))
         return tests
 
@@ -108,6 +127,10 @@ class Runner:
         if self.tls and not getattr(mod, "TLS_SUITE", True):
             why = getattr(mod, "TLS_SUITE_WHY", "not run over TLS")
             self.not_collected += [(full, "over TLS: " + why) for full, _ in tests]
+            return
+        if self.pg and not getattr(mod, "PG_SUITE", True):
+            why = getattr(mod, "PG_SUITE_WHY", "about LMDB itself")
+            self.not_collected += [(full, "on postgres: " + why) for full, _ in tests]
             return
         if not tests:
             return
@@ -182,7 +205,7 @@ class Runner:
         # restarted it, which restart() does).
         if server.alive() and self.kind == "echd":
             # every test is also a test of the stored invariants
-            bad = echdtest.check_data(self.exe, server.dir, timeout=60)
+            bad = server.check_data(timeout=60)
             if bad:
                 detail = (detail or "") + bad
         if not server.alive():
@@ -215,6 +238,8 @@ def main():
     ap.add_argument("-v", action="store_true", help="verbose")
     ap.add_argument("--tls", action="store_true",
                     help="echd only: the harness' clients talk to every server over TLS")
+    ap.add_argument("--storage", choices=("lmdb", "postgres"), default="lmdb",
+                    help="echd only: the backend every server the harness starts stores in")
     ap.add_argument("extra", nargs="*", help=argparse.SUPPRESS)  # tolerated (meson passes none)
     a = ap.parse_args()
 
@@ -223,8 +248,25 @@ def main():
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGTERM, on_term)
 
-    runner = Runner(kind, exe, a.k, a.v, tls=a.tls)
+    runner = Runner(kind, exe, a.k, a.v, tls=a.tls, storage=a.storage)
     pki = None
+    cluster = None
+    if a.storage == "postgres":
+        if kind != "echd":
+            ap.error("--storage goes with --echd")
+        url = os.environ.get("ECHD_TEST_PG_URL")
+        if not url:
+            import pgtmp
+            try:
+                cluster = pgtmp.Cluster().__enter__()
+            except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+                runner.fail("<setup>", "cannot start PostgreSQL: %s\n%s" % (
+                    e, getattr(e, "stderr", b"") or b""))
+                print("e2e on postgres: %d passed, %d failed" % (runner.passed, runner.failed))
+                return 1
+            os.environ["ECHD_TEST_PG_BIN"] = cluster.bin
+            url = cluster.url
+        echdtest.enable_pg(url, exe)
     if a.tls:
         if kind != "echd":
             ap.error("--tls goes with --echd")
@@ -240,19 +282,26 @@ def main():
         runner.fail("<runner>", str(e))
     except KeyboardInterrupt:
         runner.fail("<runner>", "interrupted")
+    finally:
+        if cluster is not None:
+            cluster.cleanup()
     if pki:
         shutil.rmtree(pki, ignore_errors=True)
     if runner.not_collected:
-        print("# not collected for %s%s (echd-only%s): %d" % (
-            kind, " over TLS" if a.tls else "", ", or not run over TLS" if a.tls else "",
+        print("# not collected for %s%s%s (echd-only%s%s): %d" % (
+            kind, " over TLS" if a.tls else "", " on postgres" if runner.pg else "",
+            ", or not run over TLS" if a.tls else "",
+            ", or about LMDB itself" if runner.pg else ", or only on postgres",
             len(runner.not_collected)))
-        if a.v:
+        # on postgres always: what the pass leaves out is part of what it proves
+        if a.v or runner.pg:
             for full, reason in runner.not_collected:
                 print("#   %s: %s" % (full, reason))
     if runner.passed + runner.failed == 0:
         runner.fail("<runner>", "no test was selected")
-    print("e2e%s: %d passed, %d failed" % (" over TLS" if a.tls else "", runner.passed,
-                                           runner.failed), flush=True)
+    print("e2e%s%s: %d passed, %d failed" % (" over TLS" if a.tls else "",
+                                             " on postgres" if runner.pg else "",
+                                             runner.passed, runner.failed), flush=True)
     return 1 if runner.failed else 0
 
 
