@@ -175,14 +175,39 @@ class Cluster:
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        preexec_fn=_as_postgres())
 
-    # -- tear-down
-    def kill(self, sig=signal.SIGKILL):
-        """Kills the postmaster (SIGKILL: no shutdown at all) and waits for it."""
-        if self.proc is not None and self.proc.poll() is None:
+    # -- its processes: the postmaster and its children (each backend calls setsid(), so a
+    # signal to the postmaster's process group reaches the postmaster alone)
+    def pids(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        out = [self.proc.pid]
+        for task in glob.glob("/proc/%d/task/*/children" % self.proc.pid):
             try:
-                os.killpg(self.proc.pid, sig)
+                with open(task) as f:
+                    out += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+        return out
+
+    def signal_all(self, sig):
+        for pid in self.pids():
+            try:
+                os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+
+    def pause(self):
+        """SIGSTOP of the postmaster (first: it forks no more) and every backend."""
+        self.signal_all(signal.SIGSTOP)
+
+    def resume(self):
+        self.signal_all(signal.SIGCONT)
+
+    # -- tear-down
+    def kill(self, sig=signal.SIGKILL):
+        """Kills the postmaster and its children (SIGKILL: no shutdown at all) and waits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.signal_all(sig)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -193,7 +218,7 @@ class Cluster:
     def stop(self):
         """A fast shutdown (SIGINT), SIGKILL if it takes over 30 s."""
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGCONT)   # a test may have stopped it
+            self.resume()                               # a test may have paused it
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(30)
