@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "config.h"
 #include "echd.h"
@@ -322,9 +323,6 @@ struct brk_server {
 /* ------------------------------------------------------------------------
  * Server internals shared by the modules
  * ---------------------------------------------------------------------- */
-
-uint64_t brk_now_ms(void);
-uint64_t brk_now_us(void);
 
 /* Returns 0; BRK_INIT_CONFIG (2, echd's exit status for it) when the
  * configuration cannot work (ACL file, TLS files, nothing to listen on);

@@ -12,7 +12,7 @@
  *   pending counters against
  *   the rows; ids in order; and no row whose stream or group is neither
  *   live nor queued for deletion (trash).
- * Row layouts are those documented in storage/stream.c and group.h; the
+ * Row layouts are those documented in storage/model/stream.c and group.h; the
  * decoding repeated here is deliberate: a checker that trusted the model's
  * own readers could not see the model's mistakes.
  */
@@ -788,7 +788,7 @@ idmp_part_ok(const unsigned char *p, size_t len)
 	return len >= 1 && ((p[0] == 'i' && len <= 1 + 400) || (p[0] == 'h' && len == 1 + 400));
 }
 
-/* A stream's IDMP rows (layout in storage/stream_idmp.c): its C row's
+/* A stream's IDMP rows (layout in storage/model/stream_idmp.c): its C row's
  * counters against its P, I and Q rows; every Q row names an I row that
  * names it back; each producer's count against its rows and maxsize; and
  * the stream's row in the E index. */

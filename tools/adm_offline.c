@@ -6,7 +6,7 @@
  * block its writer; the postgres backend opened read_only loads one
  * snapshot of the schema without the active front end's lock). Figures
  * are computed as the broker computes them for XINFO and XPENDING
- * (broker/cmd_group.c), with this process's clock for idle times. Nothing
+ * (broker/commands/cmd_group.c), with this process's clock for idle times. Nothing
  * here can write: the store is opened read_only, so even a bug could not
  * change the data.
  */

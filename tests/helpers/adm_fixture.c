@@ -16,7 +16,7 @@
  *       adds one to the stream's length
  *   adm-fixture DIR idmp-queue-del STREAM
  *       deletes the first row of the stream's idempotent records' queue
- *       (IDMP table, 'Q' rows; layout in storage/stream_idmp.c)
+ *       (IDMP table, 'Q' rows; layout in storage/model/stream_idmp.c)
  *   adm-fixture DIR fill STREAM GROUP CONSUMER N
  *       creates STREAM with entries 1-1 .. N-1 (f v), GROUP at 0, and
  *       delivers every entry to CONSUMER: an N-entry PEL

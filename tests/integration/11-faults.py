@@ -1,6 +1,6 @@
 """Storage faults: failed writes and commits, a full map, a full disk.
 
-Most tests run echd on the "fault" storage backend (storage/st_fault.c: LMDB with chosen
+Most tests run echd on the "fault" storage backend (storage/engines/st_fault.c: LMDB with chosen
 operations made to fail), started with `--storage-backend fault` and ECHD_FAULT_FILE naming a
 control file of rules such as `put 5 EIO` or `commit every EIO` (the format is documented at the
 top of st_fault.c). echdtest's spawn() takes no environment: the variable is set in

@@ -9,7 +9,7 @@ The test_pg_* tests start a throw-away PostgreSQL (tests/helpers/pgtmp.py) and t
 ends on one schema: the second is a standby (READONLY to everything but the connection
 commands; ROLE's replica shape pointing at the first), kill -9 of the first makes it active
 within 5 s, and a redis-py Sentinel client given both front ends follows the failover. They
-need storage/st_pg.c (branch pgstore); until it lands echd refuses to open postgres and they
+need storage/engines/st_pg.c (branch pgstore); until it lands echd refuses to open postgres and they
 fail at the first spawn, saying so.
 """
 
@@ -306,7 +306,7 @@ def test_storage_url_password_never_shown(server):
 
 
 # ---------------------------------------------------------------------------
-# PostgreSQL: a standby and a failover (needs storage/st_pg.c)
+# PostgreSQL: a standby and a failover (needs storage/engines/st_pg.c)
 # ---------------------------------------------------------------------------
 
 def pg_spawn(server, pg, schema, *extra):
@@ -314,7 +314,7 @@ def pg_spawn(server, pg, schema, *extra):
         return server.spawn("--storage", "postgres", "--storage-url", pg.url,
                             "--storage-pg-schema", schema, "--ha-retry-ms", "100", *extra)
     except ServerError as e:
-        raise AssertionError("echd with storage postgres did not start (storage/st_pg.c "
+        raise AssertionError("echd with storage postgres did not start (storage/engines/st_pg.c "
                              "not there yet?):\n%s" % e)
 
 

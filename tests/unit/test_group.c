@@ -1,4 +1,4 @@
-/* test_group.c - consumer groups, consumers and PELs (storage/group.c)
+/* test_group.c - consumer groups, consumers and PELs (storage/model/group.c)
  * over LMDB.
  *
  * The cursor arithmetic (entries_read, lag) is checked against values

@@ -1,4 +1,4 @@
-/* test_hist.c - unit tests for broker/hist.c, the LATENCY HISTOGRAM buckets.
+/* test_hist.c - unit tests for broker/diagnostics/hist.c, the LATENCY HISTOGRAM buckets.
  *
  * The fixed figures are what Redis 7 replies for the same durations (a
  * 12 us PING shows as p50=12.031 and p0=11.968 in INFO latencystats, a

@@ -1,4 +1,4 @@
-/* test_stream.c - the stream data model (storage/stream.c) over LMDB.
+/* test_stream.c - the stream data model (storage/model/stream.c) over LMDB.
  *
  * Expected node counts and trimming results were taken from Redis
  * (redis-server 7.0.15, whose stream node layout and trimming match

@@ -1,5 +1,5 @@
 /* console.c - GET /: the web console, one HTML page with its CSS and
- * JavaScript inline, built into the binary from broker/console/index.html
+ * JavaScript inline, built into the binary from broker/http/console/index.html
  * (meson turns it into console_html.h), so nothing is fetched from
  * elsewhere. The page only reads the JSON API (api.c) and posts its
  * actions; what a user sees there is what the API lets it see.
