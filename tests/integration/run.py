@@ -12,7 +12,9 @@
                                              started here with tests/helpers/pgtmp.py);
                                              tests about LMDB itself (PG_SUITE = False,
                                              @lmdb_only) are left out and listed with why
-    options: -k PATTERN (substring or glob of 'module::test', repeatable), -v
+    options: -k PATTERN (substring or glob of 'module::test', repeatable), -v,
+             -j N (N modules at once, each in a process of its own; modules that set
+             SERIAL = True run alone after the others; default $ECHD_E2E_JOBS or 1)
 
 For each module one server is started (fresh temporary dir, free loopback port); FLUSHALL
 runs before each test. Each test has a timeout (SIGALRM). After each test against echd,
@@ -20,6 +22,7 @@ runs before each test. Each test has a timeout (SIGALRM). After each test agains
 server's directory (on postgres: in its schema); a broken one fails the test. Output:
 'PASS name' / 'FAIL name' with a traceback, then exactly 'e2e: N passed, M failed' as the
 last line ('e2e over TLS: ...', 'e2e on postgres: ...'); exit status 1 if any test failed.
+Each module's time is printed as '# NN-module: S s' once it ends, so a slow module shows.
 See echdtest.py for the fixture and the module conventions.
 """
 
@@ -117,6 +120,14 @@ class Runner:
         return tests
 
     def run_module(self, path):
+        t0, n0 = time.monotonic(), self.passed + self.failed
+        try:
+            self._run_module(path)
+        finally:
+            if self.passed + self.failed != n0:
+                self.log("# %s: %.1f s" % (os.path.basename(path)[:-3], time.monotonic() - t0))
+
+    def _run_module(self, path):
         modname = os.path.basename(path)[:-3]
         try:
             mod = load_module(path)
@@ -228,6 +239,92 @@ class Runner:
             self.fail(full, detail)
 
 
+# The modules that take longest (seconds, measured on the 2-core development machine, plain
+# build): started first, so that -j N ends with short modules rather than one long tail.
+# A module missing here is taken as short; order only, nothing depends on the figures.
+SLOW_MODULES = {}
+
+
+def module_is_serial(path):
+    """SERIAL = True at a module's top level: it measures time or load and runs alone."""
+    with open(path, encoding="utf-8") as f:
+        return any(line.startswith("SERIAL = True") for line in f)
+
+
+def run_parallel(a, runner, paths, jobs):
+    """Runs each module in a child run.py (--child), jobs at a time, then the serial ones
+    one by one; prints each module's output whole once it ends and adds up the results."""
+    serial = [p for p in paths if module_is_serial(p)]
+    pool = [p for p in paths if p not in serial]
+    pool.sort(key=lambda p: -SLOW_MODULES.get(os.path.basename(p)[:-3], 0))
+    base = [sys.executable, os.path.abspath(__file__), "--echd", a.echd, "--child"]
+    if a.tls:
+        base.append("--tls")
+    if a.storage != "lmdb":
+        base += ["--storage", a.storage]
+    for k in a.k:
+        base += ["-k", k]
+    if a.v:
+        base.append("-v")
+    running = {}  # Popen -> (path, output file)
+
+    def start(path):
+        out = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        proc = subprocess.Popen(base + ["--module", path], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        running[proc] = (path, out)
+
+    def finish(proc):
+        path, out = running.pop(proc)
+        out.seek(0)
+        got = False
+        for line in out:
+            if line.startswith("@@result "):
+                p, f = line.split()[1:3]
+                runner.passed += int(p)
+                runner.failed += int(f)
+                got = True
+            elif line.startswith("@@nc "):
+                full, _, reason = line[5:].rstrip("\n").partition("\t")
+                runner.not_collected.append((full, reason))
+            else:
+                sys.stdout.write(line)
+        sys.stdout.flush()
+        out.close()
+        if not got:
+            runner.fail(os.path.basename(path)[:-3] + "::<module>",
+                        "the module's process ended with status %s and no result" %
+                        proc.returncode)
+
+    try:
+        for group, width in ((pool, jobs), (serial, 1)):
+            queue = list(group)
+            while queue or running:
+                while queue and len(running) < width:
+                    start(queue.pop(0))
+                done = None
+                while done is None:
+                    for proc in running:
+                        if proc.poll() is not None:
+                            done = proc
+                            break
+                    else:
+                        time.sleep(0.05)
+                finish(done)
+    finally:
+        for proc in list(running):
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            finish(proc)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group(required=True)
@@ -240,6 +337,12 @@ def main():
                     help="echd only: the harness' clients talk to every server over TLS")
     ap.add_argument("--storage", choices=("lmdb", "postgres"), default="lmdb",
                     help="echd only: the backend every server the harness starts stores in")
+    ap.add_argument("-j", "--jobs", type=int, metavar="N",
+                    default=int(os.environ.get("ECHD_E2E_JOBS", "1")),
+                    help="run N modules at once (SERIAL modules alone, after the others)")
+    # run_parallel()'s children: one module, results as @@ lines for the parent
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--module", metavar="PATH", help=argparse.SUPPRESS)
     ap.add_argument("extra", nargs="*", help=argparse.SUPPRESS)  # tolerated (meson passes none)
     a = ap.parse_args()
 
@@ -266,6 +369,7 @@ def main():
                 return 1
             os.environ["ECHD_TEST_PG_BIN"] = cluster.bin
             url = cluster.url
+            os.environ["ECHD_TEST_PG_URL"] = url  # -j: the children share this cluster
         echdtest.enable_pg(url, exe)
     if a.tls:
         if kind != "echd":
@@ -275,9 +379,15 @@ def main():
     try:
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             runner.fail("<setup>", "%s binary not found or not executable: %s" % (kind, exe))
+        elif a.child:
+            runner.run_module(a.module)
         else:
-            for path in sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]-*.py"))):
-                runner.run_module(path)
+            paths = sorted(glob.glob(os.path.join(HERE, "[0-9][0-9]-*.py")))
+            if a.jobs > 1 and kind == "echd":
+                run_parallel(a, runner, paths, a.jobs)
+            else:
+                for path in paths:
+                    runner.run_module(path)
     except SystemExit as e:
         runner.fail("<runner>", str(e))
     except KeyboardInterrupt:
@@ -287,6 +397,11 @@ def main():
             cluster.cleanup()
     if pki:
         shutil.rmtree(pki, ignore_errors=True)
+    if a.child:
+        for full, reason in runner.not_collected:
+            print("@@nc %s\t%s" % (full, reason))
+        print("@@result %d %d" % (runner.passed, runner.failed), flush=True)
+        return 0
     if runner.not_collected:
         print("# not collected for %s%s%s (echd-only%s%s): %d" % (
             kind, " over TLS" if a.tls else "", " on postgres" if runner.pg else "",
