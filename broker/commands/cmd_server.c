@@ -1035,6 +1035,27 @@ reply_key_flags(struct resp_writer *w, unsigned flags)
 	}
 }
 
+/* A map's entry: a name and a number. */
+static void
+reply_kv_int(struct resp_writer *w, const char *name, long long v)
+{
+	resp_add_bulk_cstr(w, name);
+	resp_add_int(w, v);
+}
+
+/* A map's entry whose value is a map {type: t, spec: {...}}; the caller
+ * writes the spec's n entries. */
+static void
+reply_kv_typed(struct resp_writer *w, const char *name, const char *t, size_t n)
+{
+	resp_add_bulk_cstr(w, name);
+	resp_add_map(w, 2);
+	resp_add_bulk_cstr(w, "type");
+	resp_add_bulk_cstr(w, t);
+	resp_add_bulk_cstr(w, "spec");
+	resp_add_map(w, n);
+}
+
 /* COMMAND INFO's element 9, in Redis 7's shape: a set of maps, each with
  * its notes (if any), flags, begin_search and find_keys. */
 static void
@@ -1054,44 +1075,25 @@ reply_key_specs(struct resp_writer *w, const struct brk_keyspec *ks)
 		}
 		resp_add_bulk_cstr(w, "flags");
 		reply_key_flags(w, ks[i].flags);
-		resp_add_bulk_cstr(w, "begin_search");
-		resp_add_map(w, 2);
-		resp_add_bulk_cstr(w, "type");
 		if (ks[i].bs == BRK_KS_INDEX) {
-			resp_add_bulk_cstr(w, "index");
-			resp_add_bulk_cstr(w, "spec");
-			resp_add_map(w, 1);
-			resp_add_bulk_cstr(w, "index");
-			resp_add_int(w, ks[i].pos);
+			reply_kv_typed(w, "begin_search", "index", 1);
+			reply_kv_int(w, "index", ks[i].pos);
 		} else {
-			resp_add_bulk_cstr(w, "keyword");
-			resp_add_bulk_cstr(w, "spec");
-			resp_add_map(w, 2);
+			reply_kv_typed(w, "begin_search", "keyword", 2);
 			resp_add_bulk_cstr(w, "keyword");
 			resp_add_bulk_cstr(w, ks[i].keyword);
-			resp_add_bulk_cstr(w, "startfrom");
-			resp_add_int(w, ks[i].startfrom);
+			reply_kv_int(w, "startfrom", ks[i].startfrom);
 		}
-		resp_add_bulk_cstr(w, "find_keys");
-		resp_add_map(w, 2);
-		resp_add_bulk_cstr(w, "type");
-		resp_add_bulk_cstr(w, ks[i].fk == BRK_KS_RANGE ? "range" : "keynum");
-		resp_add_bulk_cstr(w, "spec");
-		resp_add_map(w, 3);
 		if (ks[i].fk == BRK_KS_RANGE) {
-			resp_add_bulk_cstr(w, "lastkey");
-			resp_add_int(w, ks[i].lastkey);
-			resp_add_bulk_cstr(w, "keystep");
-			resp_add_int(w, ks[i].step);
-			resp_add_bulk_cstr(w, "limit");
-			resp_add_int(w, ks[i].limit);
+			reply_kv_typed(w, "find_keys", "range", 3);
+			reply_kv_int(w, "lastkey", ks[i].lastkey);
+			reply_kv_int(w, "keystep", ks[i].step);
+			reply_kv_int(w, "limit", ks[i].limit);
 		} else {
-			resp_add_bulk_cstr(w, "keynumidx");
-			resp_add_int(w, ks[i].keynumidx);
-			resp_add_bulk_cstr(w, "firstkey");
-			resp_add_int(w, ks[i].firstkey);
-			resp_add_bulk_cstr(w, "keystep");
-			resp_add_int(w, ks[i].step);
+			reply_kv_typed(w, "find_keys", "keynum", 3);
+			reply_kv_int(w, "keynumidx", ks[i].keynumidx);
+			reply_kv_int(w, "firstkey", ks[i].firstkey);
+			reply_kv_int(w, "keystep", ks[i].step);
 		}
 	}
 }
