@@ -491,6 +491,17 @@ void brk_conn_unauth_remove(struct brk_conn *c);
 void brk_conn_process(struct brk_conn *c);
 /* Runs one request; returns after its reply is written to c->out. */
 void brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block);
+/* Runs one command EXEC queued, in EXEC's transaction txn, through the
+ * same dispatcher as a request: the ACL is checked again (the rules may
+ * have changed since it was queued: Redis' NOPERM text, ACL LOG context
+ * multi), then it runs with the bookkeeping of any command (stats, latency,
+ * SLOWLOG, MONITOR). count: false when EXEC runs its transaction again
+ * after the map grew and this command was counted the first time. Sets
+ * *wrote when it wrote, adds its changes to *dirty. Returns 0 (its reply
+ * written), or a storage error that fails the whole transaction. Borrows
+ * argv. */
+int brk_conn_run_queued(struct brk_conn *c, struct storage_txn *txn, int argc,
+	struct resp_arg *argv, bool count, bool *wrote, uint64_t *dirty);
 void brk_conn_mark_held(struct brk_conn *c);
 /* Sends the first upto bytes of c->out to the socket (they are durable). */
 void brk_conn_flush(struct brk_conn *c, size_t upto);

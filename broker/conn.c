@@ -4,6 +4,7 @@
  * connection's held buffer and are released by the server once the batch
  * they belong to has committed (server.c).
  */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -829,186 +830,292 @@ brk_cmd_wrote(const struct brk_ctx *x)
 	return x->txn != NULL && storage_txn_writes(x->txn) != x->writes0;
 }
 
-/* Remembers that the reply from mark on depends on the batch. */
+/* Makes room to remember one more held reply (note_batch_reply) before a
+ * command runs: a reply that could not be remembered would stand as a
+ * success if its batch failed later. False when there is no memory. */
+static bool
+reserve_range(struct brk_conn *c)
+{
+	int ncap;
+	void *nr;
+
+	if (c->nranges < c->rcap) {
+		return true;
+	}
+	ncap = c->rcap ? c->rcap * 2 : 8;
+	nr = echd_realloc(c->ranges, (size_t)ncap * sizeof(*c->ranges));
+	if (nr == NULL) {
+		return false;
+	}
+	c->ranges = nr;
+	c->rcap = ncap;
+	return true;
+}
+
+/* Remembers that the reply from mark on depends on the batch (its room
+ * was reserved before the command ran). */
 static void
 note_batch_reply(struct brk_conn *c, size_t mark)
 {
 	if (c->out.len <= mark) {
 		return;
 	}
-	if (c->nranges == c->rcap) {
-		int ncap = c->rcap ? c->rcap * 2 : 8;
-		void *nr = echd_realloc(c->ranges, (size_t)ncap * sizeof(*c->ranges));
-		if (nr == NULL) {
-			return; /* the reply then stands; ENOMEM here is the lesser harm */
-		}
-		c->ranges = nr;
-		c->rcap = ncap;
-	}
+	assert(c->nranges < c->rcap);
 	c->ranges[c->nranges].start = mark;
 	c->ranges[c->nranges].end = c->out.len;
 	c->nranges++;
 }
 
-/* After an ACL refusal of c's request: ACL LOG's entry for what was refused
- * (object), and a refused command in MULTI aborts its EXEC. */
+/* A request's command name as Redis reports it: "name", or "name|sub" for
+ * a container's subcommand, lower case. */
 static void
-acl_refused(struct brk_conn *c, int reason, const void *object, size_t olen)
+command_name(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, char *buf,
+	size_t len)
 {
-	const char *uname = brk_user_name(c->user);
-
-	brk_acllog_add(c->srv, c, reason, c->multi ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL,
-		object, olen, uname, strlen(uname));
-	c->multi_dirty |= c->multi;
-}
-
-void
-brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block)
-{
-	struct brk_server *srv = c->srv;
-	const struct brk_cmd *cmd;
-	struct brk_ctx x;
-	size_t mark = c->out.len;
-	struct brk_cmdstat *stat;
-	uint64_t t0;
-	bool nested;
-	int rc, tries = 0, denied;
-
-	memset(&x, 0, sizeof(x));
-	x.srv = srv;
-	x.c = c;
-	x.w = &c->w;
-	x.argc = argc;
-	x.argv = argv;
-	x.from_block = from_block;
-	c->last_ms = brk_now_ms();
-	srv->batch_cmds++;
-	cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
-	if (cmd == NULL) {
-		reply_unknown(&x);
-		c->multi_dirty |= c->multi; /* EXEC will abort */
-		goto replied;
-	}
-	stat = brk_stat_for(srv, cmd, argc, argv);
 	if (argc >= 2 && is_container(cmd)) {
-		/* containers report "name|sub", as Redis does */
-		int n = snprintf(c->last_cmd, sizeof(c->last_cmd), "%s|%.*s", cmd->name,
-			(int)argv[1].len, argv[1].p);
-		for (int i = 0; i < n && i < (int)sizeof(c->last_cmd); i++) {
-			c->last_cmd[i] = (char)tolower((unsigned char)c->last_cmd[i]);
+		int n = snprintf(buf, len, "%s|%.*s", cmd->name, (int)argv[1].len, argv[1].p);
+		for (int i = 0; i < n && i < (int)len; i++) {
+			buf[i] = (char)tolower((unsigned char)buf[i]);
 		}
 	} else {
-		snprintf(c->last_cmd, sizeof(c->last_cmd), "%s", cmd->name);
+		snprintf(buf, len, "%s", cmd->name);
 	}
+}
+
+/* ------------------------------------------------------------------------
+ * The checks: before a request runs (or is queued), and the ACL again
+ * when EXEC runs what was queued
+ * ---------------------------------------------------------------------- */
+
+/* Whether c's user may run the request: its command, its keys (the
+ * table's key specs, brk_keys_find()) and its channels. If not, the NOPERM
+ * error is written and ACL LOG has the entry. at_exec: EXEC runs a command
+ * queued when the rules allowed it (Redis' words for that; context
+ * "multi"); log: false when EXEC runs its transaction again after the map
+ * grew, and this refusal was logged and counted the first time. */
+static bool
+acl_permits(struct brk_conn *c, const struct brk_cmd *cmd, struct brk_cmdstat *stat, int argc,
+	const struct resp_arg *argv, bool at_exec, bool log)
+{
+	struct brk_server *srv = c->srv;
+	const char *uname = brk_user_name(c->user);
+	char name[sizeof(c->last_cmd)];
+	int reason, denied = -1;
+
+	if (c->user == NULL) {
+		return true; /* only the no-auth commands get here without a user */
+	}
+	if (!brk_acl_cmd_allowed(c->user, cmd, argc, argv)) {
+		reason = BRK_ACLLOG_COMMAND;
+	} else if ((denied = brk_acl_denied_key(c->user, cmd, argc, argv)) >= 0) {
+		reason = BRK_ACLLOG_KEY;
+	} else if ((denied = brk_pubsub_denied_channel(c->user, cmd, argc, argv)) >= 0) {
+		reason = BRK_ACLLOG_CHANNEL;
+	} else {
+		return true;
+	}
+	command_name(cmd, argc, argv, name, sizeof(name));
+	if (at_exec) {
+		resp_add_errorf(&c->w,
+			"NOPERM ACLs rules changed between the moment the transaction was "
+			"accumulated and the EXEC call. This command is no longer allowed for the "
+			"following reason: %s",
+			reason == BRK_ACLLOG_COMMAND ? "no permission to execute the command or "
+						       "subcommand"
+			: reason == BRK_ACLLOG_KEY   ? "no permission to touch the specified keys"
+						     : "no permission to access one of the channels "
+						       "used as arguments");
+	} else if (reason == BRK_ACLLOG_COMMAND) {
+		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
+			uname, name);
+	} else if (reason == BRK_ACLLOG_KEY) {
+		resp_add_error(&c->w, "NOPERM No permissions to access a key");
+	} else {
+		resp_add_error(&c->w, "NOPERM No permissions to access a channel");
+	}
+	if (!log) {
+		return false;
+	}
+	if (reason == BRK_ACLLOG_COMMAND) {
+		srv->stats.acl_denied_cmd++;
+	} else if (reason == BRK_ACLLOG_KEY) {
+		srv->stats.acl_denied_key++;
+	} else {
+		srv->stats.acl_denied_channel++;
+	}
+	brk_acllog_add(srv, c, reason,
+		c->multi || at_exec ? BRK_ACLLOG_CTX_MULTI : BRK_ACLLOG_CTX_TOPLEVEL,
+		denied >= 0 ? argv[denied].p : name, denied >= 0 ? argv[denied].len : strlen(name),
+		uname, strlen(uname));
+	c->multi_dirty |= c->multi; /* a refused command in MULTI aborts its EXEC */
+	stat->rejected++;
+	return false;
+}
+
+/* What admit() decided */
+enum admit {
+	ADMIT_RUN,     /* run it now */
+	ADMIT_REPLIED, /* refused or queued: the reply is written */
+	ADMIT_GONE,    /* a blocked client's re-run refused: its block ended, argv freed */
+};
+
+/* The checks before a request runs, in Redis' order: lookup, arity, auth,
+ * the ACL, the subcommand, the connection's state, a standby front end,
+ * MULTI, a full disk; a request in MULTI is queued here. Sets *cmdp, and
+ * *statp when there is a command. */
+static enum admit
+admit(struct brk_ctx *x, const struct brk_cmd **cmdp, struct brk_cmdstat **statp)
+{
+	struct brk_conn *c = x->c;
+	struct brk_server *srv = x->srv;
+	const struct brk_cmd *cmd;
+	struct brk_cmdstat *stat;
+	int argc = x->argc;
+
+	cmd = *cmdp = brk_cmd_lookup(x->argv[0].p, x->argv[0].len);
+	if (cmd == NULL) {
+		reply_unknown(x);
+		c->multi_dirty |= c->multi; /* EXEC will abort */
+		return ADMIT_REPLIED;
+	}
+	stat = *statp = brk_stat_for(srv, cmd, argc, x->argv);
+	/* containers report "name|sub", as Redis does */
+	command_name(cmd, argc, x->argv, c->last_cmd, sizeof(c->last_cmd));
 	if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
 		stat->rejected++;
 		if (cmd->flags & BRK_CMD_EXEC) {
 			/* a refused EXEC discards the transaction */
 			brk_multi_reset(c);
-			resp_add_error(&c->w, "EXECABORT Transaction discarded because of: wrong number "
-					      "of arguments for 'exec' command");
-			goto replied;
+			resp_add_error(x->w, "EXECABORT Transaction discarded because of: wrong number "
+					     "of arguments for 'exec' command");
+			return ADMIT_REPLIED;
 		}
-		resp_add_errorf(&c->w, "ERR wrong number of arguments for '%s' command", cmd->name);
+		resp_add_errorf(x->w, "ERR wrong number of arguments for '%s' command", cmd->name);
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
 	/* Logged in is enough: a user switched off later keeps the connections
 	 * it has (Redis does); it only cannot log in again. */
 	if (c->user == NULL && !(cmd->flags & BRK_CMD_NOAUTH)) {
-		resp_add_error(&c->w, "NOAUTH Authentication required.");
+		resp_add_error(x->w, "NOAUTH Authentication required.");
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
-	if (c->user != NULL && !brk_acl_cmd_allowed(c->user, cmd, argc, argv)) {
-		const char *uname = brk_user_name(c->user);
-		resp_add_errorf(&c->w, "NOPERM User %s has no permissions to run the '%s' command",
-			uname, c->last_cmd);
-		srv->stats.acl_denied_cmd++;
-		acl_refused(c, BRK_ACLLOG_COMMAND, c->last_cmd, strlen(c->last_cmd));
-		stat->rejected++;
-		goto replied;
+	if (!acl_permits(c, cmd, stat, argc, x->argv, false, true)) {
+		return ADMIT_REPLIED;
 	}
-	if (c->user != NULL && (denied = brk_acl_denied_key(c->user, cmd, argc, argv)) >= 0) {
-		resp_add_error(&c->w, "NOPERM No permissions to access a key");
-		srv->stats.acl_denied_key++;
-		acl_refused(c, BRK_ACLLOG_KEY, argv[denied].p, argv[denied].len);
-		stat->rejected++;
-		goto replied;
-	}
-	if (c->user != NULL && (denied = brk_pubsub_denied_channel(c->user, cmd, argc, argv)) >= 0) {
-		resp_add_error(&c->w, "NOPERM No permissions to access a channel");
-		srv->stats.acl_denied_channel++;
-		acl_refused(c, BRK_ACLLOG_CHANNEL, argv[denied].p, argv[denied].len);
-		stat->rejected++;
-		goto replied;
-	}
-	if (!brk_subcommand_ok(&x, cmd)) {
+	if (!brk_subcommand_ok(x, cmd)) {
 		/* an unknown subcommand or its arity: refused before it runs */
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
 	if ((c->flags & BRK_CONN_MONITOR) && (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY))) {
 		/* a monitor is a replica to Redis */
-		resp_add_error(&c->w, "ERR Replica can't interact with the keyspace");
+		resp_add_error(x->w, "ERR Replica can't interact with the keyspace");
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
 	if (c->resp == 2 && !(cmd->flags & BRK_CMD_SUBCTX) && brk_pubsub_subscriptions(c) > 0) {
-		resp_add_errorf(&c->w,
+		resp_add_errorf(x->w,
 			"ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
 			"QUIT / RESET are allowed in this context",
 			c->last_cmd);
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
 	if (!(cmd->flags & BRK_CMD_STANDBY) && !brk_ha_serving(srv)) {
 		/* A standby front end has no data: it serves only what finds
 		 * the active one (in MULTI: not queued, and EXEC aborts). */
 		stat->rejected++;
-		if (from_block) {
+		if (x->from_block) {
 			brk_block_end(c, BRK_ERR_READONLY); /* frees argv: nothing after */
-			return;
+			return ADMIT_GONE;
 		}
 		if (cmd->flags & BRK_CMD_EXEC) {
 			brk_multi_reset(c);
 		}
-		resp_add_error(&c->w, BRK_ERR_READONLY);
+		resp_add_error(x->w, BRK_ERR_READONLY);
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
 	if (c->multi && (cmd->flags & BRK_CMD_NOMULTI)) {
-		resp_add_error(&c->w, "ERR Command not allowed inside a transaction");
+		resp_add_error(x->w, "ERR Command not allowed inside a transaction");
 		stat->rejected++;
 		c->multi_dirty = true;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
-	if (srv->disk_full && brk_cmd_adds_data(cmd, x.argc, x.argv)) {
+	if (srv->disk_full && brk_cmd_adds_data(cmd, argc, x->argv)) {
 		/* Refused (in MULTI: not queued, as Redis' OOM) while the disk is full. */
 		char msg[256];
 		brk_error_text(srv, srv->disk_full_rc, msg, sizeof(msg));
-		resp_add_error(&c->w, msg);
+		resp_add_error(x->w, msg);
 		stat->rejected++;
 		c->multi_dirty |= c->multi;
-		goto replied;
+		return ADMIT_REPLIED;
 	}
 	if (c->multi && !(cmd->flags & BRK_CMD_NOQUEUE)) {
-		brk_multi_queue(&x);
-		goto replied;
+		brk_multi_queue(x);
+		return ADMIT_REPLIED;
 	}
-	srv->stats.total_commands++; /* counted once it runs, as Redis does */
-	c->out.limit = brk_conn_obuf_hard(c);
+	return ADMIT_RUN;
+}
+
+/* ------------------------------------------------------------------------
+ * The run: one command whose checks passed, with the bookkeeping of every
+ * run (stats, latency histogram, SLOWLOG, MONITOR, held replies, blocking),
+ * whether it came as a request, woke from a block, or was queued for EXEC
+ * ---------------------------------------------------------------------- */
+
+/* A command EXEC queued runs in EXEC's transaction (x->txn on entry):
+ * nothing of its own to commit or undo; EXEC keeps or undoes it all. */
+static int
+run_in_exec(struct brk_ctx *x, const struct brk_cmd *cmd)
+{
+	struct storage_txn *t = x->txn;
+
+	x->txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? t : NULL;
+	x->writes0 = storage_txn_writes(t);
+	return cmd->fn(x);
+}
+
+/* Runs cmd for x. count: whether this run is counted (false when EXEC runs
+ * its transaction again after the map grew, for what it counted before).
+ * Returns 1 when the client blocked with no reply yet, 0 when the reply is
+ * written; for a command EXEC queued (x->in_exec), a storage error fails
+ * EXEC's whole transaction: nothing is replied or counted for it here. */
+static int
+run_command(struct brk_ctx *x, const struct brk_cmd *cmd, struct brk_cmdstat *stat, size_t mark,
+	bool count)
+{
+	struct brk_server *srv = x->srv;
+	struct brk_conn *c = x->c;
+	bool queued = x->in_exec, nested = false;
+	uint64_t t0;
+	int rc, tries = 0;
+
+	if (!queued) {
+		if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY | BRK_CMD_EXEC)) &&
+			!reserve_range(c)) {
+			resp_add_error(x->w, "ERR out of memory");
+			stat->rejected++;
+			return 0;
+		}
+		c->out.limit = brk_conn_obuf_hard(c);
+		srv->cmd_ms = brk_now_ms(); /* one time for the whole command, EXEC's included */
+	}
+	x->may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
 	t0 = brk_now_us();
-	srv->cmd_ms = brk_now_ms(); /* one time for the whole command, EXEC's included */
-	x.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
 again:
-	x.dirty = 0;
-	x.blocked = false;
-	rc = run_handler(&x, cmd, &nested);
+	x->dirty = 0;
+	x->blocked = false;
+	rc = queued ? run_in_exec(x, cmd) : run_handler(x, cmd, &nested);
+	if (rc < 0 && queued) {
+		return rc; /* EXEC undoes its transaction and says why */
+	}
 	if (rc < 0) {
 		resp_buf_truncate(&c->out, mark);
 		if (!nested && (cmd->flags & BRK_CMD_WRITE) && rc != ECHD_ETOOLONG) {
@@ -1030,36 +1137,51 @@ again:
 				echd_log(ECHD_LOG_WARNING, "%s failed: %s", cmd->name,
 					echd_strerror(rc));
 			}
-			brk_reply_error_rc(&x, rc);
+			brk_reply_error_rc(x, rc);
 		}
 	}
 	t0 = brk_now_us() - t0;
-	stat->calls += x.blocked ? 0 : 1; /* a blocked call counts when it answers */
-	stat->usec += t0;
-	if (x.blocked && c->blk != NULL) {
+	if (count) {
+		srv->stats.total_commands++; /* counted once it ran, as Redis does */
+		stat->calls += x->blocked ? 0 : 1; /* a blocked call counts when it answers */
+		stat->usec += t0;
+	}
+	if (x->blocked && c->blk != NULL) {
 		c->blk->run_us += t0;
-	} else if (!x.blocked) {
-		uint64_t run = from_block && c->blk != NULL ? t0 + c->blk->run_us : t0;
+	} else if (!x->blocked && count) {
+		uint64_t run = x->from_block && c->blk != NULL ? t0 + c->blk->run_us : t0;
 		brk_latency_command(srv, stat, cmd, run);
 		if (!(cmd->flags & BRK_CMD_EXEC)) {
 			/* EXEC logs the commands it ran instead, as Redis does */
 			const struct brk_argv *a =
-				from_block && c->blk != NULL ? brk_block_argv(c->blk) : NULL;
-			brk_slowlog_push(srv, c, cmd, a ? a->argc : argc, a ? a->argv : argv, run);
+				x->from_block && c->blk != NULL ? brk_block_argv(c->blk) : NULL;
+			brk_slowlog_push(srv, c, cmd, a ? a->argc : x->argc, a ? a->argv : x->argv,
+				run);
 		}
 	}
-	if (x.blocked) {
+	if (x->blocked) {
 		if (c->out.len == mark) {
-			if (!from_block) {
-				brk_monitor_feed(c, cmd, argc, argv);
+			if (!x->from_block) {
+				brk_monitor_feed(c, cmd, x->argc, x->argv);
 			}
-			return; /* waiting: no reply yet */
+			return 1; /* waiting: no reply yet */
 		}
-	} else if (from_block) {
+	} else if (x->from_block) {
 		brk_unblock(c);
 	}
-	if (c->out.len > mark && c->out.data[mark] == '-') {
+	if (count && c->out.len > mark && c->out.data[mark] == '-') {
 		stat->failed++;
+		if (queued) {
+			/* a runtime error fails only this command's element of EXEC's
+			 * reply (an array): errorstats count it here */
+			brk_count_reply_error(srv, &c->out, mark);
+		}
+	}
+	if (queued) {
+		if (count) {
+			brk_monitor_feed(c, cmd, x->argc, x->argv);
+		}
+		return 0; /* EXEC's own run holds, limits and notes the whole reply */
 	}
 	if (c->out.over_limit) {
 		reply_over_limit(c, mark);
@@ -1069,12 +1191,49 @@ again:
 		/* (INFO on a standby used no batch) */
 		note_batch_reply(c, mark);
 	}
-	if (!from_block) {
+	if (!x->from_block) {
 		/* after the reply's range (a monitor sees its own commands);
 		 * EXEC after the commands it ran */
-		brk_monitor_feed(c, cmd, argc, argv);
+		brk_monitor_feed(c, cmd, x->argc, x->argv);
 	}
-replied:
+	return 0;
+}
+
+static void
+ctx_init(struct brk_ctx *x, struct brk_conn *c, int argc, struct resp_arg *argv)
+{
+	memset(x, 0, sizeof(*x));
+	x->srv = c->srv;
+	x->c = c;
+	x->w = &c->w;
+	x->argc = argc;
+	x->argv = argv;
+}
+
+void
+brk_conn_execute(struct brk_conn *c, int argc, struct resp_arg *argv, bool from_block)
+{
+	struct brk_server *srv = c->srv;
+	const struct brk_cmd *cmd = NULL;
+	struct brk_cmdstat *stat = NULL;
+	struct brk_ctx x;
+	size_t mark = c->out.len;
+
+	ctx_init(&x, c, argc, argv);
+	x.from_block = from_block;
+	c->last_ms = brk_now_ms();
+	srv->batch_cmds++;
+	switch (admit(&x, &cmd, &stat)) {
+	case ADMIT_GONE:
+		return;
+	case ADMIT_REPLIED:
+		break;
+	case ADMIT_RUN:
+		if (run_command(&x, cmd, stat, mark, true) == 1) {
+			return; /* blocked: it replies when it wakes */
+		}
+		break;
+	}
 	brk_conn_admit(c); /* AUTH, HELLO AUTH... */
 	brk_count_reply_error(srv, &c->out, mark);
 	c->batch_replies++;
@@ -1088,6 +1247,37 @@ replied:
 			check_output_limits(c, c->out.len + obl);
 		}
 	}
+}
+
+int
+brk_conn_run_queued(struct brk_conn *c, struct storage_txn *txn, int argc,
+	struct resp_arg *argv, bool count, bool *wrote, uint64_t *dirty)
+{
+	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
+	struct brk_cmdstat *stat;
+	struct brk_ctx x;
+	int rc;
+
+	ctx_init(&x, c, argc, argv);
+	if (cmd == NULL) {
+		reply_unknown(&x); /* not reached: EXEC aborts when one was unknown */
+		return 0;
+	}
+	stat = brk_stat_for(c->srv, cmd, argc, argv);
+	/* the rules may have changed since it was queued: Redis checks again */
+	if (!acl_permits(c, cmd, stat, argc, argv, true, count)) {
+		return 0;
+	}
+	x.in_exec = true;
+	x.txn = txn;
+	rc = run_command(&x, cmd, stat, c->out.len, count);
+	if (x.dirty > 0 || brk_cmd_wrote(&x)) {
+		*wrote = true;
+		/* for a WAITAOF later in it */
+		c->write_gen = storage_commit_gen(c->srv->st) + 1;
+	}
+	*dirty += x.dirty;
+	return rc;
 }
 
 bool

@@ -242,50 +242,14 @@ again:
 	resp_add_array(x->w, (size_t)c->nqueue);
 	for (int i = 0; i < c->nqueue && rc == 0; i++) {
 		struct brk_argv *q = &c->queue[i];
-		const struct brk_cmd *cmd = brk_cmd_lookup(q->argv[0].p, q->argv[0].len);
-		struct brk_ctx sub;
-		size_t before = x->w->out->len;
-		struct brk_cmdstat *stat = brk_stat_for(srv, cmd, q->argc, q->argv);
-		uint64_t t0 = brk_now_us();
 
-		memset(&sub, 0, sizeof(sub));
-		sub.srv = srv;
-		sub.c = c;
-		sub.w = x->w;
-		sub.argc = q->argc;
-		sub.argv = q->argv;
-		sub.in_exec = true;
-		sub.may_write = (cmd->flags & BRK_CMD_WRITE) != 0;
-		sub.txn = (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) ? child : NULL;
-		sub.writes0 = storage_txn_writes(child);
-		rc = cmd->fn(&sub);
-		t0 = brk_now_us() - t0;
-		if (rc >= 0 && i >= counted) {
-			/* Once each: after the map grew the transaction runs again,
-			 * and what ran before the failure is counted already. */
+		/* the dispatcher's own run: ACL again, stats, SLOWLOG, MONITOR.
+		 * Once each: after the map grew the transaction runs again, and
+		 * what ran before the failure is counted already. */
+		rc = brk_conn_run_queued(c, child, q->argc, q->argv, i >= counted, &wrote, &dirty);
+		if (rc == 0 && i >= counted) {
 			counted = i + 1;
-			stat->calls++;
-			stat->usec += t0;
-			brk_latency_command(srv, stat, cmd, t0);
-			srv->stats.total_commands++;
-			if (rc == 0) {
-				brk_slowlog_push(srv, c, cmd, q->argc, q->argv, t0);
-				brk_monitor_feed(c, cmd, q->argc, q->argv);
-			}
-			if (brk_count_reply_error(srv, x->w->out, before)) {
-				/* a runtime error fails only this command's reply */
-				stat->failed++;
-			}
 		}
-		if (rc > 0) {
-			rc = 0; /* BRK_UNDO cannot be honoured inside EXEC */
-		}
-		if (sub.dirty > 0 || brk_cmd_wrote(&sub)) {
-			wrote = true;
-			/* for a WAITAOF later in it */
-			c->write_gen = storage_commit_gen(srv->st) + 1;
-		}
-		dirty += sub.dirty;
 	}
 	if (rc != 0) {
 		/* A storage failure: nothing of the transaction stands. */

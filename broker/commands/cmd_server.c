@@ -1009,6 +1009,95 @@ reply_words(struct resp_writer *w, const char *words, bool set)
 	}
 }
 
+/* A key's flags as Redis names them (COMMAND INFO, GETKEYSANDFLAGS): a set. */
+static void
+reply_key_flags(struct resp_writer *w, unsigned flags)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{BRK_KS_RO, "RO"}, {BRK_KS_RW, "RW"}, {BRK_KS_OW, "OW"}, {BRK_KS_RM, "RM"},
+		{BRK_KS_ACCESS, "access"}, {BRK_KS_UPDATE, "update"}, {BRK_KS_INSERT, "insert"},
+		{BRK_KS_DELETE, "delete"}, {BRK_KS_NOT_KEY, "not_key"},
+		{BRK_KS_INCOMPLETE, "incomplete"}, {BRK_KS_VARIABLE_FLAGS, "variable_flags"},
+	};
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		n += (flags & names[i].bit) != 0;
+	}
+	resp_add_set(w, n);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (flags & names[i].bit) {
+			resp_add_simple(w, names[i].name);
+		}
+	}
+}
+
+/* A map's entry: a name and a number. */
+static void
+reply_kv_int(struct resp_writer *w, const char *name, long long v)
+{
+	resp_add_bulk_cstr(w, name);
+	resp_add_int(w, v);
+}
+
+/* A map's entry whose value is a map {type: t, spec: {...}}; the caller
+ * writes the spec's n entries. */
+static void
+reply_kv_typed(struct resp_writer *w, const char *name, const char *t, size_t n)
+{
+	resp_add_bulk_cstr(w, name);
+	resp_add_map(w, 2);
+	resp_add_bulk_cstr(w, "type");
+	resp_add_bulk_cstr(w, t);
+	resp_add_bulk_cstr(w, "spec");
+	resp_add_map(w, n);
+}
+
+/* COMMAND INFO's element 9, in Redis 7's shape: a set of maps, each with
+ * its notes (if any), flags, begin_search and find_keys. */
+static void
+reply_key_specs(struct resp_writer *w, const struct brk_keyspec *ks)
+{
+	size_t n = 0;
+
+	while (n < BRK_MAX_KEYSPECS && ks[n].bs != BRK_KS_NONE) {
+		n++;
+	}
+	resp_add_set(w, n);
+	for (size_t i = 0; i < n; i++) {
+		resp_add_map(w, ks[i].notes != NULL ? 4 : 3);
+		if (ks[i].notes != NULL) {
+			resp_add_bulk_cstr(w, "notes");
+			resp_add_bulk_cstr(w, ks[i].notes);
+		}
+		resp_add_bulk_cstr(w, "flags");
+		reply_key_flags(w, ks[i].flags);
+		if (ks[i].bs == BRK_KS_INDEX) {
+			reply_kv_typed(w, "begin_search", "index", 1);
+			reply_kv_int(w, "index", ks[i].pos);
+		} else {
+			reply_kv_typed(w, "begin_search", "keyword", 2);
+			resp_add_bulk_cstr(w, "keyword");
+			resp_add_bulk_cstr(w, ks[i].keyword);
+			reply_kv_int(w, "startfrom", ks[i].startfrom);
+		}
+		if (ks[i].fk == BRK_KS_RANGE) {
+			reply_kv_typed(w, "find_keys", "range", 3);
+			reply_kv_int(w, "lastkey", ks[i].lastkey);
+			reply_kv_int(w, "keystep", ks[i].step);
+			reply_kv_int(w, "limit", ks[i].limit);
+		} else {
+			reply_kv_typed(w, "find_keys", "keynum", 3);
+			reply_kv_int(w, "keynumidx", ks[i].keynumidx);
+			reply_kv_int(w, "firstkey", ks[i].firstkey);
+			reply_kv_int(w, "keystep", ks[i].step);
+		}
+	}
+}
+
 /* COMMAND INFO's entry for cmd, or for its subcommand sub ("xgroup|create":
  * the container's flags but its own admin flag, arity, keys and, where it
  * has them, categories). */
@@ -1027,16 +1116,18 @@ reply_info_entry(struct resp_writer *w, const struct brk_cmd *cmd, const struct 
 	};
 	unsigned fl = sub != NULL ? (cmd->flags & ~BRK_CMD_ADMIN) | (sub->flags & BRK_CMD_ADMIN)
 				  : cmd->flags;
-	const struct brk_keyspec *keys = sub != NULL ? &sub->keys : &cmd->keys;
 	char flags[256] = "", name[64];
+	int first, last, step;
+	bool movable;
 	size_t n = 0;
 
+	brk_keys_legacy(cmd, sub, &first, &last, &step, &movable);
 	for (size_t i = 0; i < sizeof(flagnames) / sizeof(flagnames[0]); i++) {
 		if (fl & flagnames[i].bit) {
 			n += (size_t)snprintf(flags + n, sizeof(flags) - n, "%s ", flagnames[i].name);
 		}
 	}
-	if (sub == NULL && cmd->find_keys != NULL) {
+	if (movable) {
 		n += (size_t)snprintf(flags + n, sizeof(flags) - n, "movablekeys ");
 	}
 	snprintf(name, sizeof(name), "%s%s%s", cmd->name, sub != NULL ? "|" : "",
@@ -1045,13 +1136,13 @@ reply_info_entry(struct resp_writer *w, const struct brk_cmd *cmd, const struct 
 	resp_add_bulk_cstr(w, name);
 	resp_add_int(w, sub != NULL ? sub->arity : cmd->arity);
 	reply_words(w, flags, true);
-	resp_add_int(w, keys->first);
-	resp_add_int(w, keys->last);
-	resp_add_int(w, keys->step);
+	resp_add_int(w, first);
+	resp_add_int(w, last);
+	resp_add_int(w, step);
 	reply_words(w, sub != NULL && sub->acl != NULL ? sub->acl : cmd->acl, true);
 	/* empty ones are sets in RESP3, as Redis sends them */
 	resp_add_set(w, 0); /* tips */
-	resp_add_set(w, 0); /* key specs */
+	reply_key_specs(w, brk_keyspecs(cmd, sub));
 	if (sub != NULL || cmd->nsubs == 0) {
 		resp_add_set(w, 0); /* subcommands */
 		return;
@@ -1397,16 +1488,17 @@ command_list(struct brk_ctx *x)
 	return 0;
 }
 
-/* COMMAND GETKEYS command [arg ...]: the keys the ACL would check, found
- * as it finds them (brk_keys_of()); the errors are Redis'. */
+/* COMMAND GETKEYS / GETKEYSANDFLAGS command [arg ...]: the keys the ACL
+ * would check, found as it finds them (brk_keys_find()), but all or
+ * nothing, and with Redis' errors. */
 static void
-command_getkeys(struct brk_ctx *x)
+command_getkeys(struct brk_ctx *x, bool with_flags)
 {
-	int argc = x->argc - 2, arity;
+	int argc = x->argc - 2, arity, n;
 	const struct resp_arg *argv = x->argv + 2;
 	const struct brk_cmd *cmd = brk_cmd_lookup(argv[0].p, argv[0].len);
 	const struct brk_subcmd *sub = NULL;
-	struct brk_keyspec ks;
+	struct brk_keys k;
 
 	if (cmd != NULL && cmd->subs != NULL && argc >= 2) {
 		/* a container's subcommand is the command, as Redis looks it up */
@@ -1417,8 +1509,7 @@ command_getkeys(struct brk_ctx *x)
 		resp_add_error(x->w, "ERR Invalid command specified");
 		return;
 	}
-	if (sub != NULL ? sub->keys.first == 0
-			: cmd->keys.first == 0 && cmd->find_keys == NULL) {
+	if (!brk_cmd_has_keys(cmd, sub)) {
 		resp_add_error(x->w, "ERR The command has no key arguments");
 		return;
 	}
@@ -1427,13 +1518,21 @@ command_getkeys(struct brk_ctx *x)
 		resp_add_error(x->w, "ERR Invalid number of arguments specified for command");
 		return;
 	}
-	if (!brk_keys_of(cmd, argc, argv, &ks)) {
+	if (brk_keys_find(cmd, argc, argv, 0, &k) != 0 || (n = brk_keys_count(&k)) == 0) {
 		resp_add_error(x->w, "ERR Invalid arguments specified for command");
 		return;
 	}
-	resp_add_array(x->w, (size_t)((ks.last - ks.first) / ks.step + 1));
-	for (int i = ks.first; i <= ks.last; i += ks.step) {
-		resp_add_bulk(x->w, argv[i].p, argv[i].len);
+	resp_add_array(x->w, (size_t)n);
+	for (int i = 0; i < n; i++) {
+		unsigned flags;
+		int at = brk_keys_at(&k, i, &flags);
+		if (with_flags) {
+			resp_add_array(x->w, 2);
+		}
+		resp_add_bulk(x->w, argv[at].p, argv[at].len);
+		if (with_flags) {
+			reply_key_flags(x->w, flags);
+		}
 	}
 }
 
@@ -1484,8 +1583,9 @@ brk_cmd_command(struct brk_ctx *x)
 	} else if (brk_arg_eq(&x->argv[1], "LIST")) {
 		return command_list(x);
 	} else if (brk_arg_eq(&x->argv[1], "GETKEYS")) {
-		command_getkeys(x);
-
+		command_getkeys(x, false);
+	} else if (brk_arg_eq(&x->argv[1], "GETKEYSANDFLAGS")) {
+		command_getkeys(x, true);
 	} else if (brk_arg_eq(&x->argv[1], "HELP") && x->argc == 2) {
 		static const char *const help[] = {
 			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -1498,6 +1598,8 @@ brk_cmd_command(struct brk_ctx *x)
 			"    Return documentation details about multiple commands.",
 			"GETKEYS <full-command>",
 			"    Return the keys from a full Redis command.",
+			"GETKEYSANDFLAGS <full-command>",
+			"    Return the keys and the access flags from a full Redis command.",
 			"HELP", "    Print this help.",
 		};
 		BRK_REPLY_HELP(x->w, help);

@@ -36,7 +36,26 @@
 #define CHP (BRK_CMD_CHAN_ALL | BRK_CMD_CHAN_PATTERN)
 
 #define SUBS(t) .subs = (t), .nsubs = sizeof(t) / sizeof((t)[0])
-#define KEY2 {2, 2, 1} /* a subcommand's key: the argument after its name */
+
+/* Key specs, in Redis' words (src/commands/<cmd>.json) */
+#define KRO  BRK_KS_RO
+#define KRW  BRK_KS_RW
+#define KOW  BRK_KS_OW
+#define KRM  BRK_KS_RM
+#define KACC BRK_KS_ACCESS
+#define KUPD BRK_KS_UPDATE
+#define KINS BRK_KS_INSERT
+#define KDEL BRK_KS_DELETE
+/* argv[p], and lastkey more (-1: to the end) */
+#define KS_AT(p, last, fl) {.bs = BRK_KS_INDEX, .pos = (p), .lastkey = (last), .step = 1, .flags = (fl)}
+/* after the keyword kw, searched from argv[from]: lastkey, limit as Redis' range */
+#define KS_AFTER(kw, from, last, lim, fl) \
+	{.bs = BRK_KS_KEYWORD, .keyword = (kw), .startfrom = (from), .lastkey = (last), \
+		.limit = (lim), .step = 1, .flags = (fl)}
+#define NOKEYS  {{BRK_KS_NONE}}
+#define KEY1(fl) {KS_AT(1, 0, fl)}     /* argv[1] */
+#define KEYSN(fl) {KS_AT(1, -1, fl)}   /* argv[1..] */
+#define KEY2(fl) {KS_AT(2, 0, fl)}     /* a subcommand's key: the argument after its name */
 
 /* ------------------------------------------------------------------------
  * Keys that move: found by reading the request as its handler reads it
@@ -44,12 +63,13 @@
 
 /* XREAD [COUNT n] [MAXCOUNT n] [MAXSIZE n] [BLOCK ms] STREAMS key... id... and
  * XREADGROUP GROUP g c [COUNT n] [MAXCOUNT n] [MAXSIZE n] [BLOCK ms] [CLAIM ms]
- * [NOACK] STREAMS ...: the options are walked as
- * brk_parse_read_opts() walks them, so that the keys checked are the keys
- * read whatever the group, the consumer or a key is called ("streams").
- * Redis' xreadGetKeys reads them the same way. */
+ * [NOACK] STREAMS ...: the options are walked as brk_parse_read_opts()
+ * walks them, in any order, so that the keys checked are the keys read
+ * whatever the group, the consumer or a key is called ("streams"). The
+ * key spec's keyword search would take XREADGROUP COUNT 1 GROUP g STREAMS
+ * STREAMS k > for a read of "STREAMS"; Redis keeps xreadGetKeys for it. */
 static bool
-read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec *ks)
+read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keys *out)
 {
 	for (int i = 1; i < argc; i++) {
 		int more = argc - i - 1;
@@ -63,7 +83,8 @@ read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec 
 			if (more % 2 != 0) {
 				return false; /* unbalanced: refused */
 			}
-			*ks = (struct brk_keyspec){i + 1, i + more / 2, 1};
+			out->r[out->n++] = (struct brk_keyrange){i + 1, i + more / 2, 1,
+				BRK_KS_RO | BRK_KS_ACCESS};
 			return true;
 		} else if (group && brk_arg_eq(o, "GROUP") && more >= 2) {
 			i += 2;
@@ -75,15 +96,15 @@ read_keys(int argc, const struct resp_arg *argv, bool group, struct brk_keyspec 
 }
 
 static bool
-xread_keys(int argc, const struct resp_arg *argv, struct brk_keyspec *ks)
+xread_keys(int argc, const struct resp_arg *argv, struct brk_keys *out)
 {
-	return read_keys(argc, argv, false, ks);
+	return read_keys(argc, argv, false, out);
 }
 
 static bool
-xreadgroup_keys(int argc, const struct resp_arg *argv, struct brk_keyspec *ks)
+xreadgroup_keys(int argc, const struct resp_arg *argv, struct brk_keys *out)
 {
-	return read_keys(argc, argv, true, ks);
+	return read_keys(argc, argv, true, out);
 }
 
 /* ------------------------------------------------------------------------
@@ -142,32 +163,38 @@ redact_config_set(int argc, const struct resp_arg *argv, int i)
 
 /* DESTROY and DELCONSUMER make room: they run while the disk is full.
  * SETPOLICY is echd's own: its "since" is echd's version (ECHD_VERSION),
- * not a Redis release. */
+ * not a Redis release. Its DEADLETTER key is a key: the stream a later
+ * XNACK FATAL or MAXDELIVER appends to. The keyword search is exact: it
+ * starts after the key and the group (either may be called "DEADLETTER"),
+ * every value before it is a number (one that is not is refused), and the
+ * handler refuses a second DEADLETTER, which the search would not see. */
+#define SETPOLICY_KEYS \
+	{KS_AT(2, 0, KRW | KUPD), KS_AFTER("DEADLETTER", 4, 0, 0, KRW | KINS)}
 static const struct brk_subcmd xgroup_subs[] = {
-	{"create", -5, 0, KEY2, DOC("Creates a consumer group.", "5.0.0", "O(1)",
+	{"create", -5, 0, KEY2(KRW | KINS), DOC("Creates a consumer group.", "5.0.0", "O(1)",
 		"key group <id | $> [MKSTREAM] [ENTRIESREAD entries-read]")},
-	{"setid", -5, 0, KEY2, DOC("Sets the last-delivered ID of a consumer group.", "5.0.0",
+	{"setid", -5, 0, KEY2(KRW | KUPD), DOC("Sets the last-delivered ID of a consumer group.", "5.0.0",
 		"O(1)", "key group <id | $> [ENTRIESREAD entries-read]")},
-	{"destroy", 4, FR, KEY2, DOC("Destroys a consumer group.", "5.0.0",
+	{"destroy", 4, FR, KEY2(KRW | KDEL), DOC("Destroys a consumer group.", "5.0.0",
 		"O(N) where N is the number of entries in the group's pending entries list (PEL).",
 		"key group")},
-	{"createconsumer", 5, 0, KEY2, DOC("Creates a consumer in a consumer group.", "6.2.0",
+	{"createconsumer", 5, 0, KEY2(KRW | KINS), DOC("Creates a consumer in a consumer group.", "6.2.0",
 		"O(1)", "key group consumer")},
-	{"delconsumer", 5, FR, KEY2, DOC("Deletes a consumer from a consumer group.", "5.0.0",
+	{"delconsumer", 5, FR, KEY2(KRW | KDEL), DOC("Deletes a consumer from a consumer group.", "5.0.0",
 		"O(1)", "key group consumer")},
 	{"help", 2, FR, HELP_DOC("5.0.0")},
-	{"setpolicy", -4, 0, KEY2, DOC("Sets a consumer group's delivery policy: ack deadline, "
+	{"setpolicy", -4, 0, SETPOLICY_KEYS, DOC("Sets a consumer group's delivery policy: ack deadline, "
 		"redelivery backoff, delivery limit, dead-letter stream, pending limit.",
 		ECHD_VERSION, "O(1); O(N) with N the group's pending entries when a deadline is set",
 		"key group [ACKWAIT milliseconds] [BACKOFF numdelays delay [delay ...]] "
 		"[MAXDELIVER count] [DEADLETTER key] [MAXACKPENDING count] [RESET]")},
 };
 static const struct brk_subcmd xinfo_subs[] = {
-	{"stream", -3, 0, KEY2, DOC("Returns information about a stream.", "5.0.0", "O(1)",
+	{"stream", -3, 0, KEY2(KRO | KACC), DOC("Returns information about a stream.", "5.0.0", "O(1)",
 		"key [FULL [COUNT count]]")},
-	{"groups", 3, 0, KEY2, DOC("Returns a list of the consumer groups of a stream.", "5.0.0",
+	{"groups", 3, 0, KEY2(KRO | KACC), DOC("Returns a list of the consumer groups of a stream.", "5.0.0",
 		"O(1)", "key")},
-	{"consumers", 4, 0, KEY2, DOC("Returns a list of the consumers in a consumer group.",
+	{"consumers", 4, 0, KEY2(KRO | KACC), DOC("Returns a list of the consumers in a consumer group.",
 		"5.0.0", "O(1)", "key group")},
 	{"help", 2, HELP_DOC("5.0.0")},
 };
@@ -265,16 +292,16 @@ static const struct brk_subcmd latency_subs[] = {
 	{"help", 2, HELP_DOC("2.8.13")},
 };
 static const struct brk_subcmd object_subs[] = {
-	{"encoding", 3, 0, KEY2, DOC("Returns the internal encoding of a Redis object.", "2.2.3",
+	{"encoding", 3, 0, KEY2(KRO), DOC("Returns the internal encoding of a Redis object.", "2.2.3",
 		"O(1)", "key")},
-	{"refcount", 3, 0, KEY2, DOC("Returns the reference count of a value of a key.", "2.2.3",
+	{"refcount", 3, 0, KEY2(KRO), DOC("Returns the reference count of a value of a key.", "2.2.3",
 		"O(1)", "key")},
-	{"freq", 3, 0, KEY2, DOC("Returns the logarithmic access frequency counter of a Redis "
+	{"freq", 3, 0, KEY2(KRO), DOC("Returns the logarithmic access frequency counter of a Redis "
 		"object.", "4.0.0", "O(1)", "key")},
 	{"help", 2, HELP_DOC("6.2.0")},
 };
 static const struct brk_subcmd memory_subs[] = {
-	{"usage", -3, 0, KEY2, DOC("Estimates the memory usage of a key.", "4.0.0",
+	{"usage", -3, 0, KEY2(KRO), DOC("Estimates the memory usage of a key.", "4.0.0",
 		"O(N) where N is the number of samples.", "key [SAMPLES count]")},
 	{"help", 2, HELP_DOC("4.0.0")},
 };
@@ -310,6 +337,9 @@ static const struct brk_subcmd command_subs[] = {
 	{"getkeys", -4, DOC("Extracts the key names from an arbitrary command.", "2.8.13",
 		"O(N) where N is the number of arguments to the command",
 		"command [arg [arg ...]]")},
+	{"getkeysandflags", -4, DOC("Extracts the key names and access flags for an arbitrary "
+		"command.", "7.0.0", "O(N) where N is the number of arguments to the command",
+		"command [arg [arg ...]]")},
 	{"help", 2, HELP_DOC("5.0.0")},
 };
 /* echd's front ends answer as sentinels of one service (ha.c) */
@@ -333,269 +363,273 @@ static const struct brk_subcmd sentinel_subs[] = {
 #undef DOC
 
 /* Sorted by nothing in particular; lookups compare length first. */
+#define XADD_KEYS \
+	{{.bs = BRK_KS_INDEX, .pos = 1, .step = 1, .flags = KRW | KUPD, \
+		.notes = "UPDATE instead of INSERT because of the optional trimming feature"}}
+
 static const struct brk_cmd cmds[] = {
-	{"ping", brk_cmd_ping, -1, SB | NS | F | S | SC, {0, 0, 0},
+	{"ping", brk_cmd_ping, -1, SB | NS | F | S | SC, NOKEYS,
 		"@fast @connection", "connection", "1.0.0",
 		"Returns the server's liveliness response.", "O(1)",
 		.syntax = "[message]"},
-	{"echo", brk_cmd_echo, 2, NS | F | L | S, {0, 0, 0}, "@fast @connection", "connection",
+	{"echo", brk_cmd_echo, 2, NS | F | L | S, NOKEYS, "@fast @connection", "connection",
 		"1.0.0", "Returns the given string.", "O(1)",
 		.syntax = "message"},
-	{"hello", brk_cmd_hello, -1, SB | NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
+	{"hello", brk_cmd_hello, -1, SB | NS | F | L | S | NC | NA, NOKEYS, "@fast @connection",
 		"connection", "6.0.0", "Handshakes with the server.", "O(1)",
 		.syntax = "[protover [AUTH username password] [SETNAME clientname]]", .redact = redact_hello},
-	{"quit", brk_cmd_quit, -1, SB | NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0},
+	{"quit", brk_cmd_quit, -1, SB | NS | F | L | S | NC | NA | NQ | SC, NOKEYS,
 		"@fast @connection",
 		"connection", "1.0.0", "Closes the connection.", "O(1)"},
-	{"reset", brk_cmd_reset, 1, SB | NS | F | L | S | NC | NA | NQ | SC, {0, 0, 0},
+	{"reset", brk_cmd_reset, 1, SB | NS | F | L | S | NC | NA | NQ | SC, NOKEYS,
 		"@fast @connection",
 		"connection", "6.2.0", "Resets the connection.", "O(1)"},
-	{"select", brk_cmd_select, 2, SB | NS | F | L | S, {0, 0, 0},
+	{"select", brk_cmd_select, 2, SB | NS | F | L | S, NOKEYS,
 		"@fast @connection", "connection",
 		"1.0.0", "Changes the selected database.", "O(1)",
 		.syntax = "index"},
-	{"dbsize", brk_cmd_dbsize, 1, R | F, {0, 0, 0}, "@keyspace @read @fast", "server", "1.0.0",
+	{"dbsize", brk_cmd_dbsize, 1, R | F, NOKEYS, "@keyspace @read @fast", "server", "1.0.0",
 		"Returns the number of keys in the database.", "O(1)"},
-	{"time", brk_cmd_time, 1, NS | F | L | S, {0, 0, 0}, "@fast", "server", "2.6.0",
+	{"time", brk_cmd_time, 1, NS | F | L | S, NOKEYS, "@fast", "server", "2.6.0",
 		"Returns the server time.", "O(1)"},
-	{"del", brk_cmd_del, -2, W | FR, {1, -1, 1}, "@keyspace @write @slow", "generic", "1.0.0",
+	{"del", brk_cmd_del, -2, W | FR, KEYSN(KRM | KDEL), "@keyspace @write @slow", "generic", "1.0.0",
 		"Deletes one or more keys.", "O(N) keys; rows are reclaimed in the background",
 		.syntax = "key [key ...]"},
-	{"unlink", brk_cmd_del, -2, W | F | FR, {1, -1, 1}, "@keyspace @write @fast", "generic", "4.0.0",
+	{"unlink", brk_cmd_del, -2, W | F | FR, KEYSN(KRM | KDEL), "@keyspace @write @fast", "generic", "4.0.0",
 		"Asynchronously deletes one or more keys.", "O(1) per key",
 		.syntax = "key [key ...]"},
-	{"exists", brk_cmd_exists, -2, R | F, {1, -1, 1}, "@keyspace @read @fast", "generic",
+	{"exists", brk_cmd_exists, -2, R | F, KEYSN(KRO), "@keyspace @read @fast", "generic",
 		"1.0.0", "Determines whether one or more keys exist.", "O(N)",
 		.syntax = "key [key ...]"},
-	{"expire", brk_cmd_expire, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic", "1.0.0",
+	{"expire", brk_cmd_expire, -3, W | F, KEY1(KRW | KUPD), "@keyspace @write @fast", "generic", "1.0.0",
 		"Sets the expiration time of a key in seconds.", "O(log N) keys with an expiry",
 		.syntax = "key seconds [<NX | XX | GT | LT>]"},
-	{"pexpire", brk_cmd_pexpire, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
+	{"pexpire", brk_cmd_pexpire, -3, W | F, KEY1(KRW | KUPD), "@keyspace @write @fast", "generic",
 		"2.6.0", "Sets the expiration time of a key in milliseconds.",
 		"O(log N) keys with an expiry",
 		.syntax = "key milliseconds [<NX | XX | GT | LT>]"},
-	{"expireat", brk_cmd_expireat, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
+	{"expireat", brk_cmd_expireat, -3, W | F, KEY1(KRW | KUPD), "@keyspace @write @fast", "generic",
 		"1.2.0", "Sets the expiration time of a key to a Unix timestamp.",
 		"O(log N) keys with an expiry",
 		.syntax = "key unix-time-seconds [<NX | XX | GT | LT>]"},
-	{"pexpireat", brk_cmd_pexpireat, -3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic",
+	{"pexpireat", brk_cmd_pexpireat, -3, W | F, KEY1(KRW | KUPD), "@keyspace @write @fast", "generic",
 		"2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp.",
 		"O(log N) keys with an expiry",
 		.syntax = "key unix-time-milliseconds [<NX | XX | GT | LT>]"},
-	{"ttl", brk_cmd_ttl, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic", "1.0.0",
+	{"ttl", brk_cmd_ttl, 2, R | F, KEY1(KRO | KACC), "@keyspace @read @fast", "generic", "1.0.0",
 		"Returns the expiration time in seconds of a key.", "O(1)",
 		.syntax = "key"},
-	{"pttl", brk_cmd_pttl, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic", "2.6.0",
+	{"pttl", brk_cmd_pttl, 2, R | F, KEY1(KRO | KACC), "@keyspace @read @fast", "generic", "2.6.0",
 		"Returns the expiration time in milliseconds of a key.", "O(1)",
 		.syntax = "key"},
-	{"expiretime", brk_cmd_expiretime, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic",
+	{"expiretime", brk_cmd_expiretime, 2, R | F, KEY1(KRO | KACC), "@keyspace @read @fast", "generic",
 		"7.0.0", "Returns the expiration time of a key as a Unix timestamp.", "O(1)",
 		.syntax = "key"},
-	{"pexpiretime", brk_cmd_pexpiretime, 2, R | F, {1, 1, 1}, "@keyspace @read @fast",
+	{"pexpiretime", brk_cmd_pexpiretime, 2, R | F, KEY1(KRO | KACC), "@keyspace @read @fast",
 		"generic", "7.0.0",
 		"Returns the expiration time of a key as a Unix milliseconds timestamp.", "O(1)",
 		.syntax = "key"},
-	{"persist", brk_cmd_persist, 2, W | F | FR, {1, 1, 1}, "@keyspace @write @fast", "generic",
+	{"persist", brk_cmd_persist, 2, W | F | FR, KEY1(KRW | KUPD), "@keyspace @write @fast", "generic",
 		"2.2.0", "Removes the expiration time of a key.", "O(log N) keys with an expiry",
 		.syntax = "key"},
-	{"touch", brk_cmd_touch, -2, R | F, {1, -1, 1}, "@keyspace @read @fast", "generic", "3.2.1",
+	{"touch", brk_cmd_touch, -2, R | F, KEYSN(KRO), "@keyspace @read @fast", "generic", "3.2.1",
 		"Returns the number of existing keys out of those specified. echd keeps no access "
 		"times to update.", "O(N) where N is the number of keys that will be touched.",
 		.syntax = "key [key ...]"},
-	{"randomkey", brk_cmd_randomkey, 1, R, {0, 0, 0}, "@keyspace @read @slow", "generic",
+	{"randomkey", brk_cmd_randomkey, 1, R, NOKEYS, "@keyspace @read @slow", "generic",
 		"1.0.0", "Returns a random key name from the database.", "O(log N)",
 		.syntax = ""},
-	{"object", brk_cmd_object, -2, R, {0, 0, 0}, "@keyspace @read @slow", "generic", "2.2.3",
+	{"object", brk_cmd_object, -2, R, NOKEYS, "@keyspace @read @slow", "generic", "2.2.3",
 		"A container for object introspection commands.", "Depends on subcommand.",
 		SUBS(object_subs)},
-	{"memory", brk_cmd_memory, -2, R, {0, 0, 0}, "@read @slow", "server", "4.0.0",
+	{"memory", brk_cmd_memory, -2, R, NOKEYS, "@read @slow", "server", "4.0.0",
 		"A container for memory diagnostics commands. MEMORY USAGE counts bytes in storage.",
 		"Depends on subcommand.",
 		SUBS(memory_subs)},
-	{"type", brk_cmd_type, 2, R | F, {1, 1, 1}, "@keyspace @read @fast", "generic", "1.0.0",
+	{"type", brk_cmd_type, 2, R | F, KEY1(KRO), "@keyspace @read @fast", "generic", "1.0.0",
 		"Determines the type of value stored at a key.", "O(1)",
 		.syntax = "key"},
-	{"keys", brk_cmd_keys, 2, R, {0, 0, 0}, "@keyspace @read @slow @dangerous", "generic",
+	{"keys", brk_cmd_keys, 2, R, NOKEYS, "@keyspace @read @slow @dangerous", "generic",
 		"1.0.0", "Returns all key names that match a pattern.", "O(N)",
 		.syntax = "pattern"},
-	{"scan", brk_cmd_scan, -2, R, {0, 0, 0}, "@keyspace @read @slow", "generic", "2.8.0",
+	{"scan", brk_cmd_scan, -2, R, NOKEYS, "@keyspace @read @slow", "generic", "2.8.0",
 		"Iterates over the key names in the database.", "O(1) per call",
 		.syntax = "cursor [MATCH pattern] [COUNT count] [TYPE type]"},
-	{"rename", brk_cmd_rename, 3, W, {1, 2, 1}, "@keyspace @write @slow", "generic", "1.0.0",
+	{"rename", brk_cmd_rename, 3, W, {KS_AT(1, 0, KRW | KACC | KDEL), KS_AT(2, 0, KOW | KUPD)}, "@keyspace @write @slow", "generic", "1.0.0",
 		"Renames a key and overwrites the destination.", "O(1)",
 		.syntax = "key newkey"},
-	{"renamenx", brk_cmd_renamenx, 3, W | F, {1, 2, 1}, "@keyspace @write @fast", "generic",
+	{"renamenx", brk_cmd_renamenx, 3, W | F, {KS_AT(1, 0, KRW | KACC | KDEL), KS_AT(2, 0, KOW | KINS)}, "@keyspace @write @fast", "generic",
 		"1.0.0", "Renames a key only when the target key name doesn't exist.", "O(1)",
 		.syntax = "key newkey"},
-	{"copy", brk_cmd_copy, -3, W | OM | BULK, {1, 2, 1}, "@keyspace @write @slow", "generic", "6.2.0",
+	{"copy", brk_cmd_copy, -3, W | OM | BULK, {KS_AT(1, 0, KRO | KACC), KS_AT(2, 0, KOW | KUPD)}, "@keyspace @write @slow", "generic", "6.2.0",
 		"Copies the value of a key to a new key.",
 		"O(N) in the entries, consumers and pending entries copied",
 		.syntax = "source destination [DB destination-db] [REPLACE]"},
-	{"move", brk_cmd_move, 3, W | F, {1, 1, 1}, "@keyspace @write @fast", "generic", "1.0.0",
+	{"move", brk_cmd_move, 3, W | F, KEY1(KRW | KACC | KUPD), "@keyspace @write @fast", "generic", "1.0.0",
 		"Moves a key to another database.", "O(1)",
 		.syntax = "key db"},
-	{"flushdb", brk_cmd_flushdb, -1, W | FR, {0, 0, 0}, "@keyspace @write @slow @dangerous", "server",
+	{"flushdb", brk_cmd_flushdb, -1, W | FR, NOKEYS, "@keyspace @write @slow @dangerous", "server",
 		"1.0.0", "Removes all keys from the current database.", "O(N)",
 		.syntax = "[<ASYNC | SYNC>]"},
-	{"flushall", brk_cmd_flushall, -1, W | FR, {0, 0, 0}, "@keyspace @write @slow @dangerous",
+	{"flushall", brk_cmd_flushall, -1, W | FR, NOKEYS, "@keyspace @write @slow @dangerous",
 		"server", "1.0.0", "Removes all keys from all databases.", "O(N)",
 		.syntax = "[<ASYNC | SYNC>]"},
-	{"info", brk_cmd_info, -1, SB | R | L | S, {0, 0, 0}, "@slow @dangerous", "server", "1.0.0",
+	{"info", brk_cmd_info, -1, SB | R | L | S, NOKEYS, "@slow @dangerous", "server", "1.0.0",
 		"Returns information and statistics about the server.", "O(1)",
 		.syntax = "[section [section ...]]"},
-	{"config", brk_cmd_config, -2, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous",
+	{"config", brk_cmd_config, -2, NS | A | L | S | NC, NOKEYS, "@admin @slow @dangerous",
 		"server", "2.0.0", "A container for server configuration commands.", "Depends on subcommand.",
 		SUBS(config_subs)},
-	{"client", brk_cmd_client, -2, SB | NS | L | S | NC, {0, 0, 0},
+	{"client", brk_cmd_client, -2, SB | NS | L | S | NC, NOKEYS,
 		"@slow @connection", "connection",
 		"2.4.0", "A container for client connection commands.", "Depends on subcommand.",
 		SUBS(client_subs)},
-	{"command", brk_cmd_command, -1, SB | NS | L | S, {0, 0, 0}, "@slow @connection", "server",
+	{"command", brk_cmd_command, -1, SB | NS | L | S, NOKEYS, "@slow @connection", "server",
 		"2.8.13", "Returns detailed information about all commands.", "O(N)",
 		SUBS(command_subs)},
-	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC | NM, {0, 0, 0}, "@admin @slow @dangerous",
+	{"shutdown", brk_cmd_shutdown, -1, NS | A | L | S | NC | NM, NOKEYS, "@admin @slow @dangerous",
 		"server", "1.0.0", "Commits what is in flight and shuts down the server.", "O(1)",
 		.syntax = "[<NOSAVE | SAVE>] [NOW] [FORCE] [ABORT]"},
-	{"lastsave", brk_cmd_lastsave, 1, R | L | S | F, {0, 0, 0}, "@admin @fast @dangerous",
+	{"lastsave", brk_cmd_lastsave, 1, R | L | S | F, NOKEYS, "@admin @fast @dangerous",
 		"server", "1.0.0", "Returns the Unix timestamp of the last durable commit.", "O(1)"},
-	{"save", brk_cmd_save, 1, NS | A | NC | NM, {0, 0, 0}, "@admin @slow @dangerous", "server",
+	{"save", brk_cmd_save, 1, NS | A | NC | NM, NOKEYS, "@admin @slow @dangerous", "server",
 		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
-	{"bgsave", brk_cmd_save, -1, NS | A | NC, {0, 0, 0}, "@admin @slow @dangerous", "server",
+	{"bgsave", brk_cmd_save, -1, NS | A | NC, NOKEYS, "@admin @slow @dangerous", "server",
 		"1.0.0", "Everything is already on disk: returns OK.", "O(1)"},
-	{"role", brk_cmd_role, 1, NS | SB | NC | L | S | F, {0, 0, 0}, "@admin @fast @dangerous",
+	{"role", brk_cmd_role, 1, NS | SB | NC | L | S | F, NOKEYS, "@admin @fast @dangerous",
 		"server", "2.8.12", "Returns the replication role.", "O(1)"},
-	{"sentinel", brk_cmd_sentinel, -2, NS | SB | A | NC | L | S, {0, 0, 0},
+	{"sentinel", brk_cmd_sentinel, -2, NS | SB | A | NC | L | S, NOKEYS,
 		"@admin @slow @dangerous", "sentinel", "2.8.4",
 		"A container for Redis Sentinel commands: the active front end of ha-name.",
 		"Depends on subcommand.", SUBS(sentinel_subs)},
-	{"auth", brk_cmd_auth, -2, SB | NS | F | L | S | NC | NA, {0, 0, 0}, "@fast @connection",
+	{"auth", brk_cmd_auth, -2, SB | NS | F | L | S | NC | NA, NOKEYS, "@fast @connection",
 		"connection", "1.0.0", "Authenticates the connection.",
 		"O(N) where N is the number of passwords defined for the user",
 		.redact = redact_all},
-	{"acl", brk_cmd_acl, -2, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous", "server",
+	{"acl", brk_cmd_acl, -2, NS | A | L | S | NC, NOKEYS, "@admin @slow @dangerous", "server",
 		"6.0.0", "A container for Access List Control commands.", "Depends on subcommand.",
 		SUBS(acl_subs)},
-	{"multi", brk_cmd_multi, 1, NS | F | L | S | NC | NQ, {0, 0, 0}, "@fast @transaction",
+	{"multi", brk_cmd_multi, 1, NS | F | L | S | NC | NQ, NOKEYS, "@fast @transaction",
 		"transactions", "1.2.0", "Starts a transaction.", "O(1)"},
-	{"exec", brk_cmd_exec, 1, NS | L | S | NC | NQ | EX, {0, 0, 0}, "@slow @transaction",
+	{"exec", brk_cmd_exec, 1, NS | L | S | NC | NQ | EX, NOKEYS, "@slow @transaction",
 		"transactions", "1.2.0", "Executes all commands in a transaction.",
 		"Depends on commands in the transaction"},
-	{"discard", brk_cmd_discard, 1, SB | NS | F | L | S | NC | NQ, {0, 0, 0},
+	{"discard", brk_cmd_discard, 1, SB | NS | F | L | S | NC | NQ, NOKEYS,
 		"@fast @transaction",
 		"transactions", "2.0.0", "Discards a transaction.", "O(N), when N is the number of queued commands"},
-	{"watch", brk_cmd_watch, -2, NS | F | L | S | NC | NQ, {1, -1, 1}, "@fast @transaction",
+	{"watch", brk_cmd_watch, -2, NS | F | L | S | NC | NQ, KEYSN(KRO), "@fast @transaction",
 		"transactions", "2.2.0",
 		"Monitors changes to keys to determine the execution of a transaction.", "O(1) for every key."},
-	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, {0, 0, 0}, "@fast @transaction",
+	{"unwatch", brk_cmd_unwatch, 1, NS | F | L | S | NC, NOKEYS, "@fast @transaction",
 		"transactions", "2.2.0", "Forgets about watched keys of a transaction.", "O(1)"},
-	{"monitor", brk_cmd_monitor, 1, NS | A | L | S | NC, {0, 0, 0}, "@admin @slow @dangerous",
+	{"monitor", brk_cmd_monitor, 1, NS | A | L | S | NC, NOKEYS, "@admin @slow @dangerous",
 		"server", "1.0.0", "Listens for all requests received by the server in real-time.",
 		"O(1)"},
-	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, {0, 0, 0}, "@admin @slow @dangerous", "server",
+	{"slowlog", brk_cmd_slowlog, -2, NS | A | L | S, NOKEYS, "@admin @slow @dangerous", "server",
 		"2.2.12", "A container for slow log commands.", "Depends on subcommand.",
 		SUBS(slowlog_subs)},
-	{"latency", brk_cmd_latency, -2, NS | A | L | S, {0, 0, 0}, "@admin @slow @dangerous",
+	{"latency", brk_cmd_latency, -2, NS | A | L | S, NOKEYS, "@admin @slow @dangerous",
 		"server", "2.8.13", "A container for latency diagnostics commands.",
 		"Depends on subcommand.",
 		SUBS(latency_subs)},
-	{"wait", brk_cmd_wait, 3, NS | B, {0, 0, 0}, "@slow @blocking @connection", "generic",
+	{"wait", brk_cmd_wait, 3, NS | B, NOKEYS, "@slow @blocking @connection", "generic",
 		"3.0.0", "Blocks until the asynchronous replication of all preceding write commands "
 			 "sent by the connection is completed. echd has no replicas.", "O(1)",
 		.syntax = "numreplicas timeout"},
-	{"waitaof", brk_cmd_waitaof, 4, NS | B, {0, 0, 0}, "@slow @blocking @connection", "generic",
+	{"waitaof", brk_cmd_waitaof, 4, NS | B, NOKEYS, "@slow @blocking @connection", "generic",
 		"7.2.0", "Blocks until all of the preceding write commands sent by the connection are "
 			 "on disk. In echd they always are by the time this replies.", "O(1)",
 		.syntax = "numlocal numreplicas timeout"},
 	/* Pub/Sub (pubsub.c): not stored; shard channels are not keys to ACL */
-	{"subscribe", brk_cmd_subscribe, -2, SB | NS | PS | NC | L | S | SC | CH, {0, 0, 0},
+	{"subscribe", brk_cmd_subscribe, -2, SB | NS | PS | NC | L | S | SC | CH, NOKEYS,
 		"@pubsub @slow", "pubsub", "2.0.0", "Listens for messages published to channels.",
 		"O(N) where N is the number of channels to subscribe to.",
 		.syntax = "channel [channel ...]"},
-	{"unsubscribe", brk_cmd_unsubscribe, -1, SB | NS | PS | NC | L | S | SC, {0, 0, 0},
+	{"unsubscribe", brk_cmd_unsubscribe, -1, SB | NS | PS | NC | L | S | SC, NOKEYS,
 		"@pubsub @slow", "pubsub", "2.0.0", "Stops listening to messages posted to channels.",
 		"O(N) where N is the number of channels to unsubscribe.",
 		.syntax = "[channel [channel ...]]"},
-	{"psubscribe", brk_cmd_psubscribe, -2, SB | NS | PS | NC | L | S | SC | CHP, {0, 0, 0},
+	{"psubscribe", brk_cmd_psubscribe, -2, SB | NS | PS | NC | L | S | SC | CHP, NOKEYS,
 		"@pubsub @slow", "pubsub", "2.0.0",
 		"Listens for messages published to channels that match one or more patterns.",
 		"O(N) where N is the number of patterns to subscribe to.",
 		.syntax = "pattern [pattern ...]"},
-	{"punsubscribe", brk_cmd_punsubscribe, -1, SB | NS | PS | NC | L | S | SC, {0, 0, 0},
+	{"punsubscribe", brk_cmd_punsubscribe, -1, SB | NS | PS | NC | L | S | SC, NOKEYS,
 		"@pubsub @slow", "pubsub", "2.0.0",
 		"Stops listening to messages published to channels that match one or more "
 		"patterns.", "O(N) where N is the number of patterns to unsubscribe.",
 		.syntax = "[pattern [pattern ...]]"},
-	{"ssubscribe", brk_cmd_ssubscribe, -2, NS | PS | NC | L | S | SC | CH, {0, 0, 0},
+	{"ssubscribe", brk_cmd_ssubscribe, -2, NS | PS | NC | L | S | SC | CH, {KS_AT(1, -1, BRK_KS_NOT_KEY)},
 		"@pubsub @slow", "pubsub", "7.0.0",
 		"Listens for messages published to shard channels.",
 		"O(N) where N is the number of shard channels to subscribe to.",
 		.syntax = "shardchannel [shardchannel ...]"},
-	{"sunsubscribe", brk_cmd_sunsubscribe, -1, NS | PS | NC | L | S | SC, {0, 0, 0},
+	{"sunsubscribe", brk_cmd_sunsubscribe, -1, NS | PS | NC | L | S | SC, {KS_AT(1, -1, BRK_KS_NOT_KEY)},
 		"@pubsub @slow", "pubsub", "7.0.0",
 		"Stops listening to messages posted to shard channels.",
 		"O(N) where N is the number of shard channels to unsubscribe.",
 		.syntax = "[shardchannel [shardchannel ...]]"},
-	{"publish", brk_cmd_publish, 3, NS | PS | L | S | F | CH1, {0, 0, 0}, "@pubsub @fast",
+	{"publish", brk_cmd_publish, 3, NS | PS | L | S | F | CH1, NOKEYS, "@pubsub @fast",
 		"pubsub", "2.0.0", "Posts a message to a channel.",
 		"O(N+M) where N is the number of clients subscribed to the receiving channel and M "
 		"is the total number of subscribed patterns (by any client).",
 		.syntax = "channel message"},
-	{"spublish", brk_cmd_spublish, 3, NS | PS | L | S | F | CH1, {0, 0, 0}, "@pubsub @fast",
+	{"spublish", brk_cmd_spublish, 3, NS | PS | L | S | F | CH1, {KS_AT(1, 0, BRK_KS_NOT_KEY)}, "@pubsub @fast",
 		"pubsub", "7.0.0", "Post a message to a shard channel",
 		"O(N) where N is the number of clients subscribed to the receiving shard channel.",
 		.syntax = "shardchannel message"},
-	{"pubsub", brk_cmd_pubsub, -2, NS, {0, 0, 0}, "@slow", "pubsub", "2.8.0",
+	{"pubsub", brk_cmd_pubsub, -2, NS, NOKEYS, "@slow", "pubsub", "2.8.0",
 		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
-	{"xadd", brk_cmd_xadd, -5, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+	{"xadd", brk_cmd_xadd, -5, W | OM | F, XADD_KEYS, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
 		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<IDMPAUTO pid | IDMP pid iid>] "
 		 "[<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
 		 "<* | id> field value [field value ...]"},
-	{"xcfgset", brk_cmd_xcfgset, -2, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "8.6.0",
+	{"xcfgset", brk_cmd_xcfgset, -2, W | F, KEY1(KRW | KUPD), "@write @stream @fast", "stream", "8.6.0",
 		"Sets the IDMP configuration parameters for a stream.", "O(1)",
 		.syntax = "key [IDMP-DURATION idmp-duration] [IDMP-MAXSIZE idmp-maxsize]"},
-	{"xidmprecord", brk_cmd_xidmprecord, 5, W | OM | F, {1, 1, 1}, "@write @stream @fast",
+	{"xidmprecord", brk_cmd_xidmprecord, 5, W | OM | F, KEY1(KRW | KUPD), "@write @stream @fast",
 		"stream", "8.8.0",
 		"An internal command for setting IDMP metadata on an existing stream message.", "O(1)",
 		.syntax = "key pid iid stream-id"},
-	{"xlen", brk_cmd_xlen, 2, R | F, {1, 1, 1}, "@read @stream @fast", "stream", "5.0.0",
+	{"xlen", brk_cmd_xlen, 2, R | F, KEY1(KRO), "@read @stream @fast", "stream", "5.0.0",
 		"Return the number of messages in a stream.", "O(1)",
 		.syntax = "key"},
-	{"xrange", brk_cmd_xrange, -4, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
+	{"xrange", brk_cmd_xrange, -4, R, KEY1(KRO | KACC), "@read @stream @slow", "stream", "5.0.0",
 		"Returns the messages from a stream within a range of IDs.", "O(log(N)+M)",
 		.syntax = "key start end [COUNT count]"},
-	{"xrevrange", brk_cmd_xrevrange, -4, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
+	{"xrevrange", brk_cmd_xrevrange, -4, R, KEY1(KRO | KACC), "@read @stream @slow", "stream", "5.0.0",
 		"Returns the messages from a stream within a range of IDs in reverse order.",
 		"O(log(N)+M)",
 		.syntax = "key end start [COUNT count]"},
-	{"xdel", brk_cmd_xdel, -3, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+	{"xdel", brk_cmd_xdel, -3, W | F | FR, KEY1(KRW | KDEL), "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages after removing them from a stream.", "O(1) per id",
 		.syntax = "key id [id ...]"},
-	{"xtrim", brk_cmd_xtrim, -4, W | FR, {1, 1, 1}, "@write @stream @slow", "stream", "5.0.0",
+	{"xtrim", brk_cmd_xtrim, -4, W | FR, KEY1(KRW | KDEL), "@write @stream @slow", "stream", "5.0.0",
 		"Deletes messages from the beginning of a stream.", "O(N)",
 		.syntax = "key <MAXLEN | MINID> [<= | ~>] threshold [LIMIT count] "
 			  "[KEEPREF | DELREF | ACKED]"},
-	{"xdelex", brk_cmd_xdelex, -5, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream",
+	{"xdelex", brk_cmd_xdelex, -5, W | F | FR, KEY1(KRW | KDEL), "@write @stream @fast", "stream",
 		"8.2.0", "Deletes one or multiple entries from the stream.",
 		"O(1) for each single item to delete in the stream, regardless of the stream size.",
 		.syntax = "key [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"},
-	{"xread", brk_cmd_xread, -4, R | B, {0, 0, 0}, "@read @stream @slow @blocking", "stream",
+	{"xread", brk_cmd_xread, -4, R | B, {KS_AFTER("STREAMS", 1, -1, 2, KRO | KACC)}, "@read @stream @slow @blocking", "stream",
 		"5.0.0", "Returns messages from multiple streams with IDs greater than the ones "
 			 "requested. Blocks until a message is available otherwise.",
 		"O(log(N)+M)",
 		.syntax = "[COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] [BLOCK milliseconds] "
 			  "STREAMS key [key ...] id [id ...]",
-		.find_keys = xread_keys},
-	{"xsetid", brk_cmd_xsetid, -3, W | OM | F, {1, 1, 1}, "@write @stream @fast", "stream",
+		.getkeys = xread_keys},
+	{"xsetid", brk_cmd_xsetid, -3, W | OM | F, KEY1(KRW | KUPD), "@write @stream @fast", "stream",
 		"5.0.0", "An internal command for replicating stream values.", "O(1)",
 		.syntax = "key last-id [ENTRIESADDED entries-added] [MAXDELETEDID max-deleted-id]"},
-	{"xinfo", brk_cmd_xinfo, -2, R, {0, 0, 0}, "@read @stream @slow", "stream", "5.0.0",
+	{"xinfo", brk_cmd_xinfo, -2, R, NOKEYS, "@read @stream @slow", "stream", "5.0.0",
 		"A container for stream introspection commands.", "Depends on subcommand.",
 		SUBS(xinfo_subs)},
-	{"xgroup", brk_cmd_xgroup, -2, W, {0, 0, 0}, "@write @stream @slow", "stream", "5.0.0",
+	{"xgroup", brk_cmd_xgroup, -2, W, NOKEYS, "@write @stream @slow", "stream", "5.0.0",
 		"A container for consumer groups commands.", "Depends on subcommand.",
 		SUBS(xgroup_subs)},
-	{"xreadgroup", brk_cmd_xreadgroup, -7, W | B, {0, 0, 0}, "@write @stream @slow @blocking",
+	{"xreadgroup", brk_cmd_xreadgroup, -7, W | B, {KS_AFTER("STREAMS", 4, -1, 2, KRO | KACC)}, "@write @stream @slow @blocking",
 		"stream", "5.0.0",
 		"Returns new or historical messages from a stream for a consumer in a group. Blocks "
 		"until a message is available otherwise.",
@@ -603,36 +637,36 @@ static const struct brk_cmd cmds[] = {
 		.syntax = "GROUP group consumer [COUNT count] [MAXCOUNT maxcount] [MAXSIZE maxsize] "
 			  "[BLOCK milliseconds] [CLAIM min-idle-time] [NOACK] STREAMS key [key ...] "
 			  "id [id ...]",
-		.find_keys = xreadgroup_keys},
-	{"xack", brk_cmd_xack, -4, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+		.getkeys = xreadgroup_keys},
+	{"xack", brk_cmd_xack, -4, W | F | FR, KEY1(KRW | KUPD), "@write @stream @fast", "stream", "5.0.0",
 		"Returns the number of messages that were successfully acknowledged by the consumer "
 		"group member of a stream.",
 		"O(1) for each message ID processed.",
 		.syntax = "key group id [id ...]"},
-	{"xackdel", brk_cmd_xackdel, -6, W | F | FR, {1, 1, 1}, "@write @stream @fast", "stream",
+	{"xackdel", brk_cmd_xackdel, -6, W | F | FR, KEY1(KRW | KUPD | KDEL), "@write @stream @fast", "stream",
 		"8.2.0",
 		"Acknowledges and conditionally deletes one or multiple entries for a stream consumer "
 		"group.",
 		"O(1) for each entry ID processed.",
 		.syntax = "key group [KEEPREF | DELREF | ACKED] IDS numids id [id ...]"},
-	{"xnack", brk_cmd_xnack, -7, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "8.8.0",
+	{"xnack", brk_cmd_xnack, -7, W | F, KEY1(KRW | KUPD), "@write @stream @fast", "stream", "8.8.0",
 		"Releases pending messages back to the group's PEL without acknowledging them, "
 		"making them available for re-delivery.",
 		"O(1) for each message ID processed.",
 		.syntax = "key group <SILENT | FAIL | FATAL> IDS numids id [id ...] [RETRYCOUNT count] "
 		       "[FORCE] [DELAY milliseconds]"}, /* DELAY: echd's (group policies) */
-	{"xpending", brk_cmd_xpending, -3, R, {1, 1, 1}, "@read @stream @slow", "stream", "5.0.0",
+	{"xpending", brk_cmd_xpending, -3, R, KEY1(KRO | KACC), "@read @stream @slow", "stream", "5.0.0",
 		"Returns the information and entries from a stream consumer group's pending entries "
 		"list.",
 		"O(N) with N the number of elements returned; O(consumers) for the summary.",
 		.syntax = "key group [[IDLE min-idle-time] start end count [consumer]]"},
-	{"xclaim", brk_cmd_xclaim, -6, W | F, {1, 1, 1}, "@write @stream @fast", "stream", "5.0.0",
+	{"xclaim", brk_cmd_xclaim, -6, W | F, KEY1(KRW | KUPD), "@write @stream @fast", "stream", "5.0.0",
 		"Changes, or acquires, ownership of a message in a consumer group, as if the message "
 		"was delivered a consumer group member.",
 		"O(log N) with N the number of messages in the PEL of the consumer group.",
 		.syntax = "key group consumer min-idle-time id [id ...] [IDLE ms] [TIME unix-time-"
 		   "milliseconds] [RETRYCOUNT count] [FORCE] [JUSTID] [LASTID lastid]"},
-	{"xautoclaim", brk_cmd_xautoclaim, -6, W | F, {1, 1, 1}, "@write @stream @fast", "stream",
+	{"xautoclaim", brk_cmd_xautoclaim, -6, W | F, KEY1(KRW | KDEL), "@write @stream @fast", "stream",
 		"6.2.0",
 		"Changes, or acquires, ownership of messages in a consumer group, as if the messages "
 		"were delivered to as consumer group member.",
@@ -737,27 +771,201 @@ request_sub(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv)
 	return argc >= 2 ? brk_subcmd_find(cmd, &argv[1]) : NULL;
 }
 
-bool
-brk_keys_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
-	struct brk_keyspec *out)
+const struct brk_keyspec *
+brk_keyspecs(const struct brk_cmd *cmd, const struct brk_subcmd *sub)
 {
-	const struct brk_subcmd *sub = request_sub(cmd, argc, argv);
-	struct brk_keyspec ks = sub != NULL ? sub->keys : cmd->keys;
+	return sub != NULL ? sub->keys : cmd->keys;
+}
 
-	if (sub == NULL && cmd->find_keys != NULL && !cmd->find_keys(argc, argv, &ks)) {
-		return false;
+bool
+brk_cmd_has_keys(const struct brk_cmd *cmd, const struct brk_subcmd *sub)
+{
+	const struct brk_keyspec *ks = brk_keyspecs(cmd, sub);
+
+	if (sub == NULL && cmd->getkeys != NULL) {
+		return true;
 	}
-	if (ks.last < 0) {
-		ks.last += argc;
+	for (int i = 0; i < BRK_MAX_KEYSPECS && ks[i].bs != BRK_KS_NONE; i++) {
+		if (!(ks[i].flags & BRK_KS_NOT_KEY)) {
+			return true;
+		}
 	}
-	if (ks.last >= argc) {
-		ks.last = argc - 1;
+	return false;
+}
+
+/* Where spec ks's first key is in the request: its index, 0 when its
+ * keyword is absent. The search from the front stops before the last
+ * argument (a keyword there has no key after it), as Redis' does. */
+static int
+spec_begin(const struct brk_keyspec *ks, int argc, const struct resp_arg *argv)
+{
+	int i, end, dir;
+
+	if (ks->bs == BRK_KS_INDEX) {
+		return ks->pos;
 	}
-	if (ks.first <= 0 || ks.step <= 0 || ks.first > ks.last) {
-		return false;
+	if (ks->startfrom > 0) {
+		i = ks->startfrom;
+		end = argc - 1;
+		dir = 1;
+	} else {
+		i = argc + ks->startfrom;
+		end = 0;
+		dir = -1;
 	}
-	*out = ks;
-	return true;
+	for (; i != end && i >= 1 && i < argc; i += dir) {
+		if (brk_arg_eq(&argv[i], ks->keyword)) {
+			return i + 1;
+		}
+	}
+	return 0;
+}
+
+/* Resolves spec ks against the request: 1 with *r set, 0 when its keyword
+ * is absent (no keys), -EINVAL when the request does not fit it. */
+static int
+spec_resolve(const struct brk_keyspec *ks, int argc, const struct resp_arg *argv,
+	struct brk_keyrange *r)
+{
+	int first = spec_begin(ks, argc, argv), last;
+
+	if (first == 0) {
+		return 0;
+	}
+	if (ks->fk == BRK_KS_RANGE) {
+		if (ks->lastkey >= 0) {
+			last = first + ks->lastkey;
+		} else if (ks->limit == 0) {
+			last = argc + ks->lastkey;
+		} else {
+			/* lastkey -1: the keys are 1/limit of what follows (XREAD's
+			 * keys, then as many IDs) */
+			last = first + (argc - first) / ks->limit + ks->lastkey;
+		}
+	} else {
+		long long n;
+		int at = first + ks->keynumidx;
+		if (at >= argc || !brk_str2ll(argv[at].p, argv[at].len, &n) || n < 0 ||
+			n > argc) {
+			return -EINVAL;
+		}
+		first += ks->firstkey;
+		last = first + (int)n - 1;
+	}
+	if (first >= argc || last >= argc || last < first || ks->step <= 0) {
+		return -EINVAL;
+	}
+	*r = (struct brk_keyrange){first, last, ks->step, ks->flags};
+	return 1;
+}
+
+int
+brk_keys_find(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, unsigned how,
+	struct brk_keys *out)
+{
+	const struct brk_subcmd *sub = NULL;
+	const struct brk_keyspec *ks;
+	struct brk_keys k = {0};
+
+	if (cmd->subs != NULL) {
+		/* a container's keys are its subcommand's; an unknown one is refused */
+		sub = argc >= 2 ? brk_subcmd_find(cmd, &argv[1]) : NULL;
+		if (sub == NULL) {
+			*out = k;
+			return 0;
+		}
+	}
+	if (sub == NULL && cmd->getkeys != NULL) {
+		/* the handler's own walk: a superset of what the specs say */
+		if (!cmd->getkeys(argc, argv, &k) && !(how & BRK_KEYS_PARTIAL)) {
+			return -EINVAL;
+		}
+		*out = k;
+		return 0;
+	}
+	ks = brk_keyspecs(cmd, sub);
+	for (int i = 0; i < BRK_MAX_KEYSPECS && ks[i].bs != BRK_KS_NONE; i++) {
+		int rc;
+		if ((ks[i].flags & BRK_KS_NOT_KEY) && !(how & BRK_KEYS_NOT_KEYS)) {
+			continue;
+		}
+		rc = spec_resolve(&ks[i], argc, argv, &k.r[k.n]);
+		if (rc < 0 && !(how & BRK_KEYS_PARTIAL)) {
+			return rc;
+		}
+		k.n += rc > 0;
+	}
+	*out = k;
+	return 0;
+}
+
+int
+brk_keys_count(const struct brk_keys *k)
+{
+	int n = 0;
+
+	for (int i = 0; i < k->n; i++) {
+		n += (k->r[i].last - k->r[i].first) / k->r[i].step + 1;
+	}
+	return n;
+}
+
+int
+brk_keys_at(const struct brk_keys *k, int i, unsigned *flags)
+{
+	for (int j = 0; j < k->n; j++) {
+		int n = (k->r[j].last - k->r[j].first) / k->r[j].step + 1;
+		if (i < n) {
+			if (flags != NULL) {
+				*flags = k->r[j].flags;
+			}
+			return k->r[j].first + i * k->r[j].step;
+		}
+		i -= n;
+	}
+	return -1;
+}
+
+void
+brk_keys_legacy(const struct brk_cmd *cmd, const struct brk_subcmd *sub, int *first,
+	int *last, int *step, bool *movable)
+{
+	const struct brk_keyspec *ks = brk_keyspecs(cmd, sub);
+	int lo = INT_MAX, hi = 0, prev = 0, n = 0;
+	bool mov = sub == NULL && cmd->getkeys != NULL;
+
+	while (n < BRK_MAX_KEYSPECS && ks[n].bs != BRK_KS_NONE) {
+		n++;
+	}
+	*first = *last = *step = 0;
+	if (n == 1 && ks[0].bs == BRK_KS_INDEX && ks[0].fk == BRK_KS_RANGE) {
+		/* one plain range: it is the legacy range, whatever its step */
+		*first = ks[0].pos;
+		*last = ks[0].lastkey >= 0 ? ks[0].pos + ks[0].lastkey : ks[0].lastkey;
+		*step = ks[0].step;
+		*movable = mov || (ks[0].flags & BRK_KS_INCOMPLETE);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		int abs;
+		if (ks[i].bs != BRK_KS_INDEX || ks[i].fk != BRK_KS_RANGE || ks[i].step != 1 ||
+			(prev != 0 && prev != ks[i].pos - 1)) {
+			mov = true; /* not one consecutive run of keys */
+			continue;
+		}
+		mov |= (ks[i].flags & BRK_KS_INCOMPLETE) != 0;
+		lo = ks[i].pos < lo ? ks[i].pos : lo;
+		abs = ks[i].lastkey >= 0 ? ks[i].pos + ks[i].lastkey : ks[i].lastkey;
+		/* unsigned, as Redis compares: a count from the end (-1) is the largest */
+		hi = (unsigned)abs > (unsigned)hi ? abs : hi;
+		prev = hi;
+	}
+	if (lo != INT_MAX) {
+		*first = lo;
+		*last = hi;
+		*step = 1;
+	}
+	*movable = mov;
 }
 
 bool

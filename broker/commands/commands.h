@@ -66,22 +66,77 @@ struct brk_ctx {
  * something need not say so for its writes to be kept. */
 bool brk_cmd_wrote(const struct brk_ctx *x);
 
-/* A handler returns 0 (reply written; writes kept), BRK_UNDO (reply
- * written, undo its writes), or a negative storage error (nothing useful
- * written: the dispatcher replies with the error). */
-#define BRK_UNDO 1
+/* A handler returns 0 (reply written; its writes kept) or a negative
+ * storage error (nothing useful written: the dispatcher replies with the
+ * error, and a write's batch or transaction is undone). */
 typedef int (*brk_cmd_fn)(struct brk_ctx *x);
 
-/* Where a request's keys are: argv[first..last], every step-th; last < 0
- * counts from the end (-1: the last argument). first 0: no keys. */
-struct brk_keyspec {
-	int first, last, step;
+/* ------------------------------------------------------------------------
+ * Key specs: where a request's keys are, as data (Redis 7's key specs, from
+ * its src/commands/<cmd>.json). One finder, brk_keys_find(), reads them for
+ * the ACL, COMMAND GETKEYS / GETKEYSANDFLAGS / INFO, ACL DRYRUN and EXEC.
+ * ---------------------------------------------------------------------- */
+
+/* What the command does with a key (COMMAND INFO's and GETKEYSANDFLAGS'
+ * names): one of RO/RW/OW/RM, then what it does to the value. */
+enum {
+	BRK_KS_RO = 1 << 0, /* reads */
+	BRK_KS_RW = 1 << 1, /* reads and changes */
+	BRK_KS_OW = 1 << 2, /* overwrites without reading */
+	BRK_KS_RM = 1 << 3, /* removes */
+	BRK_KS_ACCESS = 1 << 4, /* returns or copies user data */
+	BRK_KS_UPDATE = 1 << 5,
+	BRK_KS_INSERT = 1 << 6,
+	BRK_KS_DELETE = 1 << 7,
+	BRK_KS_NOT_KEY = 1 << 8,    /* a shard channel: a slot, not a key (skipped by the ACL) */
+	BRK_KS_INCOMPLETE = 1 << 9, /* may miss keys: the command needs a getkeys procedure */
+	BRK_KS_VARIABLE_FLAGS = 1 << 10,
 };
 
-/* For a command whose keys move (XREAD's follow STREAMS, after options):
- * sets *ks to where the request's keys are, or returns false when it has
- * none, which is so only for a request its handler refuses. */
-typedef bool (*brk_keys_fn)(int argc, const struct resp_arg *argv, struct brk_keyspec *ks);
+enum brk_ks_begin {
+	BRK_KS_NONE = 0,    /* the end of a row's specs */
+	BRK_KS_INDEX,       /* the first key is argv[pos] */
+	BRK_KS_KEYWORD,     /* the first key follows the keyword, searched from startfrom
+			     * to the end (startfrom < 0: from argc + startfrom back to 1) */
+};
+
+enum brk_ks_find {
+	BRK_KS_RANGE = 0,   /* lastkey: from the first key (0: only it; < 0: from the end,
+			     * or with limit, 1/limit of what follows); every step-th */
+	BRK_KS_KEYNUM,      /* argv[first + keynumidx] counts the keys, the first of which is
+			     * at first + firstkey; every step-th */
+};
+
+struct brk_keyspec {
+	enum brk_ks_begin bs;
+	int pos;             /* INDEX */
+	const char *keyword; /* KEYWORD: matched in any case */
+	int startfrom;       /* KEYWORD */
+	enum brk_ks_find fk;
+	int lastkey, limit;  /* RANGE */
+	int keynumidx, firstkey; /* KEYNUM */
+	int step;            /* both */
+	unsigned flags;      /* BRK_KS_* */
+	const char *notes;   /* COMMAND INFO's notes; NULL: none */
+};
+#define BRK_MAX_KEYSPECS 3
+
+/* Where a request's keys are: ranges of argv, each with its spec's flags.
+ * A request has at most one range per spec, so this needs no memory. */
+struct brk_keyrange {
+	int first, last, step; /* argv[first..last], every step-th */
+	unsigned flags;
+};
+struct brk_keys {
+	int n;
+	struct brk_keyrange r[BRK_MAX_KEYSPECS];
+};
+
+/* For a command whose keyword search could be fooled (XREAD, XREADGROUP:
+ * GROUP may follow COUNT, a group or consumer may be called "streams"):
+ * adds the keys to *out as its handler finds them; false when the request
+ * is one its handler refuses. */
+typedef bool (*brk_getkeys_fn)(int argc, const struct resp_arg *argv, struct brk_keys *out);
 /* Whether argv[i] of a request is a secret: SLOWLOG and MONITOR show
  * "(redacted)" instead, as Redis does. */
 typedef bool (*brk_redact_fn)(int argc, const struct resp_arg *argv, int i);
@@ -93,7 +148,7 @@ struct brk_subcmd {
 	int arity;                /* counting the container's name */
 	unsigned flags;           /* BRK_CMD_ADMIN: hidden from MONITOR; BRK_CMD_FREES: makes room
 				   * (the rest: the container's) */
-	struct brk_keyspec keys;
+	struct brk_keyspec keys[BRK_MAX_KEYSPECS]; /* counting the container's name */
 	const char *acl;          /* categories of its own, with an ACL permission of its own
 				   * (acl|whoami); NULL: the container's */
 	brk_redact_fn redact;     /* NULL: no secrets */
@@ -112,14 +167,15 @@ struct brk_cmd {
 	brk_cmd_fn fn;
 	int arity;            /* Redis convention: -N means at least N */
 	unsigned flags;
-	struct brk_keyspec keys; /* COMMAND INFO's first, last, step */
+	struct brk_keyspec keys[BRK_MAX_KEYSPECS]; /* key specs; COMMAND INFO derives its
+						    * first, last, step from them */
 	const char *acl;      /* space separated categories, e.g. "@write @stream @fast" */
 	const char *group;    /* COMMAND DOCS group */
 	const char *since;
 	const char *summary;
 	const char *complexity;
 	const char *syntax;   /* arguments in the notation of Redis' docs, for COMMAND DOCS */
-	brk_keys_fn find_keys; /* keys that move (COMMAND INFO: movablekeys); NULL: .keys */
+	brk_getkeys_fn getkeys; /* NULL: the specs find the keys (COMMAND INFO: movablekeys) */
 	const struct brk_subcmd *subs; /* a container's subcommands; NULL: none */
 	size_t nsubs;
 	brk_redact_fn redact; /* NULL: no secrets (a subcommand's own apply first) */
@@ -131,11 +187,33 @@ const struct brk_cmd *brk_cmd_at(size_t i);
 /* The subcommand of container cmd that sub names (any case); NULL when cmd
  * has no such subcommand, or none at all. */
 const struct brk_subcmd *brk_subcmd_find(const struct brk_cmd *cmd, const struct resp_arg *sub);
-/* Where the keys of a request are, resolved for its argc (first >= 1,
- * last < argc); false when it has none. The ACL, ACL DRYRUN and COMMAND
- * GETKEYS all ask here. Borrows argv. */
-bool brk_keys_of(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
-	struct brk_keyspec *out);
+/* brk_keys_find()'s ways */
+enum {
+	BRK_KEYS_PARTIAL = 1 << 0,  /* a spec the request does not fit is skipped, not an error */
+	BRK_KEYS_NOT_KEYS = 1 << 1, /* include BRK_KS_NOT_KEY specs (shard channels) */
+};
+/* Finds the keys of a request (argv[0] the command, a container's
+ * subcommand at argv[1]) from its row's key specs, or its getkeys
+ * procedure, as Redis' getKeysFromCommandWithSpecs() does: a superset of
+ * the keys its handler touches. Needs no connection and no memory.
+ * Returns 0 with *out set (out->n 0: no keys), or -EINVAL when the request
+ * does not fit the specs (a request its handler refuses; with
+ * BRK_KEYS_PARTIAL the specs it fits still count). Borrows argv. */
+int brk_keys_find(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, unsigned how,
+	struct brk_keys *out);
+/* The number of keys in k, and the argv index of the i-th (0-based, in the
+ * order found) with its spec's flags in *flags (may be NULL). */
+int brk_keys_count(const struct brk_keys *k);
+int brk_keys_at(const struct brk_keys *k, int i, unsigned *flags);
+/* The key specs of a command, or of its subcommand sub (NULL: the command's). */
+const struct brk_keyspec *brk_keyspecs(const struct brk_cmd *cmd, const struct brk_subcmd *sub);
+/* Whether a command (or subcommand) has keys: a spec other than NOT_KEY, or
+ * a getkeys procedure (COMMAND GETKEYS' "The command has no key arguments"). */
+bool brk_cmd_has_keys(const struct brk_cmd *cmd, const struct brk_subcmd *sub);
+/* COMMAND INFO's first, last, step and movablekeys, derived from the specs
+ * as Redis' populateCommandLegacyRangeSpec() does. */
+void brk_keys_legacy(const struct brk_cmd *cmd, const struct brk_subcmd *sub, int *first,
+	int *last, int *step, bool *movable);
 /* ACL permission slots: one per command, then one per subcommand with
  * categories of its own. brk_perm_at() sets *cmd, and *sub for a
  * subcommand's slot (NULL for a command's). */

@@ -499,6 +499,12 @@ brk_xgroup_setpolicy(struct brk_ctx *x)
 			has[2] = true;
 		} else if (brk_arg_eq(o, "DEADLETTER") && more) {
 			const struct resp_arg *k = &x->argv[++i];
+			if (has[3]) {
+				/* the ACL checks the key the first DEADLETTER names
+				 * (the table's key spec): a second is not let through */
+				resp_add_error(x->w, "ERR DEADLETTER may be given only once");
+				return 0;
+			}
 			if (k->len > GROUP_DEADLETTER_MAX) {
 				resp_add_error(x->w, "ERR DEADLETTER key is too long");
 				return 0;

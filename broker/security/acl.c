@@ -604,19 +604,23 @@ brk_acl_cmd_allowed(const struct brk_user *u, const struct brk_cmd *cmd, int arg
 }
 
 /* The first key of the request that u may not touch (its argv index), or
- * -1 when it may touch them all. */
+ * -1 when it may touch them all. The keys are brk_keys_find()'s: every
+ * spec the request fits counts, so one it does not fit (a request its
+ * handler refuses) drops no key that another names. */
 int
 brk_acl_denied_key(const struct brk_user *u, const struct brk_cmd *cmd, int argc,
 	const struct resp_arg *argv)
 {
-	struct brk_keyspec ks;
+	struct brk_keys k;
 
-	if (!brk_keys_of(cmd, argc, argv, &ks)) {
-		return -1;
+	if (brk_keys_find(cmd, argc, argv, BRK_KEYS_PARTIAL, &k) != 0) {
+		return -1; /* not reached: a partial search does not fail */
 	}
-	for (int i = ks.first; i <= ks.last; i += ks.step) {
-		if (!brk_acl_key_allowed(u, argv[i].p, argv[i].len)) {
-			return i;
+	for (int j = 0; j < k.n; j++) {
+		for (int i = k.r[j].first; i <= k.r[j].last; i += k.r[j].step) {
+			if (!brk_acl_key_allowed(u, argv[i].p, argv[i].len)) {
+				return i;
+			}
 		}
 	}
 	return -1;
