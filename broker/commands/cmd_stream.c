@@ -32,11 +32,17 @@ brk_reply_id(struct resp_writer *w, const struct stream_id *id)
 void
 brk_reply_entry(struct resp_writer *w, const struct stream_id *id, const struct st_buf *fields)
 {
+	resp_add_array(w, 2);
+	brk_reply_id(w, id);
+	brk_reply_fields(w, fields);
+}
+
+void
+brk_reply_fields(struct resp_writer *w, const struct st_buf *fields)
+{
 	struct st_buf f, v;
 	size_t pos = 0, n = stream_fields_count(fields);
 
-	resp_add_array(w, 2);
-	brk_reply_id(w, id);
 	resp_add_array(w, n * 2);
 	while (stream_fields_next(fields, &pos, &f, &v)) {
 		resp_add_bulk(w, f.data, f.len);
@@ -150,7 +156,7 @@ struct add_args {
 static int
 parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 {
-	bool limit_given = false;
+	bool limit_given = false, policy_given = false;
 	long long limit = 0;
 	int i;
 
@@ -215,8 +221,9 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 			}
 			limit_given = true;
 			i++;
-		} else if (brk_parse_ref_policy(o, &a->policy)) {
-			continue;
+		} else if (!policy_given && brk_parse_ref_policy(o, &a->policy)) {
+			/* a second one is XTRIM's syntax error, XADD's bad id (Redis) */
+			policy_given = true;
 		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
 			a->nomkstream = true;
 		} else if (xadd && ((brk_arg_eq(o, "IDMP") && more >= 2) ||
@@ -919,7 +926,8 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 				return false;
 			}
 			i++;
-			if (!brk_arg_ll(x, &x->argv[i], &ro->claim)) {
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &ro->claim)) {
+				resp_add_error(x->w, "ERR min-idle-time is not an integer or out of range");
 				return false;
 			}
 			if (ro->claim < 0) {
