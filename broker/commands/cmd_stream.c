@@ -463,7 +463,8 @@ out:
 	return rc;
 }
 
-/* XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n] */
+/* XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n], in Redis' order:
+ * the key, then each option (once), then whether there was any. */
 int
 brk_cmd_xcfgset(struct brk_ctx *x)
 {
@@ -473,15 +474,20 @@ brk_cmd_xcfgset(struct brk_ctx *x)
 	long long duration = 0, maxsize = 0;
 	int rc;
 
-	if (x->argc == 2) {
-		resp_add_error(x->w, "ERR At least one parameter must be specified");
-		return 0;
+	rc = lookup_or_nokey(x, &key, &m);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
 	for (int i = 2; i < x->argc; i += 2) {
 		bool dur = brk_arg_eq(&x->argv[i], "IDMP-DURATION");
 		long long v;
 		if ((!dur && !brk_arg_eq(&x->argv[i], "IDMP-MAXSIZE")) || i + 1 >= x->argc) {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		if ((dur ? duration : maxsize) != 0) {
+			resp_add_error(x->w, dur ? "ERR IDMP-DURATION specified multiple times" :
+						   "ERR IDMP-MAXSIZE specified multiple times");
 			return 0;
 		}
 		if (!brk_arg_ll(x, &x->argv[i + 1], &v)) {
@@ -497,9 +503,9 @@ brk_cmd_xcfgset(struct brk_ctx *x)
 		}
 		*(dur ? &duration : &maxsize) = v;
 	}
-	rc = lookup_or_nokey(x, &key, &m);
-	if (rc != 0) {
-		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	if (duration == 0 && maxsize == 0) {
+		resp_add_error(x->w, "ERR At least one parameter must be specified");
+		return 0;
 	}
 	rc = stream_idmp_configure(x->txn, &m, (uint64_t)duration, (uint64_t)maxsize, &def);
 	if (rc != 0) {
@@ -522,20 +528,22 @@ brk_cmd_xidmprecord(struct brk_ctx *x)
 	uint64_t now = brk_now_ms();
 	int rc;
 
+	/* Redis' order and texts (t_stream.c): the id, the names, the key */
+	if (!brk_parse_strict_id(x, &x->argv[4], 0, &id)) {
+		return 0;
+	}
+	if (pid.len == 0 || iid.len == 0) {
+		resp_add_error(x->w, pid.len == 0 ? "ERR producer ID must be non-empty" :
+						    "ERR idempotent ID must be non-empty");
+		return 0;
+	}
 	rc = lookup_or_nokey(x, &key, &m);
 	if (rc != 0) {
 		return rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
-	if (pid.len == 0 || iid.len == 0) {
-		resp_add_error(x->w, pid.len == 0 ? ERR_IDMP_NOPID : ERR_IDMP_NOIID);
-		return 0;
-	}
-	if (!brk_parse_strict_id(x, &x->argv[4], 0, &id)) {
-		return 0;
-	}
 	rc = stream_get_entry(x->txn, &m, &id, &fields);
 	if (rc == ECHD_ENOTFOUND) {
-		resp_add_error(x->w, "ERR The specified stream ID was deleted or doesn't exist");
+		resp_add_error(x->w, "ERR No such message in stream");
 		return 0;
 	}
 	if (rc != 0) {
@@ -544,8 +552,8 @@ brk_cmd_xidmprecord(struct brk_ctx *x)
 	rc = stream_idmp_find(x->txn, &m, &pid, &iid, now, false, &had);
 	if (rc == 0) {
 		if (stream_id_cmp(&had, &id) != 0) {
-			resp_add_error(x->w, "ERR The specified IDMP producer-id/idempotent-id pair "
-					     "maps to a different stream ID");
+			resp_add_error(x->w,
+				"ERR IID already exists for this producer with a different stream ID");
 			return 0;
 		}
 		resp_add_simple(x->w, "OK");
