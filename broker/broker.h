@@ -652,6 +652,8 @@ void brk_policy_acked(struct brk_ctx *x, const struct st_buf *key, const struct 
 void brk_reply_id(struct resp_writer *w, const struct stream_id *id);
 void brk_reply_entry(struct resp_writer *w, const struct stream_id *id,
 	const struct st_buf *fields);
+/* An entry's [field, value, ...] array. */
+void brk_reply_fields(struct resp_writer *w, const struct st_buf *fields);
 bool brk_parse_strict_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,
 	struct stream_id *out);
 bool brk_parse_interval_id(struct brk_ctx *x, const struct resp_arg *a, uint64_t missing_seq,

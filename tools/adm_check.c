@@ -375,7 +375,7 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 	struct st_buf key, val;
 	struct stream_id prev = {0, 0};
 	struct adm_str a = {0};
-	uint64_t rows = 0;
+	uint64_t rows = 0, released = 0;
 	char ib[48], lb[48];
 	int rc;
 
@@ -408,6 +408,7 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 			 * time is 0 (claimable at once) or when an XNACK DELAY ends,
 			 * a Unix time in ms (none is before 2000) */
 			uint64_t t = get_u64((const unsigned char *)val.data + 8);
+			released++;
 			if (t != 0 && t < UNIX_MS_2000) {
 				problem(c,
 					"released pending entry %s has delivery time %llu, not 0 "
@@ -450,6 +451,10 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 	if (rows != g->pending) {
 		problem(c, "counts %llu pending, the PEL holds %llu rows",
 			(unsigned long long)g->pending, (unsigned long long)rows);
+	}
+	if (released != g->nacked) {
+		problem(c, "counts %llu released (nacked), the PEL holds %llu",
+			(unsigned long long)g->nacked, (unsigned long long)released);
 	}
 	/* and the other way: each index row has its PEL row, with that owner */
 	rc = seek_prefix(c, STORAGE_T_CPEL, g->gid, &cur, &key, &val);

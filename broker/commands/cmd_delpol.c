@@ -55,7 +55,9 @@ brk_trim_with_policy(struct storage_txn *t, struct stream_meta *m, struct stream
 	struct stream_refs hooks;
 	int rc;
 
-	rc = refs_for(t, m, policy, &refs);
+	/* Even with no group the policy counts: ~ trims differently under it. */
+	refs = NULL;
+	rc = policy == STREAM_REF_KEEP ? 0 : group_refs_create(t, m, &refs);
 	if (rc != 0) {
 		return rc;
 	}
@@ -78,19 +80,21 @@ brk_trim_with_policy(struct storage_txn *t, struct stream_meta *m, struct stream
 
 struct del_args {
 	enum stream_ref_policy policy;
+	int first;             /* argv index of the first id */
 	size_t n;
 	struct stream_id *ids; /* owned: echd_free() */
 	signed char *codes;    /* owned, n of them */
 };
 
-/* Parses the arguments from argv[from] on: the policy word and the IDS
- * block, in either order, each at most once (the policy's last word
- * counts). Replies the error and returns false when they are wrong; every
- * id is parsed before anything is looked at. */
+/* Parses the arguments from argv[from] on, as Redis does: the policy word
+ * (at most one) and the IDS block, in either order (a second IDS block
+ * wins). Replies the error and returns false when they are wrong. The ids
+ * themselves are parsed by del_args_ids(), after the key is looked up;
+ * every code starts as DEL_NOTFOUND. *rc: 0, or -ENOMEM. */
 static bool
 parse_del_args(struct brk_ctx *x, int from, struct del_args *d, int *rc)
 {
-	int ids = 0;
+	bool policy = false;
 
 	memset(d, 0, sizeof(*d));
 	*rc = 0;
@@ -98,10 +102,11 @@ parse_del_args(struct brk_ctx *x, int from, struct del_args *d, int *rc)
 		const struct resp_arg *o = &x->argv[i];
 		long long n;
 
-		if (brk_parse_ref_policy(o, &d->policy)) {
+		if (!policy && brk_parse_ref_policy(o, &d->policy)) {
+			policy = true;
 			continue;
 		}
-		if (!brk_arg_eq(o, "IDS") || ids != 0 || i + 1 >= x->argc) {
+		if (!brk_arg_eq(o, "IDS") || i + 1 >= x->argc) {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return false;
 		}
@@ -113,25 +118,38 @@ parse_del_args(struct brk_ctx *x, int from, struct del_args *d, int *rc)
 			resp_add_error(x->w, ERR_IDSCOUNT);
 			return false;
 		}
-		ids = i + 2;
+		d->first = i + 2;
 		d->n = (size_t)n;
 		i += 1 + (int)n;
 	}
-	if (ids == 0) {
-		resp_add_error(x->w, BRK_ERR_SYNTAX);
+	if (d->first == 0) {
+		resp_add_error(x->w, "ERR IDS option is required");
 		return false;
 	}
-	d->ids = echd_malloc(d->n * sizeof(*d->ids));
 	d->codes = echd_malloc(d->n);
-	if (d->ids == NULL || d->codes == NULL) {
+	if (d->codes == NULL) {
+		*rc = -ENOMEM;
+		return false;
+	}
+	memset(d->codes, DEL_NOTFOUND, d->n);
+	return true;
+}
+
+/* Parses d's ids, every one before anything is looked at; replies the
+ * error and returns false when one is wrong (*rc: 0) or memory ran out. */
+static bool
+del_args_ids(struct brk_ctx *x, struct del_args *d, int *rc)
+{
+	*rc = 0;
+	d->ids = echd_malloc(d->n * sizeof(*d->ids));
+	if (d->ids == NULL) {
 		*rc = -ENOMEM;
 		return false;
 	}
 	for (size_t j = 0; j < d->n; j++) {
-		if (!brk_parse_strict_id(x, &x->argv[ids + (int)j], 0, &d->ids[j])) {
+		if (!brk_parse_strict_id(x, &x->argv[d->first + (int)j], 0, &d->ids[j])) {
 			return false;
 		}
-		d->codes[j] = DEL_NOTFOUND;
 	}
 	return true;
 }
@@ -227,11 +245,16 @@ brk_cmd_xdelex(struct brk_ctx *x)
 		del_args_finish(&d);
 		return rc;
 	}
+	/* No key: every id is -1, the ids unread (as Redis). */
 	rc = brk_lookup(x, &key, &m);
 	if (rc == ECHD_ENOTFOUND) {
 		reply_codes(x, &d);
 		del_args_finish(&d);
 		return 0;
+	}
+	if (rc == 0 && !del_args_ids(x, &d, &rc)) {
+		del_args_finish(&d);
+		return rc;
 	}
 	if (rc == 0) {
 		rc = refs_for(x->txn, &m, d.policy, &refs);
@@ -310,6 +333,10 @@ brk_cmd_xackdel(struct brk_ctx *x)
 		reply_codes(x, &d);
 		del_args_finish(&d);
 		return 0;
+	}
+	if (rc == 0 && !del_args_ids(x, &d, &rc)) {
+		del_args_finish(&d);
+		return rc;
 	}
 	/* Acknowledge first: the group's own records must be gone before
 	 * ACKED asks who still holds an entry. */

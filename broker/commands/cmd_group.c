@@ -366,6 +366,8 @@ brk_cmd_xgroup(struct brk_ctx *x)
  * ---------------------------------------------------------------------- */
 
 static uint64_t idle_ms(uint64_t now, uint64_t t);
+static bool entry_exists(struct brk_ctx *x, const struct stream_meta *m, const struct stream_id *id,
+	int *rc);
 
 /* A row released by XNACK DELAY whose delay has not passed: no one takes
  * it (CLAIM, XCLAIM, XAUTOCLAIM, a policy's redelivery) before then. */
@@ -383,12 +385,26 @@ count_incr(uint64_t n)
 	return n < (uint64_t)LLONG_MAX ? n + 1 : n;
 }
 
-/* Delivers up to count entries after the group's cursor to consumer c.
- * With header false the entries go into an array the caller opened. */
+/* One entry of a CLAIM read: [id, fields, idle ms, deliveries before
+ * this one]; a new entry's are 0 and 0. */
+static void
+reply_claim_entry(struct resp_writer *w, const struct stream_id *id, const struct st_buf *fields,
+	uint64_t idle, uint64_t count)
+{
+	resp_add_array(w, 4);
+	brk_reply_id(w, id);
+	brk_reply_fields(w, fields);
+	resp_add_int(w, (long long)idle);
+	resp_add_int(w, (long long)count);
+}
+
+/* Delivers up to count entries after the group's cursor to consumer c,
+ * in CLAIM's four-element shape when claim is set. With header false the
+ * entries go into an array the caller opened. */
 static int
 serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
-	struct consumer_meta *c, uint64_t count, bool noack, uint64_t now, bool header, size_t *n,
-	struct brk_read_budget *budget)
+	struct consumer_meta *c, uint64_t count, bool noack, bool claim, uint64_t now, bool header,
+	size_t *n, struct brk_read_budget *budget)
 {
 	struct stream_id start = g->last_delivered, end = {UINT64_MAX, UINT64_MAX}, id, last;
 	struct stream_iter *it;
@@ -427,7 +443,11 @@ serve_new(struct brk_ctx *x, struct stream_meta *m, struct group_meta *g,
 	while ((count == 0 || *n < count) && !x->w->out->oom &&
 		!brk_read_budget_spent(budget, x->w) &&
 		(rc = stream_iter_next(it, &id, &fields)) == 0) {
-		brk_reply_entry(x->w, &id, &fields);
+		if (claim) {
+			reply_claim_entry(x->w, &id, &fields, 0, 0);
+		} else {
+			brk_reply_entry(x->w, &id, &fields);
+		}
 		group_advance(m, g, &id);
 		if (!noack) {
 			/* The PEL write may move the iterator's cursor in LMDB, but
@@ -469,7 +489,7 @@ serve_policy_new(struct brk_ctx *x, const struct st_buf *key, const struct st_bu
 	}
 	room = brk_policy_room(g, count == 0 ? 0 : count - nre);
 	if (rc == 0 && (count == 0 || nre < count) && room != UINT64_MAX) {
-		rc = serve_new(x, m, g, c, room, noack, now, false, &nnew, budget);
+		rc = serve_new(x, m, g, c, room, noack, false, now, false, &nnew, budget);
 		if (rc == 0 && nnew > 0 && !noack) {
 			rc = brk_policy_delivered(x, key, gname, g, now);
 		}
@@ -580,10 +600,26 @@ brk_pel_take(struct brk_ctx *x, struct group_meta *g, struct consumer_meta *c,
 	return pel_put(x->txn, g, c, &t, r->cid);
 }
 
-/* Claims up to count rows of cs (0: all) for c, as XAUTOCLAIM would, and
- * replies each as [id, fields, idle ms, deliveries before this one]; a
- * released row's idle is -1, as XPENDING shows it. A row whose entry is
- * gone from the stream leaves the PEL unreported (XAUTOCLAIM's rule). */
+/* Whether a row of cs still has its entry: Redis serves a CLAIM read
+ * only for a claimable row it can reply (the first live one decides). */
+static int
+claim_any_live(struct brk_ctx *x, const struct stream_meta *m, const struct claim_set *cs,
+	bool *live)
+{
+	int rc = 0;
+
+	*live = false;
+	for (size_t i = 0; i < cs->n && !*live && rc == 0; i++) {
+		*live = entry_exists(x, m, &cs->rows[i].id, &rc);
+	}
+	return rc;
+}
+
+/* Claims up to count rows of cs (0: all) for c and replies each as [id,
+ * fields, idle ms, deliveries before this one]. The idle time is Redis':
+ * now less the delivery time, so a row released by XNACK (delivery time
+ * 0) shows the clock. A row whose entry is gone from the stream is
+ * skipped and stays pending (XAUTOCLAIM and XCLAIM drop it, CLAIM not). */
 static int
 serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta *g,
 	struct consumer_meta *c, const struct claim_set *cs, uint64_t count, uint64_t now,
@@ -597,26 +633,17 @@ serve_claimed(struct brk_ctx *x, const struct stream_meta *m, struct group_meta 
 			break;
 		}
 		struct pel_row r = cs->rows[i];
-		struct st_buf fields, f, v;
-		size_t pos = 0;
-		uint64_t prev = r.cid;
+		struct st_buf fields;
 
-		rc = brk_pel_entry(x, m, g, c, &r, &fields);
+		rc = stream_get_entry(x->txn, m, &r.id, &fields);
 		if (rc == ECHD_ENOTFOUND) {
 			continue;
 		}
 		if (rc != 0) {
 			return rc;
 		}
-		resp_add_array(x->w, 4);
-		brk_reply_id(x->w, &r.id);
-		resp_add_array(x->w, stream_fields_count(&fields) * 2);
-		while (stream_fields_next(&fields, &pos, &f, &v)) {
-			resp_add_bulk(x->w, f.data, f.len);
-			resp_add_bulk(x->w, v.data, v.len);
-		}
-		resp_add_int(x->w, prev == PEL_UNOWNED ? -1 : (long long)idle_ms(now, r.delivery_time));
-		resp_add_int(x->w, (long long)r.delivery_count);
+		reply_claim_entry(x->w, &r.id, &fields, idle_ms(now, r.delivery_time),
+			r.delivery_count);
 		rc = brk_pel_take(x, g, c, &r, now);
 		if (rc != 0) {
 			return rc;
@@ -783,7 +810,10 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 			if (cs.next_at < claim_at) {
 				claim_at = cs.next_at;
 			}
-			serve = cs.n > 0;
+			rc = claim_any_live(x, &m, &cs, &serve);
+			if (rc != 0) {
+				goto out;
+			}
 		}
 		if (serve) {
 			/* claimable rows: served, whatever is new */
@@ -819,8 +849,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 					&budget);
 				if (rc == 0 && (count == 0 || nclaimed < (size_t)count)) {
 					rc = serve_new(x, &m, &g, &c,
-						count == 0 ? 0 : (uint64_t)count - nclaimed, noack, now,
-						false, &n, &budget);
+						count == 0 ? 0 : (uint64_t)count - nclaimed, noack, true,
+						now, false, &n, &budget);
 				}
 				if (rc == 0 && nclaimed + n > 0) {
 					if (nclaimed > 0 || !noack) {
@@ -839,8 +869,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 				}
 				resp_set_deferred_len(x->w, eh, '*', n);
 			} else if (is_new[i]) {
-				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, now, true, &n,
-					&budget);
+				rc = serve_new(x, &m, &g, &c, (uint64_t)count, noack, false, now,
+					true, &n, &budget);
 				if (rc == 0 && n > 0) {
 					if (!noack) {
 						/* NOACK takes nothing on: not activity (7.2+) */
@@ -1025,19 +1055,25 @@ nack_dead_letter(struct brk_ctx *x, const struct stream_meta *m, struct group_me
 
 /* XNACK key group SILENT|FAIL|FATAL IDS numids id... [RETRYCOUNT n] [FORCE]
  * [DELAY ms]:
- * the rows go back to the group, owned by no one, claimable at once. */
+ * the rows go back to the group, owned by no one, claimable at once. As
+ * Redis parses it: the key and group first, the mode in its place, then
+ * the IDS block and the options in any order (a second IDS block wins). */
 int
 brk_cmd_xnack(struct brk_ctx *x)
 {
 	struct st_buf gname = arg_buf(&x->argv[2]);
-	long long numids, retrycount = -1, released = 0, delay = 0;
+	long long numids = 0, retrycount = -1, released = 0, delay = 0;
 	enum nack_mode mode;
 	bool force = false;
 	struct stream_meta m;
 	struct group_meta g;
 	struct stream_id id;
-	int first, j, rc;
+	int first = 0, j, rc;
 
+	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
+	if (rc != 0) {
+		return rc == 1 ? 0 : rc;
+	}
 	if (brk_arg_eq(&x->argv[3], "SILENT")) {
 		mode = NACK_SILENT;
 	} else if (brk_arg_eq(&x->argv[3], "FAIL")) {
@@ -1045,32 +1081,36 @@ brk_cmd_xnack(struct brk_ctx *x)
 	} else if (brk_arg_eq(&x->argv[3], "FATAL")) {
 		mode = NACK_FATAL;
 	} else {
-		resp_add_error(x->w, BRK_ERR_SYNTAX);
+		resp_add_error(x->w, "ERR mode must be SILENT, FAIL, or FATAL");
 		return 0;
 	}
-	if (!brk_arg_eq(&x->argv[4], "IDS")) {
-		resp_add_error(x->w, BRK_ERR_SYNTAX);
-		return 0;
-	}
-	if (!brk_str2ll(x->argv[5].p, x->argv[5].len, &numids) || numids < 1) {
-		resp_add_error(x->w, "ERR Number of IDs must be a positive integer");
-		return 0;
-	}
-	first = 6;
-	if (numids > x->argc - first) {
-		resp_add_error(x->w, "ERR The `numids` parameter must match the number of arguments");
-		return 0;
-	}
-	for (j = first + (int)numids; j < x->argc; j++) {
-		if (brk_arg_eq(&x->argv[j], "RETRYCOUNT") && j + 1 < x->argc) {
-			j++;
-			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &retrycount) || retrycount < 0) {
-				resp_add_error(x->w, "ERR Invalid RETRYCOUNT option argument for XNACK");
+	for (j = 4; j < x->argc; j++) {
+		const struct resp_arg *o = &x->argv[j];
+		bool more = j + 1 < x->argc;
+
+		if (brk_arg_eq(o, "IDS") && more) {
+			if (!brk_str2ll(x->argv[j + 1].p, x->argv[j + 1].len, &numids) ||
+				numids < 1 || numids > INT_MAX) {
+				resp_add_error(x->w, "ERR numids must be a positive integer");
 				return 0;
 			}
-		} else if (brk_arg_eq(&x->argv[j], "FORCE")) {
+			first = j + 2;
+			if (numids > x->argc - first) {
+				resp_add_error(x->w, "ERR number of IDs doesn't match numids");
+				return 0;
+			}
+			j = first + (int)numids - 1;
+		} else if (brk_arg_eq(o, "FORCE")) {
 			force = true;
-		} else if (brk_arg_eq(&x->argv[j], "DELAY") && j + 1 < x->argc) {
+		} else if (brk_arg_eq(o, "RETRYCOUNT") && more) {
+			if (!brk_arg_ll(x, &x->argv[++j], &retrycount)) {
+				return 0;
+			}
+			if (retrycount < 0) {
+				resp_add_error(x->w, "ERR Invalid RETRYCOUNT value, must be >= 0");
+				return 0;
+			}
+		} else if (brk_arg_eq(o, "DELAY") && more) {
 			/* echd's extension (group policies): not handed out before */
 			j++;
 			if (!brk_str2ll(x->argv[j].p, x->argv[j].len, &delay) || delay < 0) {
@@ -1078,19 +1118,19 @@ brk_cmd_xnack(struct brk_ctx *x)
 				return 0;
 			}
 		} else {
-			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			resp_add_errorf(x->w, "ERR Unrecognized XNACK option '%.*s'", (int)o->len, o->p);
 			return 0;
 		}
+	}
+	if (first == 0) {
+		resp_add_error(x->w, "ERR syntax error, expected IDS keyword");
+		return 0;
 	}
 	/* Every id must parse before anything is released. */
 	for (j = first; j < first + numids; j++) {
 		if (!brk_parse_strict_id(x, &x->argv[j], 0, &id)) {
 			return 0;
 		}
-	}
-	rc = lookup_stream_group(x, &x->argv[1], &x->argv[2], &m, &g, "");
-	if (rc != 0) {
-		return rc == 1 ? 0 : rc;
 	}
 	for (j = first; j < first + numids; j++) {
 		struct pel_row r;
@@ -1921,7 +1961,7 @@ full_group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	size_t h, n = 0;
 	int rc;
 
-	resp_add_map(x->w, 7);
+	resp_add_map(x->w, 8);
 	resp_add_bulk_cstr(x->w, "name");
 	resp_add_bulk(x->w, name->data, name->len);
 	resp_add_bulk_cstr(x->w, "last-delivered-id");
@@ -1935,6 +1975,9 @@ full_group_cb(const struct st_buf *name, const struct group_meta *g, void *ud)
 	}
 	resp_add_bulk_cstr(x->w, "pel-count");
 	resp_add_int(x->w, (long long)g->pending);
+	/* released by XNACK and not taken since (Redis 8.8's NACK zone) */
+	resp_add_bulk_cstr(x->w, "nacked-count");
+	resp_add_int(x->w, (long long)g->nacked);
 	resp_add_bulk_cstr(x->w, "pending");
 	h = resp_add_deferred(x->w);
 	rc = pel_iter_create(x->txn, g, 0, &lo, &hi, &it);

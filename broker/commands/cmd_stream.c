@@ -32,11 +32,17 @@ brk_reply_id(struct resp_writer *w, const struct stream_id *id)
 void
 brk_reply_entry(struct resp_writer *w, const struct stream_id *id, const struct st_buf *fields)
 {
+	resp_add_array(w, 2);
+	brk_reply_id(w, id);
+	brk_reply_fields(w, fields);
+}
+
+void
+brk_reply_fields(struct resp_writer *w, const struct st_buf *fields)
+{
 	struct st_buf f, v;
 	size_t pos = 0, n = stream_fields_count(fields);
 
-	resp_add_array(w, 2);
-	brk_reply_id(w, id);
 	resp_add_array(w, n * 2);
 	while (stream_fields_next(fields, &pos, &f, &v)) {
 		resp_add_bulk(w, f.data, f.len);
@@ -150,7 +156,7 @@ struct add_args {
 static int
 parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 {
-	bool limit_given = false;
+	bool limit_given = false, policy_given = false;
 	long long limit = 0;
 	int i;
 
@@ -215,8 +221,9 @@ parse_add_trim(struct brk_ctx *x, bool xadd, struct add_args *a)
 			}
 			limit_given = true;
 			i++;
-		} else if (brk_parse_ref_policy(o, &a->policy)) {
-			continue;
+		} else if (!policy_given && brk_parse_ref_policy(o, &a->policy)) {
+			/* a second one is XTRIM's syntax error, XADD's bad id (Redis) */
+			policy_given = true;
 		} else if (xadd && brk_arg_eq(o, "NOMKSTREAM")) {
 			a->nomkstream = true;
 		} else if (xadd && ((brk_arg_eq(o, "IDMP") && more >= 2) ||
@@ -456,7 +463,8 @@ out:
 	return rc;
 }
 
-/* XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n] */
+/* XCFGSET key [IDMP-DURATION seconds] [IDMP-MAXSIZE n], in Redis' order:
+ * the key, then each option (once), then whether there was any. */
 int
 brk_cmd_xcfgset(struct brk_ctx *x)
 {
@@ -466,15 +474,20 @@ brk_cmd_xcfgset(struct brk_ctx *x)
 	long long duration = 0, maxsize = 0;
 	int rc;
 
-	if (x->argc == 2) {
-		resp_add_error(x->w, "ERR At least one parameter must be specified");
-		return 0;
+	rc = lookup_or_nokey(x, &key, &m);
+	if (rc != 0) {
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
 	for (int i = 2; i < x->argc; i += 2) {
 		bool dur = brk_arg_eq(&x->argv[i], "IDMP-DURATION");
 		long long v;
 		if ((!dur && !brk_arg_eq(&x->argv[i], "IDMP-MAXSIZE")) || i + 1 >= x->argc) {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
+			return 0;
+		}
+		if ((dur ? duration : maxsize) != 0) {
+			resp_add_error(x->w, dur ? "ERR IDMP-DURATION specified multiple times" :
+						   "ERR IDMP-MAXSIZE specified multiple times");
 			return 0;
 		}
 		if (!brk_arg_ll(x, &x->argv[i + 1], &v)) {
@@ -490,9 +503,9 @@ brk_cmd_xcfgset(struct brk_ctx *x)
 		}
 		*(dur ? &duration : &maxsize) = v;
 	}
-	rc = lookup_or_nokey(x, &key, &m);
-	if (rc != 0) {
-		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	if (duration == 0 && maxsize == 0) {
+		resp_add_error(x->w, "ERR At least one parameter must be specified");
+		return 0;
 	}
 	rc = stream_idmp_configure(x->txn, &m, (uint64_t)duration, (uint64_t)maxsize, &def);
 	if (rc != 0) {
@@ -515,20 +528,22 @@ brk_cmd_xidmprecord(struct brk_ctx *x)
 	uint64_t now = brk_now_ms();
 	int rc;
 
+	/* Redis' order and texts (t_stream.c): the id, the names, the key */
+	if (!brk_parse_strict_id(x, &x->argv[4], 0, &id)) {
+		return 0;
+	}
+	if (pid.len == 0 || iid.len == 0) {
+		resp_add_error(x->w, pid.len == 0 ? "ERR producer ID must be non-empty" :
+						    "ERR idempotent ID must be non-empty");
+		return 0;
+	}
 	rc = lookup_or_nokey(x, &key, &m);
 	if (rc != 0) {
 		return rc == ECHD_ENOTFOUND ? 0 : rc;
 	}
-	if (pid.len == 0 || iid.len == 0) {
-		resp_add_error(x->w, pid.len == 0 ? ERR_IDMP_NOPID : ERR_IDMP_NOIID);
-		return 0;
-	}
-	if (!brk_parse_strict_id(x, &x->argv[4], 0, &id)) {
-		return 0;
-	}
 	rc = stream_get_entry(x->txn, &m, &id, &fields);
 	if (rc == ECHD_ENOTFOUND) {
-		resp_add_error(x->w, "ERR The specified stream ID was deleted or doesn't exist");
+		resp_add_error(x->w, "ERR No such message in stream");
 		return 0;
 	}
 	if (rc != 0) {
@@ -537,8 +552,8 @@ brk_cmd_xidmprecord(struct brk_ctx *x)
 	rc = stream_idmp_find(x->txn, &m, &pid, &iid, now, false, &had);
 	if (rc == 0) {
 		if (stream_id_cmp(&had, &id) != 0) {
-			resp_add_error(x->w, "ERR The specified IDMP producer-id/idempotent-id pair "
-					     "maps to a different stream ID");
+			resp_add_error(x->w,
+				"ERR IID already exists for this producer with a different stream ID");
 			return 0;
 		}
 		resp_add_simple(x->w, "OK");
@@ -919,7 +934,8 @@ brk_parse_read_opts(struct brk_ctx *x, bool group, struct brk_read_opts *ro)
 				return false;
 			}
 			i++;
-			if (!brk_arg_ll(x, &x->argv[i], &ro->claim)) {
+			if (!brk_str2ll(x->argv[i].p, x->argv[i].len, &ro->claim)) {
+				resp_add_error(x->w, "ERR min-idle-time is not an integer or out of range");
 				return false;
 			}
 			if (ro->claim < 0) {

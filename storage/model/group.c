@@ -16,7 +16,13 @@
  * version appends after these. */
 #define POLICY_V1    1
 #define POLICY_FIXED (1 + 4 * 8 + 4 + 4)
-#define GROUP_VMAX   (GROUP_VLEN + POLICY_FIXED + 8 * GROUP_BACKOFF_MAX + GROUP_DEADLETTER_MAX)
+/* Then, last, the count of released rows: a tag byte and a u64. Every
+ * record is written with it; one without it (written before the count
+ * was kept) reads its count from the PEL. */
+#define NACKED_TAG   2
+#define NACKED_LEN   (1 + 8)
+#define GROUP_VMAX   (GROUP_VLEN + POLICY_FIXED + 8 * GROUP_BACKOFF_MAX + GROUP_DEADLETTER_MAX + \
+		      NACKED_LEN)
 #define CONSREC_FIXED (8 + 8 + 8)
 #define PEL_VLEN     (8 + 8 + 8)
 
@@ -79,21 +85,12 @@ get_u32(const unsigned char *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Writes g's record at p (GROUP_VMAX bytes); returns its length. */
+/* Writes the policy tail at p; returns its length. */
 static size_t
-group_encode(unsigned char *p, const struct group_meta *g)
+policy_encode(unsigned char *p, const struct group_policy *pol)
 {
-	const struct group_policy *pol = &g->policy;
-	size_t n = GROUP_VLEN;
+	size_t n = 0;
 
-	st_put_u64(p, g->gid);
-	st_put_id(p + 8, &g->last_delivered);
-	st_put_u64(p + 24, (uint64_t)g->entries_read);
-	st_put_u64(p + 32, g->pending);
-	st_put_u64(p + 40, g->consumers);
-	if (!policy_stored(pol)) {
-		return n;
-	}
 	p[n++] = POLICY_V1;
 	st_put_u64(p + n, pol->ack_wait);
 	st_put_u64(p + n + 8, pol->max_deliver);
@@ -111,8 +108,29 @@ group_encode(unsigned char *p, const struct group_meta *g)
 	return n + pol->dl_len;
 }
 
+/* Writes g's record at p (GROUP_VMAX bytes); returns its length. */
+static size_t
+group_encode(unsigned char *p, const struct group_meta *g)
+{
+	const struct group_policy *pol = &g->policy;
+	size_t n = GROUP_VLEN;
+
+	st_put_u64(p, g->gid);
+	st_put_id(p + 8, &g->last_delivered);
+	st_put_u64(p + 24, (uint64_t)g->entries_read);
+	st_put_u64(p + 32, g->pending);
+	st_put_u64(p + 40, g->consumers);
+	if (policy_stored(pol)) {
+		n += policy_encode(p + n, pol);
+	}
+	p[n] = NACKED_TAG;
+	st_put_u64(p + n + 1, g->nacked);
+	return n + NACKED_LEN;
+}
+
+/* Reads the policy tail at p (len bytes left); *used gets its length. */
 static int
-policy_decode(const unsigned char *p, size_t len, struct group_policy *pol)
+policy_decode(const unsigned char *p, size_t len, struct group_policy *pol, size_t *used)
 {
 	size_t n = 1;
 
@@ -134,17 +152,24 @@ policy_decode(const unsigned char *p, size_t len, struct group_policy *pol)
 	}
 	pol->dl_len = get_u32(p + n);
 	n += 4;
-	if (pol->dl_len > GROUP_DEADLETTER_MAX || len != n + pol->dl_len) {
+	if (pol->dl_len > GROUP_DEADLETTER_MAX || len < n + pol->dl_len) {
 		return ECHD_ECORRUPT;
 	}
 	memcpy(pol->dl, p + n, pol->dl_len);
+	*used = n + pol->dl_len;
 	return 0;
 }
 
+static int nacked_recount(struct storage_txn *t, struct group_meta *g);
+
+/* Reads a group record (v borrowed) into g; a record from before the
+ * released-row count was kept gets it by a walk of the PEL in t. */
 static int
-group_decode(const struct st_buf *v, struct group_meta *g)
+group_decode(struct storage_txn *t, const struct st_buf *v, struct group_meta *g)
 {
 	const unsigned char *p = v->data;
+	size_t rest, used;
+	int rc;
 
 	if (v->len < GROUP_VLEN) {
 		return ECHD_ECORRUPT;
@@ -155,10 +180,24 @@ group_decode(const struct st_buf *v, struct group_meta *g)
 	g->entries_read = (int64_t)st_get_u64(p + 24);
 	g->pending = st_get_u64(p + 32);
 	g->consumers = st_get_u64(p + 40);
-	if (v->len == GROUP_VLEN) {
-		return 0; /* no policy (or a row from before policies) */
+	p += GROUP_VLEN;
+	rest = v->len - GROUP_VLEN;
+	if (rest > 0 && p[0] == POLICY_V1) {
+		rc = policy_decode(p, rest, &g->policy, &used);
+		if (rc != 0) {
+			return rc;
+		}
+		p += used;
+		rest -= used;
 	}
-	return policy_decode(p + GROUP_VLEN, v->len - GROUP_VLEN, &g->policy);
+	if (rest == NACKED_LEN && p[0] == NACKED_TAG) {
+		g->nacked = st_get_u64(p + 1);
+		return 0;
+	}
+	if (rest != 0) {
+		return ECHD_ECORRUPT;
+	}
+	return nacked_recount(t, g);
 }
 
 int
@@ -177,7 +216,7 @@ group_lookup(struct storage_txn *t, const struct stream_meta *m, const struct st
 	kb.len = k.len;
 	rc = storage_get(t, STORAGE_T_GROUPS, &kb, &v);
 	if (rc == 0) {
-		rc = group_decode(&v, out);
+		rc = group_decode(t, &v, out);
 	}
 	namekey_finish(&k);
 	return rc;
@@ -306,6 +345,7 @@ prefix_each(struct storage_txn *t, enum storage_table tb, uint64_t id, prefix_ro
 }
 
 struct group_walk {
+	struct storage_txn *t;
 	group_fn fn;
 	void *ud;
 };
@@ -315,7 +355,7 @@ group_row(const struct st_buf *name, const struct st_buf *val, void *ud)
 {
 	struct group_walk *w = ud;
 	struct group_meta g;
-	int rc = group_decode(val, &g);
+	int rc = group_decode(w->t, val, &g);
 
 	return rc != 0 ? rc : w->fn(name, &g, w->ud);
 }
@@ -323,7 +363,7 @@ group_row(const struct st_buf *name, const struct st_buf *val, void *ud)
 int
 group_each(struct storage_txn *t, const struct stream_meta *m, group_fn fn, void *ud)
 {
-	struct group_walk w = {fn, ud};
+	struct group_walk w = {t, fn, ud};
 
 	return prefix_each(t, STORAGE_T_GROUPS, m->sid, group_row, &w);
 }
@@ -953,9 +993,17 @@ pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 
 	assert(r->cid == cid);
 	if (prev_cid != cid) {
+		if (cid == PEL_UNOWNED) {
+			g->nacked++;
+		}
 		if (prev_cid == PEL_NEW) {
 			g->pending++;
-		} else if (prev_cid != PEL_UNOWNED) {
+		} else if (prev_cid == PEL_UNOWNED) {
+			if (g->nacked == 0) {
+				return ECHD_ECORRUPT;
+			}
+			g->nacked--;
+		} else {
 			rc = cpel_set(t, g, prev_cid, &r->id, false);
 			if (rc == 0) {
 				rc = consumer_adjust(t, g, prev_cid, -1);
@@ -1062,12 +1110,38 @@ pel_remove_run(struct storage_txn *t, struct group_meta *g, const struct stream_
 	if (rc != 0) {
 		return rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
 	}
-	if (g->pending == 0) {
+	if (g->pending == 0 || (r.cid == PEL_UNOWNED && g->nacked == 0)) {
 		return ECHD_ECORRUPT;
 	}
 	g->pending--;
+	if (r.cid == PEL_UNOWNED) {
+		g->nacked--;
+	}
 	run->n++;
 	return 0;
+}
+
+static int
+nacked_recount(struct storage_txn *t, struct group_meta *g)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	struct pel_iter *it;
+	struct pel_row r;
+	int rc;
+
+	g->nacked = 0;
+	if (g->pending == 0) {
+		return 0;
+	}
+	rc = pel_iter_create(t, g, 0, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		g->nacked += r.cid == PEL_UNOWNED;
+	}
+	pel_iter_destroy(it);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
 }
 
 int
@@ -1676,7 +1750,7 @@ group_policy_each(struct storage_txn *t, unsigned ndb, group_policy_fn fn, void 
 			rc = ECHD_ECORRUPT;
 			break;
 		}
-		rc = group_decode(&val, &g);
+		rc = group_decode(t, &val, &g);
 		if (rc != 0) {
 			break;
 		}

@@ -10,8 +10,9 @@
  *   pel        gid(8) ms(8) seq(8)    -> cid(8) delivery-time(8) count(8)
  *   cpel       gid(8) cid(8) ms seq   -> (empty): one consumer's PEL in id order
  * A pel row with cid PEL_UNOWNED (released by XNACK) has no cpel row.
- * Counters (group pending, consumers, consumer pending) are kept exact in
- * the same transaction as the rows, so summaries cost O(consumers).
+ * Counters (group pending and released, consumers, consumer pending) are
+ * kept exact in the same transaction as the rows, so summaries cost
+ * O(consumers).
  * Every function runs inside the caller's transaction.
  */
 #ifndef ECHD_STORAGE_GROUP_H
@@ -51,6 +52,7 @@ struct group_meta {
 	struct stream_id last_delivered;
 	int64_t entries_read; /* or GROUP_ENTRIES_READ_UNKNOWN */
 	uint64_t pending;     /* rows in the group PEL */
+	uint64_t nacked;      /* of them released (PEL_UNOWNED): Redis' NACK zone */
 	uint64_t consumers;
 	struct group_policy policy; /* unused bytes zero: records compare with memcmp */
 };

@@ -179,8 +179,9 @@ struct stream_trim {
 	const struct stream_refs *refs; /* NULL: KEEPREF */
 };
 /* Trims; *removed counts the entries removed. Updates m. Under ACKED the
- * entries a group holds are skipped, not removed, and trimming goes on
- * past them (exact) or stops at the first node holding one (~). */
+ * entries a group holds are skipped, not removed. As in Redis, ~ spares
+ * the inside of the first node the target cuts through only under KEEPREF
+ * (refs NULL); DELREF and ACKED trim it exactly (up to the limit). */
 int stream_trim(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
 	uint64_t *removed);
 /* Deletes one entry. Returns 0 or ECHD_ENOTFOUND. Updates m (length,

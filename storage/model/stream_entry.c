@@ -605,23 +605,28 @@ trim_in_node(struct storage_txn *t, struct stream_meta *m, struct node *n,
 #define TRIM_ON   3 /* the node stays (ACKED kept some): look at the one after it */
 
 /* Trims node n, the first one not yet looked at, as Redis' streamTrim()
- * does. */
+ * does: a node the target passes whole (eligible) goes whole, or under
+ * ACKED entry by entry, and the next node is looked at; the first node
+ * that is not eligible is trimmed inside (exactly) and is the last. With
+ * ~ KEEPREF stops there untouched; DELREF and ACKED trim inside it all the
+ * same (Redis ignores ~ for them, but for its LIMIT). */
 static int
 trim_node(struct storage_txn *t, struct stream_meta *m, const struct stream_trim *tr,
 	struct node *n, uint64_t *deleted)
 {
 	const struct stream_refs *refs = tr->refs;
-	bool remove_node, on;
+	bool eligible, remove_node, on;
 	int rc;
 
 	if (tr->limit && *deleted + n->live > tr->limit) {
 		return TRIM_STOP;
 	}
 	if (tr->strategy == STREAM_TRIM_MAXLEN) {
-		remove_node = m->length - n->live >= tr->maxlen;
+		eligible = m->length - n->live >= tr->maxlen;
 	} else {
-		remove_node = stream_id_cmp(&n->last, &tr->minid) < 0;
+		eligible = stream_id_cmp(&n->last, &tr->minid) < 0;
 	}
+	remove_node = eligible;
 	if (remove_node && refs != NULL && refs->policy == STREAM_REF_ACKED) {
 		bool held, stop;
 		rc = refs->held(refs->ud, &n->first, &n->last, &held, &stop);
@@ -649,12 +654,22 @@ trim_node(struct storage_txn *t, struct stream_meta *m, const struct stream_trim
 		}
 		return TRIM_NEXT;
 	}
-	if (tr->approx) {
+	if (tr->approx && (refs == NULL || refs->policy == STREAM_REF_KEEP)) {
 		return TRIM_STOP;
 	}
 	/* Remove entries inside this node, in id order, until the target. */
 	rc = trim_in_node(t, m, n, tr, deleted, &on);
-	return rc != 0 ? rc : on ? TRIM_ON : TRIM_STOP;
+	if (rc != 0) {
+		return rc;
+	}
+	if (eligible && n->live == 0) {
+		/* what held it was pending rows of entries already gone */
+		rc = node_save_or_drop(t, m, n);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	return eligible && on ? TRIM_ON : TRIM_STOP;
 }
 
 int

@@ -55,7 +55,8 @@ CONSUMERS = ("a", "b", "c")
 CLOCK_FIELDS = {b"idle", b"seen-time", b"active-time", b"inactive"}
 IDMP_FIELDS = {b"idmp-duration", b"idmp-maxsize", b"pids-tracked", b"iids-tracked",
                b"iids-added", b"iids-duplicates"}
-SKIPPED_FIELDS = CLOCK_FIELDS | IDMP_FIELDS | {b"lag", b"entries-read",
+NACK_FIELDS = {b"nacked-count"}   # Redis 8.8's XINFO STREAM FULL; 7.0 has none
+SKIPPED_FIELDS = CLOCK_FIELDS | IDMP_FIELDS | NACK_FIELDS | {b"lag", b"entries-read",
                                                b"recorded-first-entry-id", b"consumers",
                                                b"radix-tree-nodes"}
 

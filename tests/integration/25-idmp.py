@@ -265,15 +265,21 @@ def test_xcfgset_clears_only_on_change(server):
     assert idmp_fields(c) == [50, 100, 0, 0, 2, 4]       # lifetime counters stay
     n = c.call("XADD", "s", "IDMP", "p1", "r1", "*", "f", "v")
     assert n != a and c.call("XLEN", "s") == 3
-    # repeated settings apply once; the last of a repeated option wins
-    c.call("XCFGSET", "s", "IDMP-MAXSIZE", "5", "IDMP-MAXSIZE", "6")
-    assert idmp_fields(c)[:2] == [50, 6]
+    # an option given twice is refused (Redis' t_stream.c), nothing changed
+    assert c.err("XCFGSET", "s", "IDMP-MAXSIZE", "5", "IDMP-MAXSIZE", "6") == \
+        "ERR IDMP-MAXSIZE specified multiple times"
+    assert c.err("XCFGSET", "s", "IDMP-DURATION", "5", "IDMP-MAXSIZE", "6", "IDMP-DURATION",
+                 "7") == "ERR IDMP-DURATION specified multiple times"
+    assert idmp_fields(c)[:2] == [50, 100]
 
 
 @echd_only(R86)
 def test_xcfgset_errors(server):
     c = server.raw()
     assert c.err("XCFGSET", "s", "IDMP-DURATION", "5") == "ERR no such key"
+    # the key is looked up first (Redis' order): a missing one answers so whatever follows
+    assert c.err("XCFGSET", "s", "BOGUS") == "ERR no such key"
+    assert c.err("XCFGSET", "s") == "ERR no such key"
     c.call("XADD", "s", "*", "f", "v")
     assert c.err("XCFGSET", "s").startswith("ERR At least one parameter")
     for args in (("IDMP-DURATION",), ("IDMP-MAXSIZE",), ("INVALID",), ("INVALID", "1"),
@@ -338,15 +344,17 @@ def test_xidmprecord(server):
     c.call("XADD", "s", "2-1", "f", "v")
     assert c.call_raw("XIDMPRECORD", "s", "p", "i", "1-1") == b"+OK\r\n"
     assert c.call_raw("XIDMPRECORD", "s", "p", "i", "1-1") == b"+OK\r\n"    # idempotent
+    # Redis 8.8's texts and order (t_stream.c): the id, the names, the key, the entry
     assert c.err("XIDMPRECORD", "s", "p", "i", "2-1") == (
-        "ERR The specified IDMP producer-id/idempotent-id pair maps to a different stream ID")
-    assert c.err("XIDMPRECORD", "s", "p", "j", "3-1") == (
-        "ERR The specified stream ID was deleted or doesn't exist")
-    assert c.err("XIDMPRECORD", "s", "", "j", "1-1") == "ERR IDMP requires a non-empty producer ID"
-    assert c.err("XIDMPRECORD", "s", "p", "", "1-1") == (
-        "ERR IDMP requires a non-empty idempotent ID")
+        "ERR IID already exists for this producer with a different stream ID")
+    assert c.err("XIDMPRECORD", "s", "p", "j", "3-1") == "ERR No such message in stream"
+    assert c.err("XIDMPRECORD", "s", "", "j", "1-1") == "ERR producer ID must be non-empty"
+    assert c.err("XIDMPRECORD", "s", "p", "", "1-1") == "ERR idempotent ID must be non-empty"
     assert c.err("XIDMPRECORD", "s", "p", "j", "abc") == (
         "ERR Invalid stream ID specified as stream command argument")
+    assert c.err("XIDMPRECORD", "nokey", "", "j", "abc") == (
+        "ERR Invalid stream ID specified as stream command argument")
+    assert c.err("XIDMPRECORD", "nokey", "", "j", "1-1") == "ERR producer ID must be non-empty"
     assert c.err("XIDMPRECORD", "s", "p", "j") == (
         "ERR wrong number of arguments for 'xidmprecord' command")
     # what it recorded is what a retried XADD finds

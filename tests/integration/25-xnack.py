@@ -13,6 +13,7 @@ the page leaves a case open, the decision is in docs/compatibility.md.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,12 +26,19 @@ TIMEOUT = 60
 ECHD_ONLY = "Redis 8.8 command; 7.0 lacks it"
 
 LLONG_MAX = 9223372036854775807
-SYNTAX = "ERR syntax error"
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
-NUMIDS = "ERR Number of IDs must be a positive integer"
-NUMIDS_MATCH = "ERR The `numids` parameter must match the number of arguments"
-RETRY = "ERR Invalid RETRYCOUNT option argument for XNACK"
+# Redis 8.8's own texts (t_stream.c xnackCommand)
+MODE = "ERR mode must be SILENT, FAIL, or FATAL"
+NUMIDS = "ERR numids must be a positive integer"
+NUMIDS_MATCH = "ERR number of IDs doesn't match numids"
+RETRY = "ERR Invalid RETRYCOUNT value, must be >= 0"
+NO_IDS = "ERR syntax error, expected IDS keyword"
+NOT_INT = "ERR value is not an integer or out of range"
 ARITY = "ERR wrong number of arguments for 'xnack' command"
+
+
+def UNRECOGNIZED(opt):
+    return "ERR Unrecognized XNACK option '%s'" % opt
 
 
 def NOGROUP(key, group):
@@ -215,24 +223,51 @@ def test_claim_and_ack_released(server):
 
 
 def test_errors(server):
+    """Redis 8.8's texts, in its order: the key and group, the mode, then the options."""
     c = server.raw()
     setup(c, 2)
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1") == ARITY
-    assert c.err("XNACK", "s", "g", "MAYBE", "IDS", "1", "1-1") == SYNTAX
-    assert c.err("XNACK", "s", "g", "FAIL", "ID", "1", "1-1") == SYNTAX
+    assert c.err("XNACK", "s", "g", "MAYBE", "IDS", "1", "1-1") == MODE
+    assert c.err("XNACK", "s", "g", "IDS", "1", "1-1", "FAIL") == MODE     # the mode's place
+    assert c.err("XNACK", "s", "g", "FAIL", "ID", "1", "1-1") == UNRECOGNIZED("ID")
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "0", "1-1") == NUMIDS
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "-1", "1-1") == NUMIDS
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "x", "1-1") == NUMIDS
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "3", "1-1", "2-1") == NUMIDS_MATCH
-    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "2-1") == SYNTAX
-    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "RETRYCOUNT") == SYNTAX
+    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "2-1") == UNRECOGNIZED("2-1")
+    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "RETRYCOUNT") == \
+        UNRECOGNIZED("RETRYCOUNT")
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "RETRYCOUNT", "-1") == RETRY
-    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "RETRYCOUNT", "x") == RETRY
+    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "RETRYCOUNT", "x") == NOT_INT
+    assert c.err("XNACK", "s", "g", "FAIL", "RETRYCOUNT", "x", "IDS", "1", "1-1") == NOT_INT
+    assert c.err("XNACK", "s", "g", "FAIL", "FORCE", "RETRYCOUNT", "1") == NO_IDS
     assert c.err("XNACK", "s", "g", "FAIL", "IDS", "2", "1-1", "zz") == INVALID_ID
     assert c.err("XNACK", "s", "nog", "FAIL", "IDS", "1", "1-1") == NOGROUP("s", "nog")
     assert c.err("XNACK", "nokey", "g", "FAIL", "IDS", "1", "1-1") == NOGROUP("nokey", "g")
+    # the group is looked up before anything else is read
+    assert c.err("XNACK", "s", "nog", "MAYBE", "ID", "x", "y") == NOGROUP("s", "nog")
+    # echd's DELAY keeps its own text
+    assert c.err("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1", "DELAY", "-1") == \
+        "ERR Invalid DELAY option argument for XNACK"
     # nothing changed by the refused ones (a bad id refuses the whole command)
     assert pel(c) == [("1-1", "c1", ">=0", 1), ("2-1", "c1", ">=0", 1)]
+
+
+def test_options_before_ids(server):
+    """RETRYCOUNT, FORCE (and DELAY) may come before the IDS block; a second block wins."""
+    c = server.raw()
+    setup(c, 4)
+    assert c.call("XNACK", "s", "g", "FAIL", "RETRYCOUNT", "5", "IDS", "1", "1-1") == 1
+    assert c.call("XNACK", "s", "g", "SILENT", "FORCE", "RETRYCOUNT", "2", "IDS", "1",
+                  "9-1") == 0
+    c.call("XADD", "s", "9-1", "f", "v")
+    assert c.call("XNACK", "s", "g", "fatal", "force", "ids", "1", "9-1", "retrycount",
+                  "3") == 1
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "3-1", "IDS", "1", "2-1") == 1
+    assert pel(c) == [("1-1", "", -1, 5), ("2-1", "", -1, 1), ("3-1", "c1", ">=0", 1),
+                      ("4-1", "c1", ">=0", 1), ("9-1", "", -1, 3)]
+    assert c.call("XNACK", "s", "g", "FAIL", "DELAY", "60000", "IDS", "1", "4-1") == 1
+    assert pel(c)[3] == ("4-1", "", -1, 1)
 
 
 def test_command_info(server):
@@ -343,14 +378,24 @@ def test_pipeline_in_one_batch(server):
 # ---------------------------------------------------------------------------
 
 CLAIM_NEG = "ERR min-idle-time must be a positive integer"
+CLAIM_NOT_INT = "ERR min-idle-time is not an integer or out of range"
 CLAIM_XREAD = "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
-NOT_INT = "ERR value is not an integer or out of range"
 
 
 def claimed(entry):
-    """A claimed entry: [id, fields, idle, count] -> (id, idle, count)."""
+    """A claimed entry: [id, fields, idle, count] -> (id, idle, count). The idle time of a
+    released entry is Redis': now less its delivery time 0, the clock ("clock")."""
     assert len(entry) == 4 and isinstance(entry[2], int) and isinstance(entry[3], int), entry
-    return entry[0].decode(), entry[2], entry[3]
+    idle = entry[2]
+    if idle > 10 ** 12:
+        assert abs(idle - time.time() * 1000) < 60000, entry
+        idle = "clock"
+    return entry[0].decode(), idle, entry[3]
+
+
+def new(eid, *fv):
+    """A new entry in a CLAIM read: four elements, idle 0, delivered 0 times before."""
+    return [eid.encode(), [x.encode() for x in (fv or ("f", "v"))], 0, 0]
 
 
 def test_claim_ordering(server):
@@ -362,17 +407,19 @@ def test_claim_ordering(server):
     time.sleep(0.25)
     c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "3", "STREAMS", "s", ">")    # 3 4 5
     time.sleep(0.1)
-    c.call("XNACK", "s", "g", "FAIL", "IDS", "2", "5-1", "4-1")
+    # (Redis claims released entries in the order they were released, echd in id order:
+    # here both are the same)
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "2", "4-1", "5-1")
     got = c.call("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "50", "STREAMS", "s", ">")
     assert [k for k, _ in got] == [b"s"]
     entries = got[0][1]
     head = [claimed(x) for x in entries[:5]]
     assert [h[0] for h in head] == ["4-1", "5-1", "1-1", "2-1", "3-1"], head
-    assert [h[1] for h in head[:2]] == [-1, -1]                    # released: idle -1
+    assert [h[1] for h in head[:2]] == ["clock", "clock"]          # released: now - 0
     assert head[2][1] >= 300 and head[3][1] >= 300, head           # c1's, the oldest
     assert 100 <= head[4][1] < head[2][1], head                    # then c2's
     assert [h[2] for h in head] == [1, 1, 1, 1, 1]                 # deliveries before
-    assert entries[5:] == [[b"6-1", [b"f", b"v"]], [b"7-1", [b"f", b"v"]]]   # new, plain
+    assert entries[5:] == [new("6-1"), new("7-1")]                  # new: 0 and 0
     rows = c.call("XPENDING", "s", "g", "-", "+", "10")
     assert [(r[0], r[1], r[3]) for r in rows] == [
         (b"1-1", b"c3", 2), (b"2-1", b"c3", 2), (b"3-1", b"c3", 2), (b"4-1", b"c3", 2),
@@ -387,10 +434,10 @@ def test_claim_count_and_min_idle(server):
     fill(c, "s", 6)
     c.call("XGROUP", "CREATE", "s", "g", "0")
     c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "3", "STREAMS", "s", ">")    # 1 2 3
-    # nothing idle that long: only new entries, plain
+    # nothing idle that long: only new entries, in the four-element shape
     got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "3600000",
                  "STREAMS", "s", ">")
-    assert got == [[b"s", [[b"4-1", [b"f", b"v"]]]]]
+    assert got == [[b"s", [new("4-1")]]]
     time.sleep(0.05)
     # COUNT covers claimed and new together: 2 claimed, no room for new
     got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "2", "CLAIM", "0",
@@ -401,7 +448,8 @@ def test_claim_count_and_min_idle(server):
     got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "5", "CLAIM", "0",
                  "STREAMS", "s", ">")
     assert [x[0].decode() for x in got[0][1]] == ["3-1", "4-1", "1-1", "2-1", "5-1"], got
-    assert [len(x) for x in got[0][1]] == [4, 4, 4, 4, 2], got
+    assert [len(x) for x in got[0][1]] == [4, 4, 4, 4, 4], got
+    assert got[0][1][4] == new("5-1")
     assert [claimed(x)[2] for x in got[0][1][:4]] == [1, 1, 2, 2], got
     # the history form ignores CLAIM: plain entries of the consumer
     got = c.call("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "s", "0")
@@ -417,8 +465,8 @@ def test_claim_noack_and_resp3(server):
     # NOACK applies to the new entries only: the claimed one is pending for c2
     got = c.call("XREADGROUP", "GROUP", "g", "c2", "NOACK", "CLAIM", "10", "STREAMS", "s",
                  ">")
-    assert claimed(got[0][1][0]) == ("1-1", -1, 0)
-    assert [x[0] for x in got[0][1][1:]] == [b"2-1", b"3-1"]
+    assert claimed(got[0][1][0]) == ("1-1", "clock", 0)
+    assert got[0][1][1:] == [new("2-1"), new("3-1")]
     rows = c.call("XPENDING", "s", "g", "-", "+", "10")
     assert [(r[0], r[1], r[3]) for r in rows] == [(b"1-1", b"c2", 1)]
     # RESP3: a map of streams, claimed entries as in RESP2
@@ -426,7 +474,7 @@ def test_claim_noack_and_resp3(server):
     c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1")
     got = c.call("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "10", "STREAMS", "s", ">")
     assert isinstance(got, dict) and list(got) == [b"s"], got
-    assert claimed(got[b"s"][0]) == ("1-1", -1, 1)
+    assert claimed(got[b"s"][0]) == ("1-1", "clock", 1)
 
 
 def test_claim_several_streams(server):
@@ -439,9 +487,9 @@ def test_claim_several_streams(server):
     c.call("XNACK", "b", "g", "FAIL", "IDS", "1", "1-1")
     got = c.call("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "3600000", "STREAMS", "a", "b",
                  ">", ">")
-    assert got[0] == [b"a", [[b"2-1", [b"f", b"v"]]]]
-    assert got[1][0] == b"b" and claimed(got[1][1][0]) == ("1-1", -1, 1)
-    assert got[1][1][1] == [b"2-1", [b"f", b"v"]]
+    assert got[0] == [b"a", [new("2-1")]]
+    assert got[1][0] == b"b" and claimed(got[1][1][0]) == ("1-1", "clock", 1)
+    assert got[1][1][1] == new("2-1")
 
 
 def test_claim_errors(server):
@@ -450,9 +498,20 @@ def test_claim_errors(server):
     c.call("XGROUP", "CREATE", "s", "g", "0")
     assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "-1", "STREAMS", "s", ">") == \
         CLAIM_NEG
-    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "x", "STREAMS", "s", ">") == NOT_INT
+    # Redis 8.4's own text for anything that is not an integer (its tests: test, 5.5,
+    # 10e, +10, -0, -5.5 ...); a negative integer has the other one
+    for bad in ("x", "test", "5.5", "5,5", "-0", "+10", "10e", "-10e", "-5.5", " 10", "010",
+                "9223372036854775808"):
+        assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", bad, "STREAMS", "s", ">") == \
+            CLAIM_NOT_INT, bad
+    for neg in ("-10", "-42", "-9223372036854775808"):
+        assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", neg, "STREAMS", "s", ">") == \
+            CLAIM_NEG, neg
     # as COUNT and BLOCK: the word after CLAIM is its value
-    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "STREAMS", "s", ">") == NOT_INT
+    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "STREAMS", "s", ">") == \
+        CLAIM_NOT_INT
+    assert c.err("XREADGROUP", "GROUP", "g", "c", "CLAIM", "10", "CLAIM", "COUNT", "1",
+                 "STREAMS", "s", ">") == CLAIM_NOT_INT
     assert c.err("XREAD", "CLAIM", "10", "STREAMS", "s", "0") == CLAIM_XREAD
     assert c.call("COMMAND", "GETKEYS", "XREADGROUP", "GROUP", "g", "c", "CLAIM", "10",
                   "STREAMS", "s", ">") == [b"s"]
@@ -507,10 +566,150 @@ def test_claim_block_wakes_on_xnack_and_times_out(server):
     assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1") == 1
     got = r.read()
     assert time.monotonic() - t0 < 5
-    assert claimed(got[0][1][0]) == ("1-1", -1, 1)
+    assert claimed(got[0][1][0]) == ("1-1", "clock", 1)
     # a blocked CLAIM reader still takes new entries as they come
     r.send("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "10000", "CLAIM", "60000", "STREAMS",
            "s", ">")
     time.sleep(0.2)
     c.call("XADD", "s", "5-1", "f", "v")
-    assert r.read() == [[b"s", [[b"5-1", [b"f", b"v"]]]]]
+    assert r.read() == [[b"s", [new("5-1")]]]
+
+
+# ---------------------------------------------------------------------------
+# issue 35: CLAIM's reply as Redis 8.x gives it, and the groups' nacked-count
+# ---------------------------------------------------------------------------
+
+def test_claim_reply_shape_raw(server):
+    """Every entry of a CLAIM read has four elements, claimed or new, in RESP2 and RESP3:
+    the bytes, not only the decoded shape."""
+    c = server.raw()
+    fill(c, "s", 3)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">")    # 1
+    c.call("XCLAIM", "s", "g", "c1", "0", "1-1", "IDLE", "5000")
+    raw = c.call_raw("XREADGROUP", "GROUP", "g", "c2", "COUNT", "2", "CLAIM", "1000",
+                     "STREAMS", "s", ">")
+    m = re.fullmatch(rb"\*1\r\n\*2\r\n\$1\r\ns\r\n\*2\r\n"
+                     rb"\*4\r\n\$3\r\n1-1\r\n\*2\r\n\$1\r\nf\r\n\$1\r\nv\r\n:(\d+)\r\n:2\r\n"
+                     rb"\*4\r\n\$3\r\n2-1\r\n\*2\r\n\$1\r\nf\r\n\$1\r\nv\r\n:0\r\n:0\r\n", raw)
+    assert m and 5000 <= int(m.group(1)) < 65000, raw
+    c.call("HELLO", "3")
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "2-1")
+    raw = c.call_raw("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "1000", "STREAMS", "s", ">")
+    m = re.fullmatch(rb"%1\r\n\$1\r\ns\r\n\*2\r\n"
+                     rb"\*4\r\n\$3\r\n2-1\r\n\*2\r\n\$1\r\nf\r\n\$1\r\nv\r\n:(\d+)\r\n:1\r\n"
+                     rb"\*4\r\n\$3\r\n3-1\r\n\*2\r\n\$1\r\nf\r\n\$1\r\nv\r\n:0\r\n:0\r\n", raw)
+    assert m and abs(int(m.group(1)) - time.time() * 1000) < 60000, raw   # now - 0
+
+
+def test_claim_only_trimmed_is_null(server):
+    """Claimable entries trimmed away: Redis can reply none of them, so the read is served
+    as if there were none (null, every time), and they stay pending."""
+    c = server.raw()
+    fill(c, "s", 3)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")                  # 1 2 3
+    assert c.call("XTRIM", "s", "MAXLEN", "0") == 3
+    for _ in range(2):
+        assert c.call("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "s",
+                      ">") is None
+    assert c.call("XPENDING", "s", "g") == [3, b"1-1", b"3-1", [[b"c1", b"3"]]]
+    # one of them released: still nothing to reply; BLOCK times out (RESP3: null)
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "2-1")
+    c.call("HELLO", "3")
+    t0 = time.monotonic()
+    assert c.call("XREADGROUP", "GROUP", "g", "c2", "BLOCK", "200", "CLAIM", "0",
+                  "STREAMS", "s", ">") is None
+    assert time.monotonic() - t0 >= 0.15
+    assert c.call_raw("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "s",
+                      ">") == b"_\r\n"
+    # a new entry is served, the trimmed rows skipped and left where they were
+    c.call("XADD", "s", "4-1", "f", "v")
+    assert c.call("XREADGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "s", ">") == \
+        {b"s": [new("4-1")]}
+    assert pel(c) == [("1-1", "c1", ">=0", 1), ("2-1", "", -1, 1), ("3-1", "c1", ">=0", 1),
+                      ("4-1", "c2", ">=0", 1)]
+    # a live claimable entry among dead ones: only it
+    time.sleep(0.01)
+    got = c.call("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "0", "STREAMS", "s", ">")
+    assert [claimed(x)[0] for x in got[b"s"]] == ["4-1"], got
+
+
+def test_claim_redis_py(server):
+    """redis-py reads CLAIM replies. Debian's 4.3.4 has no claim parameter: the command goes
+    through execute_command and its XREADGROUP parser, which keeps id and fields of each
+    entry. The clients with CLAIM support unpack four elements from every entry (the
+    IndexError of issue 35 on a two-element one): done here on the same reply, raw."""
+    c = server.raw()
+    fill(c, "s", 4)
+    c.call("XGROUP", "CREATE", "s", "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "c1", "COUNT", "2", "STREAMS", "s", ">")    # 1 2
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1")
+    r = server.client()
+    got = r.execute_command("XREADGROUP", "GROUP", "g", "c2", "COUNT", "2", "CLAIM", "0",
+                            "STREAMS", "s", ">")
+    assert got == [["s", [("1-1", {"f": "v"}), ("2-1", {"f": "v"})]]], got
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "1-1")
+    got = c.call("XREADGROUP", "GROUP", "g", "c3", "CLAIM", "3600000", "STREAMS", "s", ">")
+    parsed = []
+    for eid, fields, idle, count in got[0][1]:
+        parsed.append((eid, dict(zip(fields[0::2], fields[1::2])), idle > 0, count))
+    assert parsed == [(b"1-1", {b"f": b"v"}, True, 2), (b"3-1", {b"f": b"v"}, False, 0),
+                      (b"4-1", {b"f": b"v"}, False, 0)], got
+
+
+def full_groups(c, key="s"):
+    """XINFO STREAM FULL's groups as dicts, keys in order."""
+    d = kv(c.call("XINFO", "STREAM", key, "FULL"))
+    return [kv(g) if isinstance(g, list) else {k.decode(): v for k, v in g.items()}
+            for g in d["groups"]]
+
+
+def test_nacked_count(server):
+    """XINFO STREAM FULL gives each group nacked-count, right after pel-count: the entries
+    released by XNACK and not delivered since. It is kept with the rows (survives kill -9)."""
+    c = server.raw()
+    setup(c, 6)
+    [g] = full_groups(c)
+    assert list(g) == ["name", "last-delivered-id", "entries-read", "lag", "pel-count",
+                       "nacked-count", "pending", "consumers"], list(g)
+    assert (g["pel-count"], g["nacked-count"]) == (6, 0)
+    c.call("XNACK", "s", "g", "FAIL", "IDS", "4", "1-1", "2-1", "3-1", "4-1")
+    c.call("XNACK", "s", "g", "SILENT", "IDS", "1", "4-1")           # again: still one
+    assert full_groups(c)[0]["nacked-count"] == 4
+    # the released ones in the group's pending list: consumer "", delivery time 0
+    assert [(p[0], p[1], p[2]) for p in full_groups(c)[0]["pending"][:2]] == \
+        [(b"1-1", b"", 0), (b"2-1", b"", 0)]
+    # re-delivered (CLAIM, XCLAIM, XAUTOCLAIM), acknowledged: out of the count
+    got = c.call("XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "3600000",
+                 "STREAMS", "s", ">")
+    assert claimed(got[0][1][0])[0] == "1-1"
+    c.call("XCLAIM", "s", "g", "c2", "3600000", "2-1")
+    c.call("XACK", "s", "g", "3-1")
+    assert full_groups(c)[0]["nacked-count"] == 1
+    c.call("XAUTOCLAIM", "s", "g", "c3", "3600000", "0")
+    assert full_groups(c)[0]["nacked-count"] == 0
+    # FORCE-made, DELAYed (echd), XACKDEL'd and DELREF-trimmed ones
+    c.call("XADD", "s", "7-1", "f", "v")
+    c.call("XADD", "s", "8-1", "f", "v")
+    assert c.call("XNACK", "s", "g", "FATAL", "IDS", "2", "7-1", "8-1", "FORCE") == 2
+    assert c.call("XNACK", "s", "g", "FAIL", "IDS", "1", "5-1", "DELAY", "60000") == 1
+    assert full_groups(c)[0]["nacked-count"] == 3
+    server.restart(kill=signal.SIGKILL)
+    c = server.raw()
+    assert full_groups(c)[0]["nacked-count"] == 3
+    assert c.call("XACKDEL", "s", "g", "IDS", "1", "8-1") == [1]
+    assert c.call("XTRIM", "s", "MAXLEN", "2", "DELREF") == 5          # 1..5-1 and their rows
+    [g] = full_groups(c)
+    assert (g["pel-count"], g["nacked-count"]) == (2, 1)                # 6-1 (c1), 7-1
+    # a second group keeps its own count; RESP3 gives the same field
+    c.call("XGROUP", "CREATE", "s", "h", "0")
+    c.call("XREADGROUP", "GROUP", "h", "x", "STREAMS", "s", ">")
+    c.call("XNACK", "s", "h", "FAIL", "IDS", "1", "6-1")
+    c.call("HELLO", "3")
+    got = c.call("XINFO", "STREAM", "s", "FULL")
+    counts = {g[b"name"]: g[b"nacked-count"] for g in got[b"groups"]}
+    assert counts == {b"g": 1, b"h": 1}
+    c.call("XGROUP", "DELCONSUMER", "s", "g", "c2")
+    assert {g[b"name"]: g[b"nacked-count"]
+            for g in c.call("XINFO", "STREAM", "s", "FULL")[b"groups"]} == counts

@@ -280,7 +280,8 @@ csum_fn(const struct st_buf *name, const struct consumer_meta *c, void *ud)
 }
 
 /* The group's invariants, from storage: pending == PEL rows == CPEL rows +
- * released rows == the sum of its consumers' pending + released rows; each consumer's pending == its CPEL
+ * released rows == the sum of its consumers' pending + released rows, the
+ * released ones its nacked count; each consumer's pending == its CPEL
  * rows; consumers == consumer and record rows; every PEL row's owner exists
  * and indexes it, and every CPEL row's PEL row names that consumer. */
 static void
@@ -365,6 +366,7 @@ verify_group(const struct group_meta *g)
 	U64_EQ(pel, g->pending);
 	U64_EQ(cpel + unowned, g->pending);
 	U64_EQ(s.pending + unowned, g->pending);
+	U64_EQ(unowned, g->nacked);
 }
 
 /* A group at 0-0 with consumers c0.. and ids 1-0 .. nrows-0 delivered round
@@ -2947,14 +2949,19 @@ START_TEST(test_refs_trim_acked)
 	check_count_after(&m, 3, 3);
 	U64_EQ(m.nodes, 2);
 
-	/* ~: the first node (1..5) holds 2 and 3: nothing goes */
+	/* ~ under ACKED as Redis: the first node (1..5) holds 2 and 3 and
+	 * stays; the next one, which the target cuts through, is trimmed
+	 * inside all the same */
 	tr = (struct stream_trim){.strategy = STREAM_TRIM_MAXLEN, .approx = true, .limit = 500,
 		.maxlen = 3};
-	U64_EQ(trim_refs(&m, &tr, STREAM_REF_ACKED), 0);
-	/* KEEPREF hooks never hold: the first node goes whole */
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_ACKED), 2); /* 8 9 */
+	live_ids(&m, ids, sizeof(ids));
+	ck_assert_str_eq(ids, "2 3 10");
+	/* KEEPREF hooks never hold: the first node goes whole, ~ spares the next */
+	tr.maxlen = 1;
 	U64_EQ(trim_refs(&m, &tr, STREAM_REF_KEEP), 2);
 	live_ids(&m, ids, sizeof(ids));
-	ck_assert_str_eq(ids, "8 9 10");
+	ck_assert_str_eq(ids, "10");
 	U64_EQ(m.nodes, 1);
 	/* and the records stay */
 	gload(&m, "g1", &g1);
@@ -2975,10 +2982,11 @@ START_TEST(test_refs_trim_delref)
 	char ids[256];
 
 	refs_fixture(&m, &g1, &g2);
-	/* ~ removes the node 1..5 whole; its entries' records go with it */
-	U64_EQ(trim_refs(&m, &tr, STREAM_REF_DEL), 5);
+	/* ~ removes the node 1..5 whole, its entries' records with it, and
+	 * (as Redis under DELREF) trims inside the next node to the target */
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_DEL), 6);
 	live_ids(&m, ids, sizeof(ids));
-	ck_assert_str_eq(ids, "6 7 8 9 10");
+	ck_assert_str_eq(ids, "7 8 9 10");
 	gload(&m, "g1", &g1);
 	gload(&m, "g2", &g2);
 	U64_EQ(g1.pending, 0);
@@ -2995,7 +3003,7 @@ START_TEST(test_refs_trim_delref)
 		gsave(&m, "g1", &g1);
 	}
 	tr = (struct stream_trim){.strategy = STREAM_TRIM_MINID, .minid = ID(9, 0)};
-	U64_EQ(trim_refs(&m, &tr, STREAM_REF_DEL), 3);
+	U64_EQ(trim_refs(&m, &tr, STREAM_REF_DEL), 2);
 	gload(&m, "g1", &g1);
 	U64_EQ(g1.pending, 1); /* 9-1 stays */
 	verify_group(&g1);
@@ -3281,7 +3289,8 @@ pid(uint64_t ms, uint64_t seq)
 }
 
 /* A policy survives the record's round trip, a row without one (48 bytes,
- * as every row before policies) reads as none, and group_copy() keeps it. */
+ * as every row before policies, and the 9 of the released count) reads as
+ * none, and group_copy() keeps it. */
 START_TEST(test_policy_record)
 {
 	struct stream_meta m, m2;
@@ -3294,11 +3303,11 @@ START_TEST(test_policy_record)
 	add_range(&m, 1, 3);
 	gcreate(&m, "g", ID(0, 0), 0, &g);
 	savestream(0, "s", &m);
-	/* no policy: the record is the plain 48 bytes */
+	/* no policy: the record is the plain 48 bytes and the released count */
 	st_put_u64(key, m.sid);
 	key[8] = 'g';
 	OK(storage_get(tx, STORAGE_T_GROUPS, &kb, &v));
-	U64_EQ(v.len, 48);
+	U64_EQ(v.len, 48 + 9);
 	memcpy(raw, v.data, 48);
 	gload(&m, "g", &got);
 	ck_assert(!group_policy_active(&got.policy));
@@ -3343,6 +3352,89 @@ START_TEST(test_policy_record)
 	U64_EQ(got.policy.nbackoff, 3);
 	U64_EQ(got.policy.backoff[2], 40);
 	ck_assert(got.policy.dl_len == 4 && memcmp(got.policy.dl, "dead", 4) == 0);
+	commit();
+}
+END_TEST
+
+/* The released (nacked) count follows every move into and out of the
+ * unowned state in the same transaction, survives the record's round
+ * trip, and a record written before it was kept (no tail, or a policy
+ * tail only) reads it from the PEL. */
+START_TEST(test_nacked_count)
+{
+	struct stream_meta m;
+	struct group_meta g, got;
+	struct consumer_meta c;
+	struct pel_row r;
+	struct st_buf gn = B("g");
+	unsigned char key[9], raw[1024];
+	struct st_buf kb = {key, 9}, v;
+	size_t len;
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 5);
+	gcreate(&m, "g", ID(0, 0), 0, &g);
+	ccreate(&g, "c", 1, &c);
+	for (uint64_t i = 1; i <= 5; i++) {
+		deliver(&g, &c, i, 1, 10);
+	}
+	U64_EQ(g.nacked, 0);
+	csave(&g, "c", &c); /* a release changes the stored record */
+	/* released: 2 and 3, and 3 again (no change) */
+	OK(pel_get(tx, &g, pid(2, 1), &r));
+	OK(pel_release(tx, &g, &r, c.cid));
+	OK(pel_get(tx, &g, pid(3, 1), &r));
+	OK(pel_release(tx, &g, &r, c.cid));
+	OK(pel_release(tx, &g, &r, PEL_UNOWNED));
+	U64_EQ(g.nacked, 2);
+	/* FORCE-made released row: a new one */
+	OK(pel_remove(tx, &g, pid(5, 1)));
+	r = (struct pel_row){.id = ID(5, 1), .cid = PEL_UNOWNED};
+	OK(pel_release(tx, &g, &r, PEL_NEW));
+	U64_EQ(g.nacked, 3);
+	U64_EQ(g.pending, 5);
+	/* taken by a consumer (a claim): one less; acknowledged: one less */
+	cload(&g, "c", &c);
+	OK(pel_get(tx, &g, pid(2, 1), &r));
+	r.cid = c.cid;
+	r.delivery_time = 20;
+	OK(pel_put(tx, &g, &c, &r, PEL_UNOWNED));
+	OK(pel_remove(tx, &g, pid(5, 1)));
+	U64_EQ(g.nacked, 1);
+	U64_EQ(g.pending, 4);
+	csave(&g, "c", &c);
+	gsave(&m, "g", &g);
+	savestream(0, "s", &m);
+	gload(&m, "g", &got);
+	U64_EQ(got.nacked, 1);
+	verify_group(&got);
+
+	/* a record from before the count: read from the PEL (3-1 released) */
+	st_put_u64(key, m.sid);
+	key[8] = 'g';
+	OK(storage_get(tx, STORAGE_T_GROUPS, &kb, &v));
+	U64_EQ(v.len, 48 + 9);
+	memcpy(raw, v.data, 48);
+	OK(storage_put(tx, STORAGE_T_GROUPS, &kb, &(struct st_buf){raw, 48}, 0));
+	OK(group_lookup(tx, &m, &gn, &got));
+	U64_EQ(got.nacked, 1);
+	U64_EQ(got.pending, 4);
+	/* with a policy tail and no count */
+	got.policy.ack_wait = 1000;
+	gsave(&m, "g", &got);
+	OK(storage_get(tx, STORAGE_T_GROUPS, &kb, &v));
+	len = v.len - 9;
+	memcpy(raw, v.data, len);
+	OK(storage_put(tx, STORAGE_T_GROUPS, &kb, &(struct st_buf){raw, len}, 0));
+	memset(&got, 0, sizeof(got));
+	OK(group_lookup(tx, &m, &gn, &got));
+	U64_EQ(got.nacked, 1);
+	U64_EQ(got.policy.ack_wait, 1000);
+	/* saved again, the count is stored (a stale one would show) */
+	got.nacked = 7;
+	gsave(&m, "g", &got);
+	gload(&m, "g", &got);
+	U64_EQ(got.nacked, 7);
 	commit();
 }
 END_TEST
@@ -3555,6 +3647,7 @@ policy_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_policy_record);
+	tcase_add_test(tc, test_nacked_count);
 	tcase_add_test(tc, test_policy_wait_deadline);
 	tcase_add_test(tc, test_policy_collect_due);
 	tcase_add_test(tc, test_policy_dead_letter);
