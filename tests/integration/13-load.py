@@ -17,6 +17,8 @@ from echdtest import RespConn, encode_command, timeout, wait_until
 
 ECHD_ONLY = "load and resource limits: echd's own memory figures and limits"
 TIMEOUT = 240
+# run.py -j: alone, since it loads the machine and bounds another client's latency
+SERIAL = True
 
 MAX_CONNS = 10000
 PING_LIMIT = 2.0          # seconds: the worst PING latency allowed while under load

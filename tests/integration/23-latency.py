@@ -12,6 +12,8 @@ import time
 from echdtest import Verbatim, echd_only
 
 PCTS = "latency-tracking-info-percentiles"
+# run.py -j: alone, since it measures how long commands take
+SERIAL = True
 BIG = 32 * 1024 * 1024      # an XADD of this much takes milliseconds on any machine
 
 

@@ -41,6 +41,8 @@ PG_SUITE = False
 PG_SUITE_WHY = ("its tests start PostgreSQL and the front ends themselves: the LMDB pass "
                 "already runs them on postgres")
 TIMEOUT = 170
+# run.py -j: alone: it starts PostgreSQL clusters and front ends of its own and times takeovers
+SERIAL = True
 
 TAKEOVER_MAX = 5.0       # seconds from kill -9 of the active to a standby serving
 HA_RETRY_MS = 100
