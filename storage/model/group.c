@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1663,30 +1664,15 @@ pel_due_rebuild(struct storage_txn *t, const struct group_meta *g)
 {
 	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
 	unsigned char sk[8];
-	struct st_buf key, val, seek = {sk, 8};
-	struct storage_cursor *c;
+	unsigned budget = UINT_MAX;
 	struct pel_iter *it;
 	struct pel_row r;
+	bool done;
 	int rc;
 
 	st_put_u64(sk, g->gid);
-	rc = storage_cursor_open(t, STORAGE_T_DUE, &c);
+	rc = st_delete_prefix(t, STORAGE_T_DUE, sk, 8, &budget, &done);
 	if (rc != 0) {
-		return rc;
-	}
-	rc = storage_cursor_seek(c, &seek, &key, &val);
-	while (rc == 0) {
-		if (key.len < 8 || memcmp(key.data, sk, 8) != 0) {
-			rc = ECHD_ENOTFOUND;
-			break;
-		}
-		rc = storage_cursor_del(c);
-		if (rc == 0) {
-			rc = storage_cursor_next(c, &key, &val);
-		}
-	}
-	storage_cursor_close(c);
-	if (rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
 	if (!group_policy_timed(&g->policy) || g->pending == 0) {
