@@ -11,6 +11,8 @@ import signal
 import threading
 import time
 
+from echdtest import lmdb_only
+
 TIMEOUT = 60
 ECHD_ONLY = "echd's own extension: Redis has no group policies"
 
@@ -589,3 +591,49 @@ def test_deadlines_fire_after_restart(server):
     assert counts(c, key="r")["1-1"] == ("w2", 2)
     assert wait_for(lambda: c.call("XLEN", "dlq") == 1)
     assert c.call("XPENDING", "d", "g")[0] == 0
+
+
+def fixture(server, *args):
+    import os
+    import subprocess
+    exe = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(server.exe))), "tests",
+                       "adm-fixture")
+    r = subprocess.run([exe, server.dir] + list(args), capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+@lmdb_only("adm-fixture writes LMDB directories")
+def test_due_rows_checked_and_rebuilt(server):
+    """echo-admin check verifies the due rows (a policy's stored deadlines) against the PEL;
+    a PEL without any (as an echd before them left it) is no problem, and echd writes them
+    when it starts: the deadlines fire."""
+    c = server.raw()
+    for k in ("r", "d"):
+        for i in (1, 2):
+            c.call("XADD", k, "%d-1" % i, "f", k)
+        c.call("XGROUP", "CREATE", k, "g", "0")
+    c.call("XGROUP", "SETPOLICY", "r", "g", "ACKWAIT", "300")
+    c.call("XGROUP", "SETPOLICY", "d", "g", "ACKWAIT", "300", "MAXDELIVER", "1",
+           "DEADLETTER", "dlq")
+    t0 = time.time()
+    assert ids(read(c, "w1", key="r")) == ["1-1", "2-1"]
+    assert ids(read(c, "w1", key="d")) == ["1-1", "2-1"]
+    server.stop()
+    assert server.check_data() is None
+    fixture(server, "due-shift", "r", "g")
+    bad = server.check_data()
+    assert "the due row of 1-1 says redelivery at" in bad, bad
+    assert "1 pending entries have no due row (the first: 1-1)" in bad, bad
+    assert "FAILED: 2 problems" in bad, bad
+    for k in ("r", "d"):
+        fixture(server, "due-clear", k, "g")
+    assert server.check_data() is None
+    server.start()
+    c = server.raw()
+    b = server.raw()
+    assert ids(read(b, "w2", key="r", block=10000)) == ["1-1", "2-1"]
+    assert time.time() - t0 >= 0.3
+    assert wait_for(lambda: c.call("XLEN", "dlq") == 2)
+    assert c.call("XPENDING", "d", "g")[0] == 0
+    assert server.check_data() is None
