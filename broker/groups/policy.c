@@ -354,20 +354,21 @@ brk_policy_acked(struct brk_ctx *x, const struct st_buf *key, const struct group
 
 /* ---- the timer ----------------------------------------------------------- */
 
-/* One group whose time came: dead-letters up to *budget spent rows (less
- * what it did), wakes readers for redeliveries, and sets its next time.
+/* One group whose time came: dead-letters up to limit spent rows (*n:
+ * how many), wakes readers for redeliveries, and sets its next time.
  * Returns 1 when p is to be dropped. */
 static int
 pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint64_t now,
-	size_t *budget)
+	size_t limit, size_t *n)
 {
 	struct st_buf key = {p->name, p->klen}, gname = {p->name + p->klen, p->glen};
 	struct pel_due peek = {NULL, 0, 0, UINT64_MAX};
 	struct stream_meta m;
 	struct group_meta g;
 	uint64_t next0 = UINT64_MAX, at1;
-	size_t n = 0;
 	int rc;
+
+	*n = 0;
 
 	rc = stream_lookup(t, p->db, &key, &m);
 	if (rc == 0 && stream_expired(&m, now)) {
@@ -392,9 +393,9 @@ pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint
 		}
 	}
 	if (rc == 0) {
-		rc = dead_letter_due(srv, t, p->db, &key, &gname, &m, &g, now, *budget, &next0, &n);
+		rc = dead_letter_due(srv, t, p->db, &key, &gname, &m, &g, now, limit, &next0, n);
 	}
-	if (rc == 0 && n > 0) {
+	if (rc == 0 && *n > 0) {
 		rc = group_save(t, &m, &gname, &g);
 	}
 	if (rc == 0) {
@@ -408,8 +409,7 @@ pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint
 		}
 		p->due = at1 <= now;
 		p->at = p->due || next0 < at1 ? next0 : at1;
-		*budget -= n;
-		if (n > 0) {
+		if (*n > 0) {
 			srv->batch_writes++;
 		}
 	}
@@ -455,7 +455,7 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct storage_txn *t, *child;
 	uint64_t now = brk_now_ms();
 	struct brk_pgroup *p, *next, *last = NULL;
-	size_t budget = turn_rows(srv);
+	size_t cap = turn_rows(srv), done = 0, n;
 	int rc;
 
 	(void)fd;
@@ -473,7 +473,7 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 			echd_log(ECHD_LOG_WARNING, "group policy: %s", echd_strerror(rc));
 		}
 	}
-	for (p = srv->policies; t != NULL && p != NULL && budget > 0; p = next) {
+	for (p = srv->policies; t != NULL && p != NULL && done < cap; p = next) {
 		next = p->next;
 		if (p->at > now) {
 			continue;
@@ -483,7 +483,7 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (rc != 0) {
 			break;
 		}
-		rc = pg_run(srv, child, p, now, &budget);
+		rc = pg_run(srv, child, p, now, cap - done, &n);
 		if (rc == 1) {
 			storage_txn_abort(child);
 			pg_drop(srv, p);
@@ -497,14 +497,16 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (rc != 0) {
 			echd_log(ECHD_LOG_WARNING, "group policy: %s", echd_strerror(rc));
 			p->at = now + POLICY_RETRY_MS;
+		} else {
+			done += n;
 		}
 		last = p;
 	}
-	if (budget == 0 && last != NULL) {
+	if (done >= cap && last != NULL) {
 		pg_to_tail(srv, last); /* the cap was reached there: the others first next turn */
 	}
-	if (turn_rows(srv) - budget > srv->stats.policy_turn_rows_max) {
-		srv->stats.policy_turn_rows_max = turn_rows(srv) - budget;
+	if (done > srv->stats.policy_turn_rows_max) {
+		srv->stats.policy_turn_rows_max = done;
 	}
 	if (t == NULL) {
 		for (p = srv->policies; p != NULL; p = p->next) {
