@@ -175,6 +175,8 @@ struct brk_stats {
 	uint64_t map_grows;
 	uint64_t meta_flush_waits; /* flush-wait-us ran out before a commit came */
 	uint64_t gc_rows;
+	uint64_t policy_dead_lettered; /* rows dead-lettered at their deadline (timer, reads) */
+	uint64_t policy_turn_rows_max; /* the most one policy timer turn handled */
 	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key, acl_denied_channel;
 };
 
@@ -620,12 +622,13 @@ int brk_xgroup_setpolicy(struct brk_ctx *x);
  * the timer, at once; nothing when no group has a policy). */
 void brk_policy_rescan(struct brk_server *srv);
 /* XREADGROUP '>' of a group with a policy, before the consumer is touched:
- * when the group may have rows due, collects them into *due (owned:
- * pel_due_finish()), dead-lettering those past MAXDELIVER (g changes).
- * Returns 1 after such a scan, 0 when there was none, or an error. */
+ * when the group may have rows due, dead-letters those past MAXDELIVER (up
+ * to policy-batch-rows; g changes, *changed) and collects up to count (0:
+ * all) of the others into *due (owned: pel_due_finish()), by deadline.
+ * Returns 1 after such a look, 0 when there was none, or an error. */
 int brk_policy_prepare(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
-	const struct stream_meta *m, struct group_meta *g, uint64_t now, struct pel_due *due,
-	bool *changed);
+	const struct stream_meta *m, struct group_meta *g, uint64_t now, uint64_t count,
+	struct pel_due *due, bool *changed);
 /* Hands up to count (0: all) of due's rows to c in the plain entry shape,
  * within budget (NULL: none; XREAD's MAXCOUNT/MAXSIZE), and records the
  * group's next due time. */
@@ -647,6 +650,9 @@ int brk_policy_released(struct brk_ctx *x, const struct resp_arg *key, const str
 /* After acks in g (pending was before): wakes readers waiting for room. */
 void brk_policy_acked(struct brk_ctx *x, const struct st_buf *key, const struct group_meta *g,
 	uint64_t before);
+/* A batch was not committed (commit.c): what the timer and readers saw in
+ * it did not happen, so every policy group is looked at again soon. */
+void brk_policy_batch_failed(struct brk_server *srv);
 
 /* Stream helpers shared by cmd_stream.c and cmd_group.c */
 void brk_reply_id(struct resp_writer *w, const struct stream_id *id);

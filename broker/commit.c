@@ -143,6 +143,7 @@ brk_batch_commit(struct brk_server *srv)
 		} else {
 			srv->stats.commit_failures++;
 			srv->expire_next_ms = 0; /* keys it dropped are back */
+			brk_policy_batch_failed(srv); /* so are rows it acked or dead-lettered */
 			echd_log(ECHD_LOG_WARNING, "batch commit of %llu write commands failed: %s",
 				(unsigned long long)srv->batch_writes, echd_strerror(rc));
 		}
@@ -183,6 +184,7 @@ brk_batch_abort(struct brk_server *srv, int rc)
 	srv->batch = NULL;
 	srv->stats.commit_failures++;
 	srv->expire_next_ms = 0; /* keys it dropped are back */
+	brk_policy_batch_failed(srv);
 	echd_log(ECHD_LOG_WARNING, "batch of %llu commands aborted: %s",
 		(unsigned long long)srv->batch_cmds, echd_strerror(rc));
 	srv->batch_writes = 0;

@@ -141,6 +141,8 @@ static const struct opt opts[] = {
 		NULL, "commands one MULTI may queue before it is refused"},
 	{"gc-batch-rows", OPT_INT, true, "10000", OFF(gc_batch_rows), 1, 100000000, NULL,
 		"rows of deleted streams removed per batch"},
+	{"policy-batch-rows", OPT_INT, true, "1000", OFF(policy_batch_rows), 1, 100000000, NULL,
+		"entries group policies dead-letter per loop turn (the timer) and per XREADGROUP"},
 	{"active-expire-keys", OPT_INT, true, "64", OFF(active_expire_keys), 0, 100000, NULL,
 		"expired keys dropped per loop turn by the background cycle; 0 = only when used"},
 	{"requirepass", OPT_STR, true, "", OFF(requirepass), 0, 0, NULL,

@@ -75,6 +75,7 @@ struct brk_config {
 	double latency_pcts[BRK_MAX_LATENCY_PCTS]; /* INFO latencystats' percentiles */
 	int nlatency_pcts;
 	long long gc_batch_rows;      /* rows of deleted streams removed per batch */
+	long long policy_batch_rows;  /* rows the policy timer dead-letters per loop turn */
 	long long active_expire_keys; /* expired keys dropped per turn; 0 = lazily only */
 	long long flush_wait_us;      /* wait for a next commit before flushing alone */
 	long long multi_max_commands; /* commands one MULTI may queue */

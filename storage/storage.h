@@ -63,6 +63,7 @@ enum storage_table {
 	STORAGE_T_TRASH,     /* stream ids whose rows are still being deleted */
 	STORAGE_T_EXPIRES,   /* expiry ms + db + stream id -> (empty), for active expiry */
 	STORAGE_T_IDMP,      /* stream id + ... -> idempotent producers' records (stream_idmp.c) */
+	STORAGE_T_DUE,       /* group id + kind + deadline + ms + seq -> (empty): policy deadlines */
 	STORAGE_T__COUNT
 };
 

@@ -8,7 +8,8 @@
  *   its node rows and metadata (length, first/last id, node count, tail);
  *   every group's consumers against their records, its PEL against each
  *   consumer's index (cpel) both ways (a row XNACK released has no owner and
- *   no index row), the group's policy (BACKOFF values positive), and the
+ *   no index row), the group's policy (BACKOFF values positive), its due
+ *   rows against its PEL both ways (a timed policy's deadlines), and the
  *   pending counters against
  *   the rows; ids in order; and no row whose stream or group is neither
  *   live nor queued for deletion (trash).
@@ -32,6 +33,7 @@
 #define SHOW_MAX   1000 /* problems printed; all are counted */
 #define NODE_FIXED (8 * 3 + 16 + 4)
 #define PEL_VLEN   24
+#define DUE_KLEN   33
 
 struct idset {
 	uint64_t *v;
@@ -526,6 +528,125 @@ out:
 	return rc;
 }
 
+/* When a pending row is due under policy p, as group.h defines it (worked
+ * out again here, not by the model's pel_due_of()): *at and *kind (0 dead-
+ * lettered then, 1 handed out again); false when it has no deadline. */
+static bool
+due_expected(const struct group_policy *p, const unsigned char *pv, uint64_t *at, int *kind)
+{
+	uint64_t cid = get_u64(pv), time = get_u64(pv + 8), count = get_u64(pv + 16), wait;
+
+	if (p->ack_wait == 0 && p->nbackoff == 0) {
+		return false;
+	}
+	if (cid == PEL_UNOWNED) {
+		*at = time;
+	} else {
+		uint64_t i = count == 0 ? 0 : count - 1;
+		wait = p->nbackoff > 0 ? p->backoff[i < p->nbackoff ? i : p->nbackoff - 1]
+				       : p->ack_wait;
+		if (wait == 0 || time > UINT64_MAX - wait) {
+			return false;
+		}
+		*at = time + wait;
+	}
+	*kind = p->max_deliver != 0 && count >= p->max_deliver ? 0 : 1;
+	return true;
+}
+
+/* due: gid(8) kind(1) deadline(8) ms seq -> (empty). A group whose policy
+ * is timed has one due row per pending row with a deadline, and no other;
+ * one without has none. A group with pending rows and no due row at all
+ * holds a PEL of an echd before due rows, which echd completes when it
+ * starts: not a problem. */
+static int
+check_due(struct chk *c, const struct group_meta *g)
+{
+	struct storage_cursor *cur = NULL;
+	struct st_buf key, val;
+	struct stream_id id, first = {0, 0};
+	uint64_t rows = 0, missing = 0, at;
+	char ib[48];
+	int rc, kind;
+
+	rc = seek_prefix(c, STORAGE_T_DUE, g->gid, &cur, &key, &val);
+	while (rc == 0 && has_prefix(&key, g->gid)) {
+		const unsigned char *k = key.data;
+		unsigned char pk[24];
+		struct st_buf pkb = {pk, 24}, pv;
+		int grc;
+
+		rows++;
+		if (key.len != DUE_KLEN || k[8] > 1 || val.len != 0) {
+			problem(c, "a due row has a %zu-byte key (kind %u) and a %zu-byte value",
+				key.len, key.len > 8 ? k[8] : 0, val.len);
+			rc = storage_cursor_next(cur, &key, &val);
+			continue;
+		}
+		get_id(k + 17, &id);
+		put_u64(pk, g->gid);
+		memcpy(pk + 8, k + 17, 16);
+		grc = storage_get(c->t, STORAGE_T_PEL, &pkb, &pv);
+		if (grc == ECHD_ENOTFOUND) {
+			problem(c, "a due row names %s, which is not pending", idstr(&id, ib));
+		} else if (grc != 0) {
+			rc = grc;
+			break;
+		} else if (pv.len != PEL_VLEN) {
+			/* check_pel() reports the row */
+		} else if (!due_expected(&g->policy, pv.data, &at, &kind)) {
+			problem(c, "a due row names %s, which has no deadline under the policy",
+				idstr(&id, ib));
+		} else if (at != get_u64(k + 9) || kind != k[8]) {
+			problem(c,
+				"the due row of %s says %s at %llu, its pending entry %s at %llu",
+				idstr(&id, ib), k[8] ? "redelivery" : "dead-lettering",
+				(unsigned long long)get_u64(k + 9),
+				kind ? "redelivery" : "dead-lettering", (unsigned long long)at);
+		}
+		rc = storage_cursor_next(cur, &key, &val);
+	}
+	storage_cursor_close(cur);
+	cur = NULL;
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	/* and the other way: each pending row with a deadline has its due row */
+	rc = seek_prefix(c, STORAGE_T_PEL, g->gid, &cur, &key, &val);
+	while (rc == 0 && has_prefix(&key, g->gid)) {
+		unsigned char dk[DUE_KLEN];
+		struct st_buf dkb = {dk, DUE_KLEN}, dv;
+		int grc;
+
+		if (key.len == 24 && val.len == PEL_VLEN &&
+			due_expected(&g->policy, val.data, &at, &kind)) {
+			put_u64(dk, g->gid);
+			dk[8] = (unsigned char)kind;
+			put_u64(dk + 9, at);
+			memcpy(dk + 17, (const unsigned char *)key.data + 8, 16);
+			grc = storage_get(c->t, STORAGE_T_DUE, &dkb, &dv);
+			if (grc == ECHD_ENOTFOUND) {
+				if (missing++ == 0) {
+					get_id((const unsigned char *)key.data + 8, &first);
+				}
+			} else if (grc != 0) {
+				rc = grc;
+				break;
+			}
+		}
+		rc = storage_cursor_next(cur, &key, &val);
+	}
+	storage_cursor_close(cur);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	if (missing > 0 && rows > 0) {
+		problem(c, "%llu pending entries have no due row (the first: %s)",
+			(unsigned long long)missing, idstr(&first, ib));
+	}
+	return 0;
+}
+
 static int
 check_groups(struct chk *c, const struct stream_meta *m)
 {
@@ -561,6 +682,9 @@ check_groups(struct chk *c, const struct stream_meta *m)
 			}
 			if (rc == 0) {
 				rc = check_pel(c, m, &g, v, nv);
+			}
+			if (rc == 0) {
+				rc = check_due(c, &g);
 			}
 			echd_free(v);
 		}
@@ -1299,6 +1423,9 @@ check_all(struct chk *c)
 	if (rc == 0) {
 		rc = check_orphans(
 			c, STORAGE_T_IDMP, "idempotency", &c->sids, &c->trash_s, "stream");
+	}
+	if (rc == 0) {
+		rc = check_orphans(c, STORAGE_T_DUE, "due", &c->gids, &c->trash_g, "group");
 	}
 	if (rc != 0) {
 		return rc;

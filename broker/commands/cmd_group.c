@@ -794,7 +794,8 @@ brk_cmd_xreadgroup(struct brk_ctx *x)
 		if (is_new[i] && claim < 0 && group_policy_active(&g.policy)) {
 			/* echd's group policies: redeliveries and MAXACKPENDING */
 			policy = true;
-			rc = brk_policy_prepare(x, &key, &gname, &m, &g, now, &due, &pchanged);
+			rc = brk_policy_prepare(x, &key, &gname, &m, &g, now, (uint64_t)count,
+				&due, &pchanged);
 			if (rc < 0) {
 				goto out;
 			}

@@ -226,6 +226,9 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)s->rejected_connections);
 		resp_buf_printf(b, "expired_keys:%llu\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\n",
 			(unsigned long long)s->expired_keys);
+		resp_buf_printf(b, "policy_dead_lettered:%llu\r\npolicy_turn_rows_max:%llu\r\n",
+			(unsigned long long)s->policy_dead_lettered,
+			(unsigned long long)s->policy_turn_rows_max);
 		resp_buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
 			(unsigned long long)s->expired_obuf);
 		resp_buf_printf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);

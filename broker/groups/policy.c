@@ -2,15 +2,22 @@
  * back-off, redelivery to '>' readers, dead-lettering, in-flight limits.
  *
  * The promise kept here: a group without a policy costs nothing. The policy
- * lives in the group's record (group.c); this file keeps, for the groups
- * that have one, an in-memory index of when each may next have a row due
- * (a lower bound: a delivery lowers it, a scan of the group's PEL sets it
- * exactly) and one timer at the earliest of them. XREADGROUP '>' scans a
- * group's PEL only when its time has come; the timer dead-letters the rows
- * past MAXDELIVER and wakes the group's blocked readers for the others, in
- * the batch, so the dead-letter record, the ack and the count commit
- * together. The index is rebuilt at start from the stored records (every
- * policy group looked at once, at once).
+ * lives in the group's record, and each pending row of a group whose policy
+ * is timed has a due row keyed by its deadline, written with the PEL row
+ * (group.c): the next due rows are found in O(log pending), and they are
+ * what committed, restarted or read by another front end. This file keeps,
+ * for the groups with a policy, an in-memory lower bound of when the timer
+ * may have work there, and one timer at the earliest of them. The bound
+ * may only fall outside the timer: a due row written anywhere lowers it
+ * (group.c's hook), and a batch that fails lowers every bound to a retry
+ * soon, since what the timer read in that batch did not happen. The timer
+ * raises a bound only to what the due rows say, inside its batch.
+ * XREADGROUP '>' dead-letters the rows past MAXDELIVER and redelivers the
+ * due ones, in deadline order, only when the group may have some; the timer
+ * dead-letters with nobody reading, at most policy-batch-rows rows a loop
+ * turn (the rest in the next turns), and wakes the group's blocked readers
+ * for redeliveries. The index is rebuilt at start and when a front end
+ * becomes active (every policy group looked at once, at once).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,13 +27,17 @@
 
 #include "broker.h"
 
+/* After a failed commit or storage error: look again this much later. */
+#define POLICY_RETRY_MS 1000
+
 /* One group with a policy. Linear lists: a server has few such groups. */
 struct brk_pgroup {
 	struct brk_pgroup *next;
 	unsigned db;
 	uint64_t gid;
-	uint64_t at;  /* ms: no row is due before (UINT64_MAX: none pending) */
-	bool due;     /* rows are due and wait for a reader (the timer skips it) */
+	uint64_t at;  /* ms: the timer has nothing to do here before (a lower bound) */
+	bool due;     /* redeliveries wait for a reader: woken once, not again */
+	bool checked; /* its due rows were looked at since load (an older echd wrote none) */
 	size_t klen, glen;
 	unsigned char name[]; /* key, then group name */
 };
@@ -51,7 +62,7 @@ pg_arm(struct brk_server *srv)
 	struct timeval tv;
 
 	for (struct brk_pgroup *p = srv->policies; p != NULL; p = p->next) {
-		if (!p->due && p->at < at) {
+		if (p->at < at) {
 			at = p->at;
 		}
 	}
@@ -75,11 +86,11 @@ pg_arm(struct brk_server *srv)
 	srv->policy_timer_at = at;
 }
 
-/* Records that g's next row is due at at (lowering a later time unless
- * exact), due when rows wait for a reader. Returns 0 or -ENOMEM. */
+/* Lowers g's time to at (a group not indexed yet, or indexed under an
+ * older group of that name, starts there). Returns 0 or -ENOMEM. */
 static int
-pg_note(struct brk_server *srv, unsigned db, const struct st_buf *key, const struct st_buf *gname,
-	uint64_t gid, uint64_t at, bool due, bool exact)
+pg_lower(struct brk_server *srv, unsigned db, const struct st_buf *key, const struct st_buf *gname,
+	uint64_t gid, uint64_t at)
 {
 	struct brk_pgroup *p = pg_find(srv, db, key, gname);
 
@@ -93,19 +104,38 @@ pg_note(struct brk_server *srv, unsigned db, const struct st_buf *key, const str
 		p->glen = gname->len;
 		memcpy(p->name, key->data, key->len);
 		memcpy(p->name + key->len, gname->data, gname->len);
-		p->at = UINT64_MAX;
-		p->due = false;
+		p->gid = gid + 1; /* set below */
 		p->next = srv->policies;
 		srv->policies = p;
-		exact = true;
 	}
-	p->gid = gid;
-	if (exact || at < p->at) {
+	if (p->gid != gid) {
+		p->gid = gid;
+		p->at = at;
+		p->due = false;
+		p->checked = false;
+	} else if (at < p->at) {
 		p->at = at;
 	}
-	p->due = exact ? due : p->due || due;
 	pg_arm(srv);
 	return 0;
+}
+
+/* group.c's hook: a due row of group gid was written, due at at. */
+static void
+due_written(void *ud, uint64_t gid, uint64_t at)
+{
+	struct brk_server *srv = ud;
+	bool lower = false;
+
+	for (struct brk_pgroup *p = srv->policies; p != NULL; p = p->next) {
+		if (p->gid == gid && at < p->at) {
+			p->at = at;
+			lower = true;
+		}
+	}
+	if (lower && at < srv->policy_timer_at) {
+		pg_arm(srv);
+	}
 }
 
 static void
@@ -120,63 +150,109 @@ pg_drop(struct brk_server *srv, struct brk_pgroup *gone)
 	}
 }
 
+/* Moves p to the end of the list: the next timer turn serves the others first. */
+static void
+pg_to_tail(struct brk_server *srv, struct brk_pgroup *p)
+{
+	struct brk_pgroup **pp = &srv->policies;
+
+	while (*pp != NULL && *pp != p) {
+		pp = &(*pp)->next;
+	}
+	if (*pp == NULL || p->next == NULL) {
+		return;
+	}
+	*pp = p->next;
+	while (*pp != NULL) {
+		pp = &(*pp)->next;
+	}
+	p->next = NULL;
+	*pp = p;
+}
+
+void
+brk_policy_batch_failed(struct brk_server *srv)
+{
+	uint64_t retry = brk_now_ms() + POLICY_RETRY_MS;
+
+	/* What the timer and the readers read in the batch did not happen:
+	 * every group is looked at again (its due rows say what is left). */
+	for (struct brk_pgroup *p = srv->policies; p != NULL; p = p->next) {
+		p->due = false;
+		p->checked = false;
+		if (p->at > retry) {
+			p->at = retry;
+		}
+	}
+	pg_arm(srv);
+}
+
 /* ---- due rows ------------------------------------------------------------ */
 
-/* Collects g's due rows and dead-letters those whose next delivery would
- * pass MAXDELIVER; due keeps the others, to be redelivered. *changed when
- * g changed (the caller saves it). */
+/* Dead-letters up to limit of g's rows due at now whose deliveries are
+ * spent (their due kind says so); *next: the next such deadline (<= now
+ * when some were left), *n: how many. The caller saves g when *n > 0. */
 static int
-take_due(struct brk_server *srv, struct storage_txn *t, unsigned db, const struct st_buf *key,
-	const struct st_buf *gname, const struct stream_meta *m, struct group_meta *g, uint64_t now,
-	struct pel_due *due, bool *changed)
+dead_letter_due(struct brk_server *srv, struct storage_txn *t, unsigned db,
+	const struct st_buf *key, const struct st_buf *gname, const struct stream_meta *m,
+	struct group_meta *g, uint64_t now, size_t limit, uint64_t *next, size_t *n)
 {
 	struct dead_letter d = {db, key, gname, "maxdeliver", now,
 		(uint64_t)srv->cfg.stream_node_max_entries, (uint64_t)srv->cfg.stream_node_max_bytes};
-	size_t keep = 0;
+	struct pel_due dead = {NULL, 0, 0, UINT64_MAX};
 	int rc;
 
-	rc = pel_collect_due(t, g, now, due);
-	if (rc != 0) {
-		return rc;
-	}
-	for (size_t i = 0; i < due->n; i++) {
-		const struct pel_row *r = &due->rows[i].row;
-
-		if (g->policy.max_deliver != 0 && r->delivery_count >= g->policy.max_deliver) {
-			rc = pel_dead_letter(t, m, g, r, &d);
-			if (rc != 0) {
-				return rc;
-			}
-			*changed = true;
-			if (g->policy.dl_len > 0) {
-				brk_signal_key(srv, db, g->policy.dl, g->policy.dl_len);
-			}
-			continue;
+	*n = 0;
+	rc = pel_due_collect(t, g, PEL_DUE_DEAD, now, limit, &dead);
+	for (size_t i = 0; rc == 0 && i < dead.n; i++) {
+		rc = pel_dead_letter(t, m, g, &dead.rows[i].row, &d);
+		if (rc == 0) {
+			(*n)++;
 		}
-		due->rows[keep++] = due->rows[i];
 	}
-	due->n = keep;
-	return 0;
+	if (rc == 0 && *n > 0 && g->policy.dl_len > 0) {
+		brk_signal_key(srv, db, g->policy.dl, g->policy.dl_len);
+	}
+	*next = dead.next;
+	pel_due_finish(&dead);
+	srv->stats.policy_dead_lettered += rc == 0 ? *n : 0;
+	return rc;
+}
+
+static size_t
+turn_rows(const struct brk_server *srv)
+{
+	return (size_t)srv->cfg.policy_batch_rows;
 }
 
 int
 brk_policy_prepare(struct brk_ctx *x, const struct st_buf *key, const struct st_buf *gname,
-	const struct stream_meta *m, struct group_meta *g, uint64_t now, struct pel_due *due,
-	bool *changed)
+	const struct stream_meta *m, struct group_meta *g, uint64_t now, uint64_t count,
+	struct pel_due *due, bool *changed)
 {
 	struct brk_pgroup *p;
-
+	uint64_t next;
+	size_t n;
 	int rc;
 
 	due->n = 0;
+	due->next = UINT64_MAX;
 	if (!group_policy_timed(&g->policy)) {
 		return 0;
 	}
 	p = pg_find(x->srv, x->c->db, key, gname);
 	if (p != NULL && p->gid == g->gid && !p->due && p->at > now) {
-		return 0; /* nothing can be due yet: no scan */
+		return 0; /* nothing can be due yet: no look */
 	}
-	rc = take_due(x->srv, x->txn, x->c->db, key, gname, m, g, now, due, changed);
+	rc = dead_letter_due(x->srv, x->txn, x->c->db, key, gname, m, g, now, turn_rows(x->srv),
+		&next, &n);
+	if (rc == 0 && n > 0) {
+		*changed = true;
+	}
+	if (rc == 0) {
+		rc = pel_due_collect(x->txn, g, PEL_DUE_REDELIVER, now,
+			count > SIZE_MAX ? 0 : (size_t)count, due);
+	}
 	return rc == 0 ? 1 : rc;
 }
 
@@ -186,6 +262,7 @@ brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_bu
 	const struct pel_due *due, uint64_t count, uint64_t now, size_t *n,
 	struct brk_read_budget *budget)
 {
+	struct brk_pgroup *p;
 	size_t i;
 	int rc = 0;
 
@@ -211,18 +288,19 @@ brk_policy_serve(struct brk_ctx *x, const struct st_buf *key, const struct st_bu
 		}
 		(*n)++;
 	}
-	if (!group_policy_timed(&g->policy)) {
-		return 0;
+	p = pg_find(x->srv, x->c->db, key, gname);
+	if (p == NULL || p->gid != g->gid || i < due->n || due->next <= now) {
+		return 0; /* redeliveries are left: the timer's wake stands */
 	}
-	/* After a scan the time is exact: what this reader left is still due,
-	 * and its own deliveries are next. */
-	{
-		uint64_t w = group_policy_wait(&g->policy, 1), at = due->next;
-		if (*n > 0 && w != 0 && now + w < at) {
-			at = now + w;
-		}
-		return pg_note(x->srv, x->c->db, key, gname, g->gid, at, i < due->n, true);
+	/* None left: the timer looks at the group again (its deadlines moved;
+	 * this read's own are lower bounds through the hook). Only lowered
+	 * here: this command may yet fail. */
+	p->due = false;
+	if (p->at > now) {
+		p->at = now;
+		pg_arm(x->srv);
 	}
+	return 0;
 }
 
 int
@@ -234,7 +312,7 @@ brk_policy_delivered(struct brk_ctx *x, const struct st_buf *key, const struct s
 	if (!group_policy_timed(&g->policy) || w == 0) {
 		return 0;
 	}
-	return pg_note(x->srv, x->c->db, key, gname, g->gid, now + w, false, false);
+	return pg_lower(x->srv, x->c->db, key, gname, g->gid, now + w);
 }
 
 int
@@ -243,8 +321,8 @@ brk_policy_released(struct brk_ctx *x, const struct resp_arg *key, const struct 
 {
 	struct st_buf k = {key->p, key->len};
 
-	/* due at once: readers scan (the key's signal wakes blocked ones) */
-	return pg_note(x->srv, x->c->db, &k, gname, g->gid, at, at == 0, false);
+	/* due at once: readers look (the key's signal wakes blocked ones) */
+	return pg_lower(x->srv, x->c->db, &k, gname, g->gid, at);
 }
 
 uint64_t
@@ -276,17 +354,21 @@ brk_policy_acked(struct brk_ctx *x, const struct st_buf *key, const struct group
 
 /* ---- the timer ----------------------------------------------------------- */
 
-/* One group whose time came: dead-letters what is exhausted, wakes readers
- * for the rest, and sets its next time. Returns 1 when p is to be dropped. */
+/* One group whose time came: dead-letters up to limit spent rows (*n:
+ * how many), wakes readers for redeliveries, and sets its next time.
+ * Returns 1 when p is to be dropped. */
 static int
-pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint64_t now)
+pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint64_t now,
+	size_t limit, size_t *n)
 {
 	struct st_buf key = {p->name, p->klen}, gname = {p->name + p->klen, p->glen};
-	struct pel_due due = {NULL, 0, 0, UINT64_MAX};
+	struct pel_due peek = {NULL, 0, 0, UINT64_MAX};
 	struct stream_meta m;
 	struct group_meta g;
-	bool changed = false;
+	uint64_t next0 = UINT64_MAX, at1;
 	int rc;
+
+	*n = 0;
 
 	rc = stream_lookup(t, p->db, &key, &m);
 	if (rc == 0 && stream_expired(&m, now)) {
@@ -298,23 +380,40 @@ pg_run(struct brk_server *srv, struct storage_txn *t, struct brk_pgroup *p, uint
 	if (rc == ECHD_ENOTFOUND || (rc == 0 && (g.gid != p->gid || !group_policy_timed(&g.policy)))) {
 		return 1;
 	}
-	if (rc == 0) {
-		rc = take_due(srv, t, p->db, &key, &gname, &m, &g, now, &due, &changed);
-	}
-	if (rc == 0 && changed) {
-		rc = group_save(t, &m, &gname, &g);
-	}
-	if (rc == 0) {
-		if (due.n > 0) {
-			brk_signal_key(srv, p->db, key.data, key.len); /* redeliveries wait */
-		}
-		p->at = due.next;
-		p->due = due.n > 0;
-		if (changed) {
+	if (rc == 0 && !p->checked && g.pending > 0) {
+		/* rows pending and no due row: a PEL from an echd before them */
+		bool any = false;
+		rc = pel_due_any(t, &g, &any);
+		if (rc == 0 && !any) {
+			echd_log(ECHD_LOG_NOTICE, "group policy: writing the deadlines of %llu "
+						  "pending entries of a group of '%.*s'",
+				(unsigned long long)g.pending, (int)p->klen, (const char *)p->name);
+			rc = pel_due_rebuild(t, &g);
 			srv->batch_writes++;
 		}
 	}
-	pel_due_finish(&due);
+	if (rc == 0) {
+		rc = dead_letter_due(srv, t, p->db, &key, &gname, &m, &g, now, limit, &next0, n);
+	}
+	if (rc == 0 && *n > 0) {
+		rc = group_save(t, &m, &gname, &g);
+	}
+	if (rc == 0) {
+		rc = pel_due_collect(t, &g, PEL_DUE_REDELIVER, now, 1, &peek);
+	}
+	if (rc == 0) {
+		p->checked = true;
+		at1 = peek.n > 0 ? peek.rows[0].at : peek.next;
+		if (at1 <= now && !p->due) {
+			brk_signal_key(srv, p->db, key.data, key.len); /* redeliveries wait */
+		}
+		p->due = at1 <= now;
+		p->at = p->due || next0 < at1 ? next0 : at1;
+		if (*n > 0) {
+			srv->batch_writes++;
+		}
+	}
+	pel_due_finish(&peek);
 	return rc;
 }
 
@@ -332,9 +431,8 @@ load_cb(unsigned db, const struct st_buf *key, const struct st_buf *name,
 	if (!group_policy_timed(&g->policy)) {
 		return 0;
 	}
-	/* due now: the first run scans it and sets its exact time */
-	return pg_note(w->srv, db, key, name, g->gid, w->now, false, pg_find(w->srv, db, key,
-		name) == NULL);
+	/* due now: the first run looks at it and sets its time */
+	return pg_lower(w->srv, db, key, name, g->gid, w->now);
 }
 
 void
@@ -356,7 +454,8 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct brk_server *srv = arg;
 	struct storage_txn *t, *child;
 	uint64_t now = brk_now_ms();
-	struct brk_pgroup *p, *next;
+	struct brk_pgroup *p, *next, *last = NULL;
+	size_t cap = turn_rows(srv), done = 0, n;
 	int rc;
 
 	(void)fd;
@@ -374,9 +473,9 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 			echd_log(ECHD_LOG_WARNING, "group policy: %s", echd_strerror(rc));
 		}
 	}
-	for (p = srv->policies; t != NULL && p != NULL; p = next) {
+	for (p = srv->policies; t != NULL && p != NULL && done < cap; p = next) {
 		next = p->next;
-		if (p->due || p->at > now) {
+		if (p->at > now) {
 			continue;
 		}
 		/* one child per group: a failure undoes only that group's work */
@@ -384,7 +483,7 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (rc != 0) {
 			break;
 		}
-		rc = pg_run(srv, child, p, now);
+		rc = pg_run(srv, child, p, now, cap - done, &n);
 		if (rc == 1) {
 			storage_txn_abort(child);
 			pg_drop(srv, p);
@@ -397,13 +496,22 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		if (rc != 0) {
 			echd_log(ECHD_LOG_WARNING, "group policy: %s", echd_strerror(rc));
-			p->at = now + 1000; /* try again in a second */
+			p->at = now + POLICY_RETRY_MS;
+		} else {
+			done += n;
 		}
+		last = p;
+	}
+	if (done >= cap && last != NULL) {
+		pg_to_tail(srv, last); /* the cap was reached there: the others first next turn */
+	}
+	if (done > srv->stats.policy_turn_rows_max) {
+		srv->stats.policy_turn_rows_max = done;
 	}
 	if (t == NULL) {
 		for (p = srv->policies; p != NULL; p = p->next) {
-			if (!p->due && p->at <= now) {
-				p->at = now + 1000;
+			if (p->at <= now) {
+				p->at = now + POLICY_RETRY_MS;
 			}
 		}
 	}
@@ -422,6 +530,7 @@ brk_policy_load(struct brk_server *srv)
 	if (srv->policy_timer == NULL) {
 		return -ENOMEM;
 	}
+	pel_due_hook_set(due_written, srv);
 	rc = storage_txn_begin(srv->st, NULL, STORAGE_TXN_RDONLY, &t);
 	if (rc != 0) {
 		return rc;
@@ -437,6 +546,7 @@ brk_policy_load(struct brk_server *srv)
 void
 brk_policy_finish(struct brk_server *srv)
 {
+	pel_due_hook_set(NULL, NULL);
 	while (srv->policies != NULL) {
 		pg_drop(srv, srv->policies);
 	}
@@ -459,6 +569,16 @@ arg_u64(struct brk_ctx *x, const struct resp_arg *a, const char *what, uint64_t 
 	}
 	*out = (uint64_t)v;
 	return true;
+}
+
+/* Whether the due rows of a group change from policy a to b: its waits or
+ * MAXDELIVER (which decides their kind). */
+static bool
+due_changed(const struct group_policy *a, const struct group_policy *b)
+{
+	return a->ack_wait != b->ack_wait || a->nbackoff != b->nbackoff ||
+		memcmp(a->backoff, b->backoff, sizeof(a->backoff)) != 0 ||
+		(group_policy_timed(b) && a->max_deliver != b->max_deliver);
 }
 
 /* XGROUP SETPOLICY key group [ACKWAIT ms] [BACKOFF n ms...] [MAXDELIVER n]
@@ -582,9 +702,16 @@ brk_xgroup_setpolicy(struct brk_ctx *x)
 		}
 		x->dirty++;
 	}
+	if (due_changed(&old, &g.policy)) {
+		/* the deadlines move: every pending row's due row (O(pending)) */
+		rc = pel_due_rebuild(x->txn, &g);
+		if (rc != 0) {
+			return rc;
+		}
+	}
 	if (group_policy_timed(&g.policy)) {
-		/* look at the PEL at once: rows may be due under the new waits */
-		rc = pg_note(x->srv, x->c->db, &key, &gname, g.gid, 0, false, true);
+		/* look at once: rows may be due under the new waits */
+		rc = pg_lower(x->srv, x->c->db, &key, &gname, g.gid, 0);
 		if (rc != 0) {
 			return rc;
 		}

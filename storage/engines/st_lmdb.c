@@ -95,6 +95,8 @@ table_name(enum storage_table tb)
 		return "expires";
 	case STORAGE_T_IDMP:
 		return "idmp";
+	case STORAGE_T_DUE:
+		return "due";
 	case STORAGE_T__COUNT:
 		break;
 	}
@@ -446,9 +448,11 @@ open_tables(struct st_lmdb *s)
 
 		assert(name != NULL);
 		rc = mdb_dbi_open(mt, name, flags, &s->dbi[i]);
-		if (rc == MDB_NOTFOUND && (i == STORAGE_T_EXPIRES || i == STORAGE_T_IDMP)) {
-			/* Read-only on an environment of an echd before expiry
-			 * or idempotent producers: the table reads as empty. */
+		if (rc == MDB_NOTFOUND &&
+			(i == STORAGE_T_EXPIRES || i == STORAGE_T_IDMP || i == STORAGE_T_DUE)) {
+			/* Read-only on an environment of an echd before expiry,
+			 * idempotent producers or policy deadlines: the table
+			 * reads as empty. */
 			s->absent |= 1u << i;
 			rc = 0;
 		} else if (rc == MDB_NOTFOUND) {

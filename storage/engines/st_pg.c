@@ -84,7 +84,7 @@
 
 static const char *const pg_tables[] = {
 	"meta", "keys", "entries", "nodes", "groups", "consumers", "consrec",
-	"pel", "cpel", "byid", "trash", "expires", "idmp",
+	"pel", "cpel", "byid", "trash", "expires", "idmp", "due",
 };
 _Static_assert(sizeof(pg_tables) / sizeof(pg_tables[0]) == STORAGE_T__COUNT,
 	"pg_tables[] must name every enum storage_table");

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,10 @@
 		      NACKED_LEN)
 #define CONSREC_FIXED (8 + 8 + 8)
 #define PEL_VLEN     (8 + 8 + 8)
+#define DUE_KLEN     (8 + 1 + 8 + 16)
+
+static int due_drop_stored(struct storage_txn *t, const struct group_meta *g,
+	const struct stream_id *id);
 
 /* ---- keys ----------------------------------------------------------------- */
 
@@ -680,6 +685,15 @@ consumer_delete(struct storage_txn *t, struct group_meta *g, const struct st_buf
 		}
 		st_put_u64(pk, g->gid);
 		memcpy(pk + 8, (const unsigned char *)key.data + 16, 16);
+		if (group_policy_timed(&g->policy)) {
+			struct stream_id id;
+
+			st_get_id(pk + 8, &id);
+			rc = due_drop_stored(t, g, &id);
+			if (rc != 0) {
+				break;
+			}
+		}
 		rc = storage_del(t, STORAGE_T_PEL, &pkb);
 		if (rc != 0) {
 			rc = rc == ECHD_ENOTFOUND ? ECHD_ECORRUPT : rc;
@@ -901,6 +915,10 @@ group_copy(struct storage_txn *t, const struct stream_meta *from, const struct s
 		if (rc == 0) {
 			rc = st_copy_rows(t, STORAGE_T_CPEL, og, ng, copy_key_cid, &cons);
 		}
+		if (rc == 0) {
+			/* keyed by group, deadline and id: the same under the copy's id */
+			rc = st_copy_rows(t, STORAGE_T_DUE, og, ng, NULL, NULL);
+		}
 	}
 	echd_free(groups.pairs);
 	echd_free(cons.pairs);
@@ -984,6 +1002,88 @@ cpel_set(struct storage_txn *t, const struct group_meta *g, uint64_t cid,
 	return storage_del(t, STORAGE_T_CPEL, &k);
 }
 
+/* ---- due rows ----------------------------------------------------------- */
+
+static pel_due_hook_fn due_hook;
+static void *due_hook_ud;
+
+void
+pel_due_hook_set(pel_due_hook_fn fn, void *ud)
+{
+	due_hook = fn;
+	due_hook_ud = ud;
+}
+
+static size_t
+due_key(unsigned char *k, uint64_t gid, enum pel_due_kind kind, uint64_t at,
+	const struct stream_id *id)
+{
+	st_put_u64(k, gid);
+	k[8] = (unsigned char)kind;
+	st_put_u64(k + 9, at);
+	st_put_id(k + 17, id);
+	return DUE_KLEN;
+}
+
+bool
+pel_due_of(const struct group_policy *p, const struct pel_row *r, enum pel_due_kind *kind,
+	uint64_t *at)
+{
+	uint64_t when = pel_deadline(p, r);
+
+	if (when == UINT64_MAX) {
+		return false; /* no timed policy, or no deadline */
+	}
+	*at = when;
+	*kind = p->max_deliver != 0 && r->delivery_count >= p->max_deliver ? PEL_DUE_DEAD
+									    : PEL_DUE_REDELIVER;
+	return true;
+}
+
+/* Writes (present) or deletes r's due row under g's policy. A missing
+ * row is not an error: a PEL written before due rows has none until the
+ * broker rebuilds them. */
+static int
+due_set(struct storage_txn *t, const struct group_meta *g, const struct pel_row *r, bool present)
+{
+	unsigned char key[DUE_KLEN];
+	struct st_buf k = {key, DUE_KLEN}, empty = {"", 0};
+	enum pel_due_kind kind;
+	uint64_t at;
+	int rc;
+
+	if (!pel_due_of(&g->policy, r, &kind, &at)) {
+		return 0;
+	}
+	due_key(key, g->gid, kind, at, &r->id);
+	if (!present) {
+		rc = storage_del(t, STORAGE_T_DUE, &k);
+		return rc == ECHD_ENOTFOUND ? 0 : rc;
+	}
+	rc = storage_put(t, STORAGE_T_DUE, &k, &empty, 0);
+	if (rc == 0 && due_hook != NULL) {
+		due_hook(due_hook_ud, g->gid, at);
+	}
+	return rc;
+}
+
+/* Deletes r's due row, r being the stored PEL row of id (read here). */
+static int
+due_drop_stored(struct storage_txn *t, const struct group_meta *g, const struct stream_id *id)
+{
+	struct pel_row old;
+	int rc;
+
+	if (!group_policy_timed(&g->policy)) {
+		return 0;
+	}
+	rc = pel_get(t, g, id, &old);
+	if (rc == ECHD_ENOTFOUND) {
+		return 0;
+	}
+	return rc == 0 ? due_set(t, g, &old, false) : rc;
+}
+
 int
 pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	const struct pel_row *r, uint64_t prev_cid)
@@ -992,6 +1092,12 @@ pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 	int rc;
 
 	assert(r->cid == cid);
+	if (prev_cid != PEL_NEW) {
+		rc = due_drop_stored(t, g, &r->id);
+		if (rc != 0) {
+			return rc;
+		}
+	}
 	if (prev_cid != cid) {
 		if (cid == PEL_UNOWNED) {
 			g->nacked++;
@@ -1020,7 +1126,11 @@ pel_put(struct storage_txn *t, struct group_meta *g, struct consumer_meta *c,
 			c->pending++;
 		}
 	}
-	return pel_write(t, g, r);
+	rc = pel_write(t, g, r);
+	if (rc == 0 && group_policy_timed(&g->policy)) {
+		rc = due_set(t, g, r, true);
+	}
+	return rc;
 }
 
 int
@@ -1100,6 +1210,9 @@ pel_remove_run(struct storage_txn *t, struct group_meta *g, const struct stream_
 	}
 	pel_key(key, g->gid, id);
 	rc = storage_del(t, STORAGE_T_PEL, &k);
+	if (rc == 0 && group_policy_timed(&g->policy)) {
+		rc = due_set(t, g, &r, false);
+	}
 	if (rc == 0 && r.cid != PEL_UNOWNED) {
 		rc = cpel_set(t, g, r.cid, id, false);
 	}
@@ -1525,24 +1638,13 @@ pel_deadline(const struct group_policy *p, const struct pel_row *r)
 	return r->delivery_time + wait;
 }
 
-static int
-due_cmp(const void *a, const void *b)
-{
-	const struct pel_due_row *x = a, *y = b;
-
-	if (x->at != y->at) {
-		return x->at < y->at ? -1 : 1;
-	}
-	return stream_id_cmp(&x->row.id, &y->row.id);
-}
-
 int
-pel_collect_due(struct storage_txn *t, const struct group_meta *g, uint64_t now,
-	struct pel_due *out)
+pel_due_collect(struct storage_txn *t, const struct group_meta *g, enum pel_due_kind kind,
+	uint64_t now, size_t limit, struct pel_due *out)
 {
-	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
-	struct pel_iter *it;
-	struct pel_row r;
+	unsigned char sk[9];
+	struct st_buf key, val, seek = {sk, 9};
+	struct storage_cursor *c;
 	int rc;
 
 	out->n = 0;
@@ -1550,18 +1652,44 @@ pel_collect_due(struct storage_txn *t, const struct group_meta *g, uint64_t now,
 	if (!group_policy_timed(&g->policy)) {
 		return 0;
 	}
-	rc = pel_iter_create(t, g, 0, &lo, &hi, &it);
+	st_put_u64(sk, g->gid);
+	sk[8] = (unsigned char)kind;
+	rc = storage_cursor_open(t, STORAGE_T_DUE, &c);
 	if (rc != 0) {
 		return rc;
 	}
-	while ((rc = pel_iter_next(it, &r)) == 0) {
-		uint64_t at = pel_deadline(&g->policy, &r);
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0) {
+		const unsigned char *k = key.data;
+		enum pel_due_kind rkind;
+		struct pel_row r;
+		struct stream_id id;
+		uint64_t at, rat;
 
-		if (at > now) {
-			if (at < out->next) {
-				out->next = at;
+		if (key.len != DUE_KLEN || memcmp(k, sk, 9) != 0) {
+			rc = ECHD_ENOTFOUND;
+			break;
+		}
+		at = st_get_u64(k + 9);
+		if (at > now || (limit != 0 && out->n == limit)) {
+			out->next = at;
+			break;
+		}
+		st_get_id(k + 17, &id);
+		rc = pel_get(t, g, &id, &r);
+		if (rc == 0 && (!pel_due_of(&g->policy, &r, &rkind, &rat) || rkind != kind ||
+				       rat != at)) {
+			rc = ECHD_ENOTFOUND; /* not this row's due row */
+		}
+		if (rc == ECHD_ENOTFOUND) {
+			rc = storage_cursor_del(c);
+			if (rc == 0) {
+				rc = storage_cursor_next(c, &key, &val);
 			}
 			continue;
+		}
+		if (rc != 0) {
+			break;
 		}
 		if (out->n == out->cap) {
 			size_t ncap = out->cap ? out->cap * 2 : 16;
@@ -1575,15 +1703,67 @@ pel_collect_due(struct storage_txn *t, const struct group_meta *g, uint64_t now,
 		}
 		out->rows[out->n].at = at;
 		out->rows[out->n++].row = r;
+		rc = storage_cursor_next(c, &key, &val);
 	}
-	pel_iter_destroy(it);
-	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+	storage_cursor_close(c);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
+}
+
+int
+pel_due_any(struct storage_txn *t, const struct group_meta *g, bool *any)
+{
+	unsigned char sk[8];
+	struct st_buf key, val, seek = {sk, 8};
+	struct storage_cursor *c;
+	int rc;
+
+	st_put_u64(sk, g->gid);
+	rc = storage_cursor_open(t, STORAGE_T_DUE, &c);
+	if (rc != 0) {
 		return rc;
 	}
-	if (out->n > 1) {
-		qsort(out->rows, out->n, sizeof(*out->rows), due_cmp);
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	storage_cursor_close(c);
+	if (rc == 0) {
+		*any = key.len == DUE_KLEN && memcmp(key.data, sk, 8) == 0;
+	} else if (rc == ECHD_ENOTFOUND) {
+		*any = false;
+		rc = 0;
 	}
-	return 0;
+	return rc;
+}
+
+int
+pel_due_rebuild(struct storage_txn *t, const struct group_meta *g)
+{
+	struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};
+	unsigned char sk[8];
+	unsigned budget = UINT_MAX;
+	struct pel_iter *it;
+	struct pel_row r;
+	bool done;
+	int rc;
+
+	st_put_u64(sk, g->gid);
+	rc = st_delete_prefix(t, STORAGE_T_DUE, sk, 8, &budget, &done);
+	if (rc != 0) {
+		return rc;
+	}
+	if (!group_policy_timed(&g->policy) || g->pending == 0) {
+		return 0;
+	}
+	rc = pel_iter_create(t, g, 0, &lo, &hi, &it);
+	if (rc != 0) {
+		return rc;
+	}
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		rc = due_set(t, g, &r, true);
+		if (rc != 0) {
+			break;
+		}
+	}
+	pel_iter_destroy(it);
+	return rc == ECHD_ENOTFOUND ? 0 : rc;
 }
 
 void

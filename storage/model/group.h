@@ -135,20 +135,53 @@ uint64_t group_policy_wait(const struct group_policy *p, uint64_t count);
  * UINT64_MAX: never. */
 uint64_t pel_deadline(const struct group_policy *p, const struct pel_row *r);
 
-/* The group's rows due at now, by deadline then id (O(pending)), and the
- * first deadline after now (UINT64_MAX: none). rows owned: pel_due_finish(). */
+/* Due rows. For a group whose policy is timed, each PEL row with a
+ * deadline has one row in the due table, written in the same transaction
+ * as the PEL row (so it follows what commits, and what a restart or
+ * another front end reads):
+ *   due  gid(8) kind(1) deadline(8) ms(8) seq(8) -> (empty)
+ * kind PEL_DUE_DEAD when the row is dead-lettered at its deadline (its
+ * delivery count has reached MAXDELIVER), PEL_DUE_REDELIVER when it is
+ * handed out again. So the next due rows of either kind are found in
+ * O(log pending), never by a walk of the PEL. A group without a timed
+ * policy has no due rows; a change of its ACKWAIT, BACKOFF or MAXDELIVER
+ * rewrites them (pel_due_rebuild()). */
+enum pel_due_kind {
+	PEL_DUE_DEAD = 0,
+	PEL_DUE_REDELIVER = 1,
+};
+/* Whether r has a due row under p, and which (*kind, *at). */
+bool pel_due_of(const struct group_policy *p, const struct pel_row *r, enum pel_due_kind *kind,
+	uint64_t *at);
+
 struct pel_due_row {
 	uint64_t at; /* its deadline */
 	struct pel_row row;
 };
 struct pel_due {
-	struct pel_due_row *rows;
+	struct pel_due_row *rows; /* owned: pel_due_finish() */
 	size_t n, cap;
-	uint64_t next;
+	uint64_t next; /* the deadline of the first row of the kind left; UINT64_MAX: none */
 };
-int pel_collect_due(struct storage_txn *t, const struct group_meta *g, uint64_t now,
-	struct pel_due *out);
+/* Up to limit (0: no limit) of g's rows of kind whose deadline is at or
+ * before now, by deadline then id, with their PEL rows: O(log pending +
+ * rows). out->next <= now when due rows were left for lack of room. A due
+ * row whose PEL row is gone or says otherwise (written by a bug) is
+ * dropped on the way. */
+int pel_due_collect(struct storage_txn *t, const struct group_meta *g, enum pel_due_kind kind,
+	uint64_t now, size_t limit, struct pel_due *out);
 void pel_due_finish(struct pel_due *d);
+/* *any: g has at least one due row. */
+int pel_due_any(struct storage_txn *t, const struct group_meta *g, bool *any);
+/* Drops g's due rows and writes them again from its PEL under g->policy
+ * (none unless timed): O(pending). After a change of the policy's timing
+ * or MAXDELIVER, and for a PEL written by an echd before due rows. */
+int pel_due_rebuild(struct storage_txn *t, const struct group_meta *g);
+/* Called with the group id and deadline of every due row written (the
+ * broker's timer lowers its next time with it); fn NULL: none. One per
+ * process: the storage model keeps no other state. */
+typedef void (*pel_due_hook_fn)(void *ud, uint64_t gid, uint64_t at);
+void pel_due_hook_set(pel_due_hook_fn fn, void *ud);
 
 /* What a dead-lettering needs beyond the row: where the group lives, why,
  * and how to append to the dead-letter stream. */

@@ -1184,9 +1184,8 @@ stream_random_key(struct storage_txn *t, unsigned db, uint64_t now_ms, uint64_t 
 	return rc == 0 ? ECHD_ENOTFOUND : rc; /* every key has expired */
 }
 
-/* Deletes rows of table tb whose key starts with prefix, up to *budget. */
-static int
-delete_prefix(struct storage_txn *t, enum storage_table tb, const unsigned char *prefix,
+int
+st_delete_prefix(struct storage_txn *t, enum storage_table tb, const unsigned char *prefix,
 	size_t plen, unsigned *budget, bool *done)
 {
 	struct storage_cursor *c;
@@ -1245,7 +1244,7 @@ stream_gc_step(struct storage_txn *t, unsigned budget, bool *more)
 	static const enum storage_table stream_tables[] = {STORAGE_T_ENTRIES, STORAGE_T_NODES,
 		STORAGE_T_IDMP};
 	static const enum storage_table group_tables[] = {STORAGE_T_PEL, STORAGE_T_CPEL,
-		STORAGE_T_CONSREC, STORAGE_T_CONSUMERS};
+		STORAGE_T_DUE, STORAGE_T_CONSREC, STORAGE_T_CONSUMERS};
 	struct storage_cursor *c;
 	struct st_buf key, val;
 	int rc;
@@ -1279,9 +1278,9 @@ stream_gc_step(struct storage_txn *t, unsigned budget, bool *more)
 			return 0;
 		}
 		tables = tk[0] == ST_TRASH_STREAM ? stream_tables : group_tables;
-		ntables = tk[0] == ST_TRASH_STREAM ? 3 : 4;
+		ntables = tk[0] == ST_TRASH_STREAM ? 3 : 5;
 		for (size_t i = 0; i < ntables && done; i++) {
-			rc = delete_prefix(t, tables[i], tk + 1, 8, &budget, &done);
+			rc = st_delete_prefix(t, tables[i], tk + 1, 8, &budget, &done);
 			if (rc != 0) {
 				return rc;
 			}

@@ -71,6 +71,10 @@ int st_next_id(struct storage_txn *t, uint64_t *out);
 enum st_trash_kind { ST_TRASH_STREAM = 'S', ST_TRASH_GROUP = 'G' };
 int st_trash_add(struct storage_txn *t, enum st_trash_kind kind, uint64_t id);
 
+/* Deletes rows of table tb whose key starts with prefix (plen bytes), up
+ * to *budget (less what it deleted); *done when none is left. */
+int st_delete_prefix(struct storage_txn *t, enum storage_table tb, const unsigned char *prefix,
+	size_t plen, unsigned *budget, bool *done);
 /* Copies the rows of table tb whose keys start with from (8 bytes, big
  * endian) to keys that start with to instead. fn, when not NULL, may
  * rewrite each copy's key and value in place before it is written, and

@@ -12,6 +12,10 @@
  *       adds one to the consumer's pending counter
  *   adm-fixture DIR released-time STREAM GROUP
  *       gives the group's first released (XNACK) pending entry a delivery time
+ *   adm-fixture DIR due-shift STREAM GROUP
+ *       moves the group's first due row (policy deadlines) one ms later
+ *   adm-fixture DIR due-clear STREAM GROUP
+ *       deletes every due row of the group, as an echd before them left it
  *   adm-fixture DIR length STREAM
  *       adds one to the stream's length
  *   adm-fixture DIR idmp-queue-del STREAM
@@ -45,6 +49,17 @@ put_u64(unsigned char *p, uint64_t v)
 		p[i] = (unsigned char)v;
 		v >>= 8;
 	}
+}
+
+static uint64_t
+get_u64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
 }
 
 static uint64_t
@@ -152,6 +167,35 @@ damage(struct storage_txn *t, int argc, char **argv)
 	if (strcmp(mode, "group-pending") == 0) {
 		g.pending++;
 		return group_save(t, &m, &gn, &g);
+	}
+	if (strcmp(mode, "due-shift") == 0 || strcmp(mode, "due-clear") == 0) {
+		bool shift = mode[4] == 's';
+		unsigned char k[33];
+		struct st_buf seek = {k, 8}, key, val, moved = {k, 33}, empty = {"", 0};
+		struct storage_cursor *cur;
+
+		put_u64(k, g.gid);
+		rc = storage_cursor_open(t, STORAGE_T_DUE, &cur);
+		if (rc != 0) {
+			return rc;
+		}
+		rc = storage_cursor_seek(cur, &seek, &key, &val);
+		while (rc == 0 && key.len == 33 && memcmp(key.data, k, 8) == 0) {
+			if (shift) {
+				memcpy(k, key.data, 33);
+				put_u64(k + 9, get_u64(k + 9) + 1);
+			}
+			rc = storage_cursor_del(cur);
+			if (rc != 0 || shift) {
+				break;
+			}
+			rc = storage_cursor_next(cur, &key, &val);
+		}
+		storage_cursor_close(cur);
+		if (rc == ECHD_ENOTFOUND && !shift) {
+			rc = 0;
+		}
+		return rc == 0 && shift ? storage_put(t, STORAGE_T_DUE, &moved, &empty, 0) : rc;
 	}
 	if (strcmp(mode, "released-time") == 0) {
 		struct stream_id lo = {0, 0}, hi = {UINT64_MAX, UINT64_MAX};

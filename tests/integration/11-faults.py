@@ -564,6 +564,44 @@ def test_blocked_xreadgroup_served_in_a_failing_batch(server):
         assert [e[0] for e in r[0][1]] == [b"2-1"], r
 
 
+def test_policy_after_failed_commit(server):
+    """Issue 35 (7): the batch in which the policy timer dead-letters fails. The policy index
+    must follow what committed: once the fault is gone the entry is dead-lettered, not left
+    pending past MAXDELIVER with an empty dead-letter stream until a restart. A redelivery
+    whose batch failed comes back too."""
+    with fault_server(server) as (s, faults):
+        c, b = s.raw(), s.raw()
+        for k in ("t", "r"):
+            c.call("XADD", k, "1-1", "n", k)
+            c.call("XGROUP", "CREATE", k, "g", "0")
+        c.call("XGROUP", "SETPOLICY", "t", "g", "ACKWAIT", "200", "MAXDELIVER", "1",
+               "DEADLETTER", "dlt")
+        c.call("XGROUP", "SETPOLICY", "r", "g", "ACKWAIT", "200")
+        for k in ("t", "r"):
+            assert c.call("XREADGROUP", "GROUP", "g", "w", "STREAMS", k, ">")[0][1][0][0] == \
+                b"1-1"
+        faults.set("commit every EIO")
+        # the timer's batch dead-letters t's entry at its deadline: the commit fails
+        wait_until(lambda: any(h.startswith("failing commit") for h in fired(s)),
+                   what="the timer's commit to fail", timeout=10)
+        # a reader takes r's entry again after its deadline: that commit fails too
+        time.sleep(0.2)
+        assert b.err("XREADGROUP", "GROUP", "g", "w2", "STREAMS", "r", ">") == COMMIT_FAILED
+        assert c.call("XPENDING", "t", "g")[0] == 1
+        assert c.call("EXISTS", "dlt") == 0
+        faults.clear()
+        wait_until(lambda: c.call("XLEN", "dlt") == 1, what="t's entry dead-lettered",
+                   timeout=10)
+        assert c.call("XPENDING", "t", "g")[0] == 0
+        rec = kv(c.call("XRANGE", "dlt", "-", "+")[0][1])
+        assert (rec["id"], rec["deliveries"], rec["reason"]) == (b"1-1", b"1", b"maxdeliver")
+        # r's entry is still due: a reader blocked now gets it at once, delivery 2
+        t0 = time.monotonic()
+        got = b.call("XREADGROUP", "GROUP", "g", "w3", "BLOCK", "5000", "STREAMS", "r", ">")
+        assert got[0][1][0][0] == b"1-1" and time.monotonic() - t0 < 2.5
+        assert c.call("XPENDING", "r", "g", "-", "+", "10")[0][3] == 2
+
+
 def test_flush_failure_closes_unanswered(server):
     """The commit went through but the flush that makes it durable failed: echd cannot say
     whether the command is on disk, so the client gets no reply at all (its connection is

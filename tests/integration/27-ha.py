@@ -501,3 +501,36 @@ def test_pg_lost_store_unblocks_readers_and_spoils_multi(server):
         assert active.raw().call("XLEN", "s") == 1   # the queued XADD never ran
         time.sleep(0.5)
         assert sum(role_of(s) == "master" for s in (a, b)) == 1
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_policy_deadlines_after_failover(server):
+    """Issue 35: the front end that takes over rebuilds the group policies' index from the
+    store: an entry whose ack deadline passed is redelivered by it, and a spent one is
+    dead-lettered by its timer with nobody reading."""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        a = pg_spawn(server, pg, schema)
+        wait_until(lambda: role_of(a) == "master", 5, what="the first front end active")
+        b = pg_spawn(server, pg, schema)
+        ca = a.raw()
+        for k in ("r", "d"):
+            ca.call("XADD", k, "1-1", "f", k)
+            ca.call("XGROUP", "CREATE", k, "g", "0")
+        ca.call("XGROUP", "SETPOLICY", "r", "g", "ACKWAIT", "500")
+        ca.call("XGROUP", "SETPOLICY", "d", "g", "ACKWAIT", "500", "MAXDELIVER", "1",
+                "DEADLETTER", "dlq")
+        t0 = time.monotonic()
+        for k in ("r", "d"):
+            got = ca.call("XREADGROUP", "GROUP", "g", "w1", "STREAMS", k, ">")
+            assert got[0][1][0][0] == b"1-1"
+        a.kill(signal.SIGKILL)
+        wait_until(lambda: role_of(b) == "master", 5, interval=0.05,
+                   what="the standby active within 5 s of kill -9")
+        cb = b.raw()
+        got = cb.call("XREADGROUP", "GROUP", "g", "w2", "BLOCK", "10000", "STREAMS", "r", ">")
+        assert got[0][1][0][0] == b"1-1" and time.monotonic() - t0 >= 0.5, got
+        assert cb.call("XPENDING", "r", "g", "-", "+", "10")[0][1:4:2] == [b"w2", 2]
+        wait_until(lambda: cb.call("XLEN", "dlq") == 1, 10, what="the spent entry dead-lettered")
+        assert cb.call("XPENDING", "d", "g")[0] == 0

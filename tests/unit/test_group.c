@@ -232,12 +232,49 @@ rows_of2(enum storage_table tb, uint64_t a, uint64_t b)
 	return count_prefix(tb, p, 16);
 }
 
-/* Every row a group may own, in the four per-group tables. */
+/* Every row a group may own, in the five per-group tables. */
 static uint64_t
 group_rows(uint64_t gid)
 {
 	return rows_of(STORAGE_T_PEL, gid) + rows_of(STORAGE_T_CPEL, gid) +
-	       rows_of(STORAGE_T_CONSREC, gid) + rows_of(STORAGE_T_CONSUMERS, gid);
+	       rows_of(STORAGE_T_CONSREC, gid) + rows_of(STORAGE_T_CONSUMERS, gid) +
+	       rows_of(STORAGE_T_DUE, gid);
+}
+
+/* g's due rows are exactly those of its PEL rows under its policy: one
+ * per row with a deadline, of the kind and at the time pel_due_of() says. */
+static void
+verify_due(const struct group_meta *g)
+{
+	struct pel_iter *it;
+	struct pel_row r;
+	uint64_t want = 0;
+	int rc;
+
+	OK(pel_iter_create(tx, g, 0, &ID_MIN, &ID_MAX, &it));
+	while ((rc = pel_iter_next(it, &r)) == 0) {
+		unsigned char k[33];
+		struct st_buf kb = {k, 33}, v;
+		enum pel_due_kind kind;
+		uint64_t at;
+
+		if (!pel_due_of(&g->policy, &r, &kind, &at)) {
+			continue;
+		}
+		want++;
+		st_put_u64(k, g->gid);
+		k[8] = (unsigned char)kind;
+		st_put_u64(k + 9, at);
+		st_put_id(k + 17, &r.id);
+		if (storage_get(tx, STORAGE_T_DUE, &kb, &v) != 0) {
+			ck_abort_msg("PEL %" PRIu64 "-%" PRIu64 " (count %" PRIu64 ") lacks its due "
+				     "row (kind %d at %" PRIu64 ")",
+				r.id.ms, r.id.seq, r.delivery_count, (int)kind, at);
+		}
+	}
+	pel_iter_destroy(it);
+	FAILS(rc, ECHD_ENOTFOUND);
+	U64_EQ(rows_of(STORAGE_T_DUE, g->gid), want);
 }
 
 /* Is id in consumer cid's PEL index? */
@@ -317,11 +354,8 @@ verify_group(const struct group_meta *g)
 		owner = st_get_u64(val.data);
 		pel++;
 		if (owner == PEL_UNOWNED) {
-			/* released: no index row, no owner, claimable at once */
-			if (st_get_u64((const unsigned char *)val.data + 8) != 0) {
-				ck_abort_msg("released PEL %" PRIu64 "-%" PRIu64 " has a time",
-					id.ms, id.seq);
-			}
+			/* released: no index row, no owner; its time is 0 or the end
+			 * of an XNACK DELAY */
 			unowned++;
 			continue;
 		}
@@ -367,6 +401,7 @@ verify_group(const struct group_meta *g)
 	U64_EQ(cpel + unowned, g->pending);
 	U64_EQ(s.pending + unowned, g->pending);
 	U64_EQ(unowned, g->nacked);
+	verify_due(g);
 }
 
 /* A group at 0-0 with consumers c0.. and ids 1-0 .. nrows-0 delivered round
@@ -2553,6 +2588,14 @@ START_TEST(test_pel_random)
 	}
 	mkstream(0, "s", &m);
 	gcreate(&m, "g", ID_MIN, 0, &g);
+	if (_i == 1) {
+		/* a timed policy: every write keeps the due rows (verify_due) */
+		g.policy.ack_wait = 50;
+		g.policy.nbackoff = 2;
+		g.policy.backoff[0] = 30;
+		g.policy.backoff[1] = 70;
+		g.policy.max_deliver = 4;
+	}
 	gsave(&m, "g", &g);
 	for (unsigned op = 0; op < R_OPS; op++) {
 		unsigned kind = (unsigned)(rng() % 100), s = (unsigned)(rng() % R_CONS);
@@ -2745,7 +2788,7 @@ pel_suite(void)
 	tc = tcase_create("random");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, test_pel_random);
+	tcase_add_loop_test(tc, test_pel_random, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
@@ -3472,7 +3515,19 @@ START_TEST(test_policy_wait_deadline)
 }
 END_TEST
 
-/* pel_collect_due(): due rows by deadline then id, and the next deadline. */
+/* Sets g's policy to a timed one (ACKWAIT wait, MAXDELIVER maxd) and
+ * writes its due rows, as SETPOLICY does. */
+static void
+set_timed(const struct stream_meta *m, struct group_meta *g, uint64_t wait, uint64_t maxd)
+{
+	g->policy.ack_wait = wait;
+	g->policy.max_deliver = maxd;
+	gsave(m, "g", g);
+	OK(pel_due_rebuild(tx, g));
+}
+
+/* pel_due_collect(): due rows of a kind by deadline then id, up to a
+ * limit, and the next deadline; found through the due rows, not the PEL. */
 START_TEST(test_policy_collect_due)
 {
 	struct stream_meta m;
@@ -3492,32 +3547,152 @@ START_TEST(test_policy_collect_due)
 	deliver(&g, &b, 4, 1, 900);  /* due 1000 */
 	csave(&g, "a", &a);
 	csave(&g, "b", &b);
-	/* no timed policy: nothing is collected, nothing is next */
-	OK(pel_collect_due(tx, &g, 5000, &d));
+	/* no timed policy: no due rows, nothing collected, nothing next */
+	U64_EQ(rows_of(STORAGE_T_DUE, g.gid), 0);
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 5000, 0, &d));
 	U64_EQ(d.n, 0);
 	U64_EQ(d.next, UINT64_MAX);
-	g.policy.ack_wait = 100;
-	OK(pel_collect_due(tx, &g, 999, &d));
+	set_timed(&m, &g, 100, 0);
+	U64_EQ(rows_of(STORAGE_T_DUE, g.gid), 4);
+	verify_group(&g);
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 999, 0, &d));
 	U64_EQ(d.n, 0);
 	U64_EQ(d.next, 1000);
-	OK(pel_collect_due(tx, &g, 1100, &d));
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 1100, 0, &d));
 	U64_EQ(d.n, 3);
 	ID_EQ(d.rows[0].row.id, 2, 1);
 	ID_EQ(d.rows[1].row.id, 4, 1);
 	ID_EQ(d.rows[2].row.id, 1, 1);
 	U64_EQ(d.rows[0].at, 1000);
 	U64_EQ(d.next, 1600);
+	/* a limit: the first ones, and next says more are due */
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 1100, 2, &d));
+	U64_EQ(d.n, 2);
+	ID_EQ(d.rows[1].row.id, 4, 1);
+	U64_EQ(d.next, 1100);
+	/* nothing is spent without MAXDELIVER */
+	OK(pel_due_collect(tx, &g, PEL_DUE_DEAD, 5000, 0, &d));
+	U64_EQ(d.n, 0);
 	/* a row released with a delay is due at the delay's end */
 	OK(pel_get(tx, &g, pid(3, 1), &r));
 	OK(pel_release_until(tx, &g, &r, a.cid, 1200));
-	OK(pel_collect_due(tx, &g, 1100, &d));
+	cload(&g, "a", &a);
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 1100, 0, &d));
 	U64_EQ(d.n, 3);
 	U64_EQ(d.next, 1200);
-	OK(pel_collect_due(tx, &g, 1200, &d));
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 1200, 0, &d));
 	U64_EQ(d.n, 4);
 	ID_EQ(d.rows[3].row.id, 3, 1);
 	U64_EQ(d.rows[3].row.cid, PEL_UNOWNED);
+	/* a redelivery moves its due row: due again a wait after it */
+	r = d.rows[0].row; /* 2-1 of b */
+	r.delivery_time = 2000;
+	r.delivery_count = 2;
+	OK(pel_put(tx, &g, &b, &r, b.cid));
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 1200, 0, &d));
+	U64_EQ(d.n, 3);
+	verify_group(&g);
+	/* MAXDELIVER 2: 2-1 (delivered twice) is dead-lettered at its deadline */
+	set_timed(&m, &g, 100, 2);
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 5000, 0, &d));
+	U64_EQ(d.n, 3); /* 2-1 is of the other kind now */
+	OK(pel_due_collect(tx, &g, PEL_DUE_DEAD, 2099, 0, &d));
+	U64_EQ(d.n, 0);
+	U64_EQ(d.next, 2100);
+	OK(pel_due_collect(tx, &g, PEL_DUE_DEAD, 2100, 0, &d));
+	U64_EQ(d.n, 1);
+	ID_EQ(d.rows[0].row.id, 2, 1);
+	verify_group(&g);
+	/* acks and a deleted consumer take their due rows along */
+	OK(pel_remove(tx, &g, pid(1, 1)));
+	verify_group(&g);
+	{
+		uint64_t n;
+		cload(&g, "b", &b);
+		OK(consumer_delete(tx, &g, &(struct st_buf){"b", 1}, &n));
+		U64_EQ(n, 2);
+	}
+	verify_group(&g);
+	U64_EQ(rows_of(STORAGE_T_DUE, g.gid), 1); /* 3-1, released */
+	/* no timed policy any more: none left */
+	set_timed(&m, &g, 0, 0);
+	U64_EQ(rows_of(STORAGE_T_DUE, g.gid), 0);
 	pel_due_finish(&d);
+	commit();
+}
+END_TEST
+
+/* A due row that names a row no longer there (or no longer due then) is
+ * dropped by the collection that meets it, not returned; pel_due_any()
+ * and pel_due_rebuild() write what an older PEL lacks. */
+START_TEST(test_policy_due_stale)
+{
+	struct stream_meta m;
+	struct group_meta g;
+	struct consumer_meta a;
+	struct pel_due d = {NULL, 0, 0, 0};
+	unsigned char k[33];
+	struct st_buf kb = {k, 33}, empty = {"", 0};
+	bool any = true;
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 3);
+	gcreate(&m, "g", ID(0, 0), 0, &g);
+	ccreate(&g, "a", 0, &a);
+	deliver(&g, &a, 1, 1, 1000);
+	deliver(&g, &a, 2, 1, 1000);
+	csave(&g, "a", &a);
+	/* a policy set behind the model's back (an echd before due rows) */
+	g.policy.ack_wait = 100;
+	gsave(&m, "g", &g);
+	OK(pel_due_any(tx, &g, &any));
+	ck_assert(!any);
+	OK(pel_due_rebuild(tx, &g));
+	OK(pel_due_any(tx, &g, &any));
+	ck_assert(any);
+	verify_group(&g);
+	/* stale rows: one for an id not pending, one at a wrong time */
+	st_put_u64(k, g.gid);
+	k[8] = PEL_DUE_REDELIVER;
+	st_put_u64(k + 9, 1050);
+	st_put_id(k + 17, pid(3, 1));
+	OK(storage_put(tx, STORAGE_T_DUE, &kb, &empty, 0));
+	st_put_id(k + 17, pid(1, 1));
+	OK(storage_put(tx, STORAGE_T_DUE, &kb, &empty, 0));
+	U64_EQ(rows_of(STORAGE_T_DUE, g.gid), 4);
+	OK(pel_due_collect(tx, &g, PEL_DUE_REDELIVER, 1100, 0, &d));
+	U64_EQ(d.n, 2);
+	ID_EQ(d.rows[0].row.id, 1, 1);
+	ID_EQ(d.rows[1].row.id, 2, 1);
+	verify_group(&g);
+	pel_due_finish(&d);
+	commit();
+}
+END_TEST
+
+/* Due rows follow their group: a copy has them under its id, and a
+ * destroyed group's go with its other rows. */
+START_TEST(test_policy_due_copy_gc)
+{
+	struct stream_meta m, m2;
+	struct group_meta g, g2;
+	struct st_buf sn = B("s"), k2 = B("s2"), gn = B("g");
+
+	mkstream(0, "s", &m);
+	add_range(&m, 1, 50);
+	populate(&m, "g", 3, 40, &g);
+	set_timed(&m, &g, 100, 0);
+	savestream(0, "s", &m);
+	U64_EQ(rows_of(STORAGE_T_DUE, g.gid), 40);
+	OK(stream_copy(tx, 0, &sn, 0, &k2, &m2));
+	OK(group_copy(tx, &m, &m2));
+	gload(&m2, "g", &g2);
+	U64_EQ(rows_of(STORAGE_T_DUE, g2.gid), 40);
+	verify_group(&g2);
+	OK(group_destroy(tx, &m, &gn));
+	gc_all(7);
+	U64_EQ(group_rows(g.gid), 0);
+	U64_EQ(rows_of(STORAGE_T_DUE, g2.gid), 40);
 	commit();
 }
 END_TEST
@@ -3650,6 +3825,8 @@ policy_suite(void)
 	tcase_add_test(tc, test_nacked_count);
 	tcase_add_test(tc, test_policy_wait_deadline);
 	tcase_add_test(tc, test_policy_collect_due);
+	tcase_add_test(tc, test_policy_due_stale);
+	tcase_add_test(tc, test_policy_due_copy_gc);
 	tcase_add_test(tc, test_policy_dead_letter);
 	tcase_add_test(tc, test_policy_each);
 	suite_add_tcase(s, tc);
