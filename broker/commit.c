@@ -27,8 +27,7 @@ brk_batch_txn(struct brk_server *srv, int *rc)
 	if (srv->batch == NULL && !brk_ha_serving(srv)) {
 		/* a standby front end: refused quietly (the cron, the samplers
 		 * would ask every turn); conn.c's gate answers the clients */
-		*rc = storage_ha_role(srv->st) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE
-									: ECHD_ESTANDBY;
+		*rc = brk_ha_role(srv) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE : ECHD_ESTANDBY;
 		return NULL;
 	}
 	if (srv->batch == NULL) {
@@ -200,23 +199,44 @@ brk_batch_abort(struct brk_server *srv, int rc)
 	brk_ha_check(srv);
 }
 
+void
+brk_storage_capacity(struct brk_server *srv, struct storage_capacity_stat *out)
+{
+	struct storage_capacity *cap = storage_capacity(srv->st);
+
+	memset(out, 0, sizeof(*out));
+	out->map_size = UINT64_MAX;
+	if (cap != NULL && storage_capacity_stat(cap, out) != 0) {
+		memset(out, 0, sizeof(*out)); /* as INFO showed a failed stat */
+	}
+}
+
+/* Logs the size the store grew to. */
+static void
+log_grown(struct storage_capacity *cap)
+{
+	struct storage_capacity_stat cs;
+
+	if (storage_capacity_stat(cap, &cs) == 0) {
+		echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
+			(unsigned long long)cs.map_size);
+	}
+}
+
 int
 brk_storage_grow(struct brk_server *srv)
 {
-	struct storage_stat st;
+	struct storage_capacity *cap = storage_capacity(srv->st);
 	int rc;
 
 	rc = brk_batch_commit(srv);
-	if (rc != 0) {
-		return rc;
+	if (rc != 0 || cap == NULL) {
+		return rc; /* without capacity there is nothing to grow: retry */
 	}
-	rc = storage_grow(srv->st, (uint64_t)srv->cfg.maxdisk); /* CONFIG SET may change it */
+	rc = storage_capacity_grow(cap, (uint64_t)srv->cfg.maxdisk); /* CONFIG SET may change it */
 	if (rc == 0) {
 		srv->stats.map_grows++;
-		if (storage_stat(srv->st, &st) == 0) {
-			echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
-				(unsigned long long)st.map_size);
-		}
+		log_grown(cap);
 	}
 	return rc;
 }
@@ -355,19 +375,16 @@ brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 admit_writes(struct brk_server *srv)
 {
-	struct storage_room room;
-	struct storage_stat st;
+	struct storage_capacity *cap = storage_capacity(srv->st);
+	struct storage_room room = {.adds_ok = true}; /* without capacity */
 
 	if (srv->batch != NULL ||
-		storage_write_admit(srv->st, (uint64_t)srv->cfg.maxdisk, &room) != 0) {
+		(cap != NULL && storage_capacity_admit(cap, (uint64_t)srv->cfg.maxdisk, &room) != 0)) {
 		return; /* the last answer stands */
 	}
 	if (room.grew) {
 		srv->stats.map_grows++;
-		if (storage_stat(srv->st, &st) == 0) {
-			echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
-				(unsigned long long)st.map_size);
-		}
+		log_grown(cap);
 	}
 	srv->savepoints = room.nest;
 	srv->disk_full = !room.adds_ok;

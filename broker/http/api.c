@@ -411,8 +411,11 @@ brk_api_server(struct brk_http_req *r, struct evbuffer *out, const char **ctype)
 	hist_json(out, srv->event_hist[BRK_LAT_FLUSH]);
 	if (storage_stat(srv->st, &st) == 0) {
 		evbuffer_add_printf(out, ",\"used_bytes\":%llu", (unsigned long long)st.used_bytes);
-		if (st.map_size != UINT64_MAX) {
-			evbuffer_add_printf(out, ",\"map_bytes\":%llu", (unsigned long long)st.map_size);
+		struct storage_capacity *cap = storage_capacity(srv->st);
+		struct storage_capacity_stat cs;
+
+		if (cap != NULL && storage_capacity_stat(cap, &cs) == 0) {
+			evbuffer_add_printf(out, ",\"map_bytes\":%llu", (unsigned long long)cs.map_size);
 		}
 	}
 	evbuffer_add(out, ",\"user\":", 8);

@@ -503,9 +503,12 @@ finish(struct brk_scrape *s)
 	if (storage_stat(srv->st, &st) == 0) {
 		gauge(out, "echd_storage_used_bytes", "Bytes of the storage's pages in use.",
 			(unsigned long long)st.used_bytes);
-		if (st.map_size != UINT64_MAX) {
+		struct storage_capacity *cap = storage_capacity(srv->st);
+		struct storage_capacity_stat cs;
+
+		if (cap != NULL && storage_capacity_stat(cap, &cs) == 0) {
 			gauge(out, "echd_storage_map_bytes", "Bytes of the storage's map (its size now).",
-				(unsigned long long)st.map_size);
+				(unsigned long long)cs.map_size);
 		}
 	}
 	for (int f = 0; f < NFAM; f++) {
