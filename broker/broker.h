@@ -334,6 +334,15 @@ void brk_server_finish(struct brk_server *srv);
 
 /* Opens the batch write transaction if needed; returns it or NULL with *rc. */
 struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
+/* A transaction to read through from outside a command (the HTTP side),
+ * which never opens the batch for a read: the batch when a command of this
+ * turn has opened it, else a read-only transaction of its own. Returns it
+ * (end it with brk_view_end()) or NULL with *rc (a standby front end: as
+ * brk_batch_txn()). */
+struct storage_txn *brk_view_begin(struct brk_server *srv, int *rc);
+/* Ends what brk_view_begin() returned: aborts a read transaction, leaves
+ * the batch to its commit. NULL is a no-op. */
+void brk_view_end(struct brk_server *srv, struct storage_txn *t);
 /* Commits the batch now (mid-turn, e.g. before growing the map). On failure
  * every reply held for the batch becomes an error reply. */
 int brk_batch_commit(struct brk_server *srv);

@@ -9,8 +9,11 @@
  * (storage_durable_gen()), and brk_release_durable() sends what waited
  * for it. A failed commit turns every reply of the batch into an error.
  * This file also asks the storage, at the end of each turn, whether writes
- * that add data may run (storage_write_admit(): maxdisk and a full file
- * system), and grows it when a write found no room (ECHD_EMAPFULL).
+ * that add data may run (the capacity interface's storage_capacity_admit():
+ * maxdisk and a full file system; a storage without the interface admits
+ * everything), and grows it when a write found no room (ECHD_EMAPFULL).
+ * And it opens the views the HTTP side reads through (brk_view_begin()):
+ * reads from outside a command never open the batch.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,6 +45,44 @@ brk_batch_txn(struct brk_server *srv, int *rc)
 	}
 	*rc = 0;
 	return srv->batch;
+}
+
+/* The batch when open: a read from outside a command then sees what the
+ * turn's commands wrote, as a command run now would. Otherwise a read
+ * transaction, which the storage contract allows beside a writer that a
+ * later command of the turn may open (LMDB: MDB_NOTLS), and which sees the
+ * last commit. Either way the view may show a commit that is not durable
+ * yet (appendfsync always holds RESP replies for that, not the HTTP side's:
+ * a view of the store, not an acknowledgement), and the batch a write of
+ * this turn not committed yet. */
+struct storage_txn *
+brk_view_begin(struct brk_server *srv, int *rc)
+{
+	struct storage_txn *t;
+
+	if (srv->batch != NULL) {
+		*rc = 0;
+		return srv->batch;
+	}
+	if (!brk_ha_serving(srv)) {
+		/* as brk_batch_txn(): a standby's store is not this front end's to show */
+		*rc = brk_ha_role(srv) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE : ECHD_ESTANDBY;
+		return NULL;
+	}
+	*rc = storage_txn_begin(srv->st, NULL, STORAGE_TXN_RDONLY, &t);
+	if (*rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot begin a read transaction: %s", echd_strerror(*rc));
+		return NULL;
+	}
+	return t;
+}
+
+void
+brk_view_end(struct brk_server *srv, struct storage_txn *t)
+{
+	if (t != NULL && t != srv->batch) {
+		storage_txn_abort(t);
+	}
 }
 
 /* Replaces every reply c holds that depended on the failed batch with an

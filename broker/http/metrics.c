@@ -552,10 +552,11 @@ turn(struct brk_scrape *s)
 		fail(s, 503, "the user was removed or disabled during the scrape");
 		return;
 	}
-	s->t = brk_batch_txn(srv, &rc);
+	s->t = brk_view_begin(srv, &rc);
 	if (s->t != NULL) {
 		rc = walk_turn(s);
 	}
+	brk_view_end(srv, s->t);
 	s->t = NULL;
 	s->busy_us += brk_now_us() - t0;
 	if (rc < 0) {
