@@ -2,9 +2,11 @@
  *
  * A small key/value contract over named tables, with nested write
  * transactions, in the spirit of SQLite's VFS: the broker and the data
- * model (stream.h) call these functions; a backend (LMDB by default, or
- * mem, an in-memory tree that keeps the same contract) implements them
- * through struct storage_ops (storage_impl.h).
+ * model (stream.h) call these functions; an engine (LMDB by default, mem,
+ * an in-memory tree that keeps the same contract, postgres) implements them
+ * through struct storage_ops (storage_impl.h), and an engine that wraps
+ * another through the forwarding base (forward.h). This is the core every
+ * engine keeps; capacity and HA are optional interfaces (Caveats).
  *
  * Caveats
  *  - One write transaction at a time per storage, and only on the thread
