@@ -261,7 +261,7 @@ struct brk_server {
 	bool policy_rescan;          /* policy.c: look for policy groups under new names */
 	uint64_t expire_next_ms;     /* no key expires before this (0: look) */
 	uint64_t cmd_ms;             /* the running command's time (EXEC's for its commands) */
-	/* the storage's last storage_write_admit() answer (commit.c) */
+	/* the storage's last storage_capacity_admit() answer (commit.c) */
 	bool savepoints;             /* room is short: nest every write */
 	bool disk_full;              /* commands that add data are refused */
 	int disk_full_rc;            /* why: ECHD_ELIMIT (maxdisk) or the file system's error */
@@ -303,7 +303,7 @@ struct brk_server {
 	uint64_t acl_generation;
 	unsigned users_loaded;
 	/* active/standby front ends of a shared store (ha.c) */
-	struct storage_ha ha;     /* the last poll's answer; without HA: active */
+	struct storage_ha_state ha; /* the last poll's answer; without HA: active */
 	struct event *ha_timer;   /* every ha-retry-ms; NULL without HA */
 	bool ha_was_active;       /* the role the broker last acted on */
 	uint64_t ha_since_ms;     /* when it began */
@@ -336,6 +336,15 @@ void brk_server_finish(struct brk_server *srv);
 
 /* Opens the batch write transaction if needed; returns it or NULL with *rc. */
 struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
+/* A transaction to read through from outside a command (the HTTP side),
+ * which never opens the batch for a read: the batch when a command of this
+ * turn has opened it, else a read-only transaction of its own. Returns it
+ * (end it with brk_view_end()) or NULL with *rc (a standby front end: as
+ * brk_batch_txn()). */
+struct storage_txn *brk_view_begin(struct brk_server *srv, int *rc);
+/* Ends what brk_view_begin() returned: aborts a read transaction, leaves
+ * the batch to its commit. NULL is a no-op. */
+void brk_view_end(struct brk_server *srv, struct storage_txn *t);
 /* Commits the batch now (mid-turn, e.g. before growing the map). On failure
  * every reply held for the batch becomes an error reply. */
 int brk_batch_commit(struct brk_server *srv);
@@ -413,8 +422,13 @@ void brk_pubsub_acl_changed(struct brk_server *srv);
 void brk_batch_wrote(struct brk_server *srv, struct brk_conn *c);
 /* Aborts the batch: every reply held for it becomes an error. */
 void brk_batch_abort(struct brk_server *srv, int rc);
-/* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT. */
+/* Grows the storage map after a full map; returns 0 or ECHD_ELIMIT (also
+ * 0, doing nothing, for a storage without the capacity interface). */
 int brk_storage_grow(struct brk_server *srv);
+/* The storage's capacity figures for INFO and the HTTP side; without the
+ * capacity interface, what a store without bounds shows: map_size
+ * UINT64_MAX, the rest 0. */
+void brk_storage_capacity(struct brk_server *srv, struct storage_capacity_stat *out);
 /* Queues the blocked clients of keys changed in the batch to run again. */
 void brk_wake_touched(struct brk_server *srv);
 
@@ -731,8 +745,10 @@ void brk_ha_announce(struct brk_server *srv);
 /* After storage_open and the event base: the first poll and the timer. */
 int brk_ha_init(struct brk_server *srv);
 void brk_ha_finish(struct brk_server *srv);
-/* Whether this front end serves: the store has no HA part, or it is the
- * active one (as of the last poll or commit; no round trip). */
+/* This front end's role: the storage's HA interface's (as of the last poll
+ * or commit; no round trip), or active when it has none. */
+enum storage_role brk_ha_role(const struct brk_server *srv);
+/* Whether this front end serves: brk_ha_role() is active. */
 bool brk_ha_serving(const struct brk_server *srv);
 /* After a failed commit or abort: if the storage says this front end is
  * no longer active, the loop's next step answers the blocked clients. */

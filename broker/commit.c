@@ -9,8 +9,11 @@
  * (storage_durable_gen()), and brk_release_durable() sends what waited
  * for it. A failed commit turns every reply of the batch into an error.
  * This file also asks the storage, at the end of each turn, whether writes
- * that add data may run (storage_write_admit(): maxdisk and a full file
- * system), and grows it when a write found no room (ECHD_EMAPFULL).
+ * that add data may run (the capacity interface's storage_capacity_admit():
+ * maxdisk and a full file system; a storage without the interface admits
+ * everything), and grows it when a write found no room (ECHD_EMAPFULL).
+ * And it opens the views the HTTP side reads through (brk_view_begin()):
+ * reads from outside a command never open the batch.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,8 +30,7 @@ brk_batch_txn(struct brk_server *srv, int *rc)
 	if (srv->batch == NULL && !brk_ha_serving(srv)) {
 		/* a standby front end: refused quietly (the cron, the samplers
 		 * would ask every turn); conn.c's gate answers the clients */
-		*rc = storage_ha_role(srv->st) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE
-									: ECHD_ESTANDBY;
+		*rc = brk_ha_role(srv) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE : ECHD_ESTANDBY;
 		return NULL;
 	}
 	if (srv->batch == NULL) {
@@ -43,6 +45,44 @@ brk_batch_txn(struct brk_server *srv, int *rc)
 	}
 	*rc = 0;
 	return srv->batch;
+}
+
+/* The batch when open: a read from outside a command then sees what the
+ * turn's commands wrote, as a command run now would. Otherwise a read
+ * transaction, which the storage contract allows beside a writer that a
+ * later command of the turn may open (LMDB: MDB_NOTLS), and which sees the
+ * last commit. Either way the view may show a commit that is not durable
+ * yet (appendfsync always holds RESP replies for that, not the HTTP side's:
+ * a view of the store, not an acknowledgement), and the batch a write of
+ * this turn not committed yet. */
+struct storage_txn *
+brk_view_begin(struct brk_server *srv, int *rc)
+{
+	struct storage_txn *t;
+
+	if (srv->batch != NULL) {
+		*rc = 0;
+		return srv->batch;
+	}
+	if (!brk_ha_serving(srv)) {
+		/* as brk_batch_txn(): a standby's store is not this front end's to show */
+		*rc = brk_ha_role(srv) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE : ECHD_ESTANDBY;
+		return NULL;
+	}
+	*rc = storage_txn_begin(srv->st, NULL, STORAGE_TXN_RDONLY, &t);
+	if (*rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot begin a read transaction: %s", echd_strerror(*rc));
+		return NULL;
+	}
+	return t;
+}
+
+void
+brk_view_end(struct brk_server *srv, struct storage_txn *t)
+{
+	if (t != NULL && t != srv->batch) {
+		storage_txn_abort(t);
+	}
 }
 
 /* Replaces every reply c holds that depended on the failed batch with an
@@ -202,23 +242,44 @@ brk_batch_abort(struct brk_server *srv, int rc)
 	brk_ha_check(srv);
 }
 
+void
+brk_storage_capacity(struct brk_server *srv, struct storage_capacity_stat *out)
+{
+	struct storage_capacity *cap = storage_capacity(srv->st);
+
+	memset(out, 0, sizeof(*out));
+	out->map_size = UINT64_MAX;
+	if (cap != NULL && storage_capacity_stat(cap, out) != 0) {
+		memset(out, 0, sizeof(*out)); /* as INFO showed a failed stat */
+	}
+}
+
+/* Logs the size the store grew to. */
+static void
+log_grown(struct storage_capacity *cap)
+{
+	struct storage_capacity_stat cs;
+
+	if (storage_capacity_stat(cap, &cs) == 0) {
+		echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
+			(unsigned long long)cs.map_size);
+	}
+}
+
 int
 brk_storage_grow(struct brk_server *srv)
 {
-	struct storage_stat st;
+	struct storage_capacity *cap = storage_capacity(srv->st);
 	int rc;
 
 	rc = brk_batch_commit(srv);
-	if (rc != 0) {
-		return rc;
+	if (rc != 0 || cap == NULL) {
+		return rc; /* without capacity there is nothing to grow: retry */
 	}
-	rc = storage_grow(srv->st, (uint64_t)srv->cfg.maxdisk); /* CONFIG SET may change it */
+	rc = storage_capacity_grow(cap, (uint64_t)srv->cfg.maxdisk); /* CONFIG SET may change it */
 	if (rc == 0) {
 		srv->stats.map_grows++;
-		if (storage_stat(srv->st, &st) == 0) {
-			echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
-				(unsigned long long)st.map_size);
-		}
+		log_grown(cap);
 	}
 	return rc;
 }
@@ -357,19 +418,16 @@ brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 admit_writes(struct brk_server *srv)
 {
-	struct storage_room room;
-	struct storage_stat st;
+	struct storage_capacity *cap = storage_capacity(srv->st);
+	struct storage_room room = {.adds_ok = true}; /* without capacity */
 
 	if (srv->batch != NULL ||
-		storage_write_admit(srv->st, (uint64_t)srv->cfg.maxdisk, &room) != 0) {
+		(cap != NULL && storage_capacity_admit(cap, (uint64_t)srv->cfg.maxdisk, &room) != 0)) {
 		return; /* the last answer stands */
 	}
 	if (room.grew) {
 		srv->stats.map_grows++;
-		if (storage_stat(srv->st, &st) == 0) {
-			echd_log(ECHD_LOG_NOTICE, "storage map grown to %llu bytes",
-				(unsigned long long)st.map_size);
-		}
+		log_grown(cap);
 	}
 	srv->savepoints = room.nest;
 	srv->disk_full = !room.adds_ok;

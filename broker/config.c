@@ -1,7 +1,11 @@
 /* config.c - the option table: command line, config file, CONFIG GET/SET/REWRITE.
  *
  * Options use Redis' names and units where Redis has them; the table is
- * the single place an option's default, type and mutability are stated.
+ * the single place an option's default, type and mutability are stated,
+ * and, for an option a storage engine reads, the name it reads it under
+ * ("lmdb.map-size": storage.h's engine options), which is how it reaches
+ * the engine: brk_config_engine_opts() hands on every such row, and the
+ * broker's code names no engine option.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -33,6 +37,9 @@ struct opt {
 	long long min, max;
 	const char *const *enums; /* OPT_ENUM values, index is the stored int */
 	const char *help;
+	/* NULL, or the storage engine option it is handed on as (storage.h's
+	 * "<engine>.<option>"; brk_config_engine_opts()) */
+	const char *engine;
 };
 
 static const char *const loglevels[] = {"debug", "verbose", "notice", "warning", NULL};
@@ -94,26 +101,31 @@ static const struct opt opts[] = {
 	{"appendfsync", OPT_ENUM, false, "always", OFF(appendfsync), 0, 0, fsyncs,
 		"always: reply once the commit is durable; everysec: reply after the commit, durable within a second"},
 	{"map-size", OPT_MEM, false, "256mb", OFF(map_size), 1024 * 1024, LLMAX, NULL,
-		"initial LMDB map size; grows on demand up to maxdisk"},
+		"initial LMDB map size; grows on demand up to maxdisk", "lmdb.map-size"},
 	{"maxdisk", OPT_MEM, true, "0", OFF(maxdisk), 0, LLMAX, NULL,
-		"largest the data file may grow; 0 = no limit"},
+		"largest the data file may grow; 0 = no limit", "lmdb.map-max"},
 	{"storage", OPT_STR, false, "lmdb", OFF(storage_backend), 0, 0, NULL,
 		"storage backend: lmdb, mem (in memory), or postgres (storage-url; also "
 		"storage-backend)"},
 	{"storage-url", OPT_STR, false, "", OFF(storage_url), 0, 0, NULL,
 		"postgres: where, as a libpq URI or key=value string (CONFIG GET hides its "
-		"password)"},
+		"password)", "postgres.url"},
 	{"storage-pg-schema", OPT_STR, false, "echd", OFF(storage_pg_schema), 0, 0, NULL,
-		"postgres: the schema echd creates and owns; one per echd namespace"},
+		"postgres: the schema echd creates and owns; one per echd namespace",
+		"postgres.schema"},
 	{"storage-timeout-ms", OPT_INT, false, "5000", OFF(storage_timeout_ms), 10, 3600000, NULL,
-		"postgres: a round trip longer than this many milliseconds is a lost connection"},
+		"postgres: a round trip longer than this many milliseconds is a lost connection",
+		"postgres.timeout-ms"},
 	{"ha-name", OPT_STR, false, "echd", OFF(ha_name), 0, 0, NULL,
-		"the service's name for SENTINEL (get-master-addr-by-name, masters)"},
+		"the service's name for SENTINEL (get-master-addr-by-name, masters)",
+		"postgres.ha-name"},
+	/* the engine gets the address in effect: brk_config_announce() */
 	{"ha-announce-ip", OPT_STR, false, "", OFF(ha_announce_ip), 0, 0, NULL,
 		"the address clients reach this front end at, as SENTINEL tells them; empty = the "
-		"first bind address (127.0.0.1 for a wildcard)"},
+		"first bind address (127.0.0.1 for a wildcard)", "postgres.announce-host"},
 	{"ha-announce-port", OPT_INT, false, "0", OFF(ha_announce_port), 0, 65535, NULL,
-		"the port SENTINEL tells clients for this front end; 0 = port"},
+		"the port SENTINEL tells clients for this front end; 0 = port",
+		"postgres.announce-port"},
 	{"ha-retry-ms", OPT_INT, true, "1000", OFF(ha_retry_ms), 10, 60000, NULL,
 		"postgres: milliseconds between two checks of who is the active front end (a "
 		"standby's try to take over, a reconnect)"},
@@ -1093,4 +1105,67 @@ out:
 	}
 	brk_config_finish(&def);
 	return rc;
+}
+
+void
+brk_config_announce(const struct brk_config *cfg, char *host, size_t len, int *port)
+{
+	const char *ip = cfg->ha_announce_ip;
+
+	if (ip == NULL || ip[0] == '\0') {
+		ip = cfg->nbind > 0 ? cfg->bind[0] : "127.0.0.1";
+		ip += ip[0] == '-'; /* "-::1": bound if available */
+		if (!strcmp(ip, "*") || !strcmp(ip, "0.0.0.0") || !strcmp(ip, "::") ||
+			!strcmp(ip, "::*")) {
+			ip = "127.0.0.1"; /* a wildcard is no address to give clients */
+		}
+	}
+	snprintf(host, len, "%s", ip);
+	*port = cfg->ha_announce_port != 0 ? (int)cfg->ha_announce_port : cfg->port;
+}
+
+void
+brk_config_engine_opts_free(struct storage_opt *opt, size_t n)
+{
+	for (size_t i = 0; opt != NULL && i < n; i++) {
+		echd_free((char *)opt[i].value);
+	}
+	echd_free(opt);
+}
+
+int
+brk_config_engine_opts(const struct brk_config *cfg, struct storage_opt **out, size_t *n)
+{
+	struct storage_opt *opt = echd_calloc(NOPTS, sizeof(*opt));
+	size_t k = 0;
+
+	if (opt == NULL) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < NOPTS; i++) {
+		char buf[BRK_CONFIG_LINE_MAX];
+		int port;
+
+		if (opts[i].engine == NULL) {
+			continue;
+		}
+		/* the announced address in effect, not the option as set */
+		if (opts[i].off == OFF(ha_announce_ip)) {
+			brk_config_announce(cfg, buf, sizeof(buf), &port);
+		} else if (opts[i].off == OFF(ha_announce_port)) {
+			brk_config_announce(cfg, buf, sizeof(buf), &port);
+			snprintf(buf, sizeof(buf), "%d", port);
+		} else {
+			format_opt(cfg, &opts[i], buf, sizeof(buf));
+		}
+		opt[k].name = opts[i].engine;
+		opt[k].value = echd_strndup(buf, strlen(buf));
+		if (opt[k++].value == NULL) {
+			brk_config_engine_opts_free(opt, k);
+			return -ENOMEM;
+		}
+	}
+	*out = opt;
+	*n = k;
+	return 0;
 }

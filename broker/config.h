@@ -144,4 +144,16 @@ const char *brk_config_lookup(const char *name, bool *runtime);
 /* Formats the value of option name (any case) into buf; false when unknown. */
 bool brk_config_value(const struct brk_config *cfg, const char *name, char *buf, size_t len);
 
+/* The storage engines' options (storage.h): one for each option of the
+ * table that names an engine option, with its value in force as a string.
+ * Returns 0 and *out (owned, free with brk_config_engine_opts_free()) and
+ * *n, or -ENOMEM. */
+struct storage_opt;
+int brk_config_engine_opts(const struct brk_config *cfg, struct storage_opt **out, size_t *n);
+void brk_config_engine_opts_free(struct storage_opt *opt, size_t n);
+/* This front end's address for clients, as SENTINEL tells them and a
+ * shared store records it: ha-announce-ip, or the first bind address (a
+ * wildcard: 127.0.0.1), into host (len bytes); ha-announce-port, or port. */
+void brk_config_announce(const struct brk_config *cfg, char *host, size_t len, int *port);
+
 #endif

@@ -225,6 +225,7 @@ int
 brk_server_init(struct brk_server *srv)
 {
 	struct storage_opts so;
+	struct storage_opt *eopt;
 	struct timeval tv100 = {0, 100000}, tv1s = {1, 0};
 	uint64_t wd;
 	int rc, activated;
@@ -257,22 +258,7 @@ brk_server_init(struct brk_server *srv)
 	if (brk_lock_dir(srv) != 0) {
 		return -1;
 	}
-	memset(&so, 0, sizeof(so));
-	so.dir = srv->cfg.dir;
-	so.map_size = (uint64_t)srv->cfg.map_size;
-	if (srv->cfg.maxdisk != 0 && (uint64_t)srv->cfg.maxdisk < so.map_size) {
-		/* LMDB itself then refuses to grow past maxdisk from the first write. */
-		so.map_size = (uint64_t)srv->cfg.maxdisk;
-	}
-	so.map_max = (uint64_t)srv->cfg.maxdisk;
-	so.sync_mode = STORAGE_SYNC_DATA;
 	brk_ha_announce(srv);
-	so.url = srv->cfg.storage_url;
-	so.schema = srv->cfg.storage_pg_schema;
-	so.ha_name = srv->cfg.ha_name;
-	so.announce_host = srv->ha_host;
-	so.announce_port = srv->ha_port;
-	so.timeout_ms = (unsigned)srv->cfg.storage_timeout_ms;
 	if (srv->cfg.storage_backend != NULL && !strcmp(srv->cfg.storage_backend, "postgres") &&
 		(srv->cfg.storage_url == NULL || srv->cfg.storage_url[0] == '\0')) {
 		echd_log(ECHD_LOG_WARNING, "storage postgres needs storage-url (a libpq "
@@ -280,12 +266,21 @@ brk_server_init(struct brk_server *srv)
 					   "words)");
 		return BRK_INIT_CONFIG;
 	}
+	memset(&so, 0, sizeof(so));
+	so.dir = srv->cfg.dir;
+	so.sync_mode = STORAGE_SYNC_DATA;
+	/* the engines' own options travel opaque: config.c's table names them */
+	if (brk_config_engine_opts(&srv->cfg, &eopt, &so.nopt) != 0) {
+		return -1;
+	}
+	so.opt = eopt;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
-	if (rc != 0 && so.url != NULL && so.url[0] != '\0') {
+	brk_config_engine_opts_free(eopt, so.nopt);
+	if (rc != 0 && srv->cfg.storage_url != NULL && srv->cfg.storage_url[0] != '\0') {
 		char shown[512];
-		brk_url_redact(so.url, shown, sizeof(shown)); /* never the password */
+		brk_url_redact(srv->cfg.storage_url, shown, sizeof(shown)); /* never the password */
 		echd_log(ECHD_LOG_WARNING, "cannot open storage '%s' at '%s' (schema %s): %s",
-			srv->cfg.storage_backend, shown, so.schema, echd_strerror(rc));
+			srv->cfg.storage_backend, shown, srv->cfg.storage_pg_schema, echd_strerror(rc));
 		return -1;
 	}
 	if (rc != 0) {

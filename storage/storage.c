@@ -3,7 +3,8 @@
  * shares on the way: the checks of txn_begin and of writes, nested
  * transactions ended child first, open cursors closed at their
  * transaction's end, the write counts (storage_txn_writes()), the commit
- * generations and the cursor-versus-write rule of storage.h. */
+ * generations and the cursor-versus-write rule of storage.h; and the
+ * optional interfaces' getters and the engines' option reader. */
 #include <assert.h>
 #include <errno.h>
 #include <stddef.h>
@@ -15,6 +16,10 @@
 #define DEFAULT_BACKEND "lmdb"
 /* storage_cursor.seen before the cursor's first seek. */
 #define CURSOR_UNSET UINT64_MAX
+/* Operation op of st's engine: its own, or its base's (a wrapper's
+ * forwarding defaults, forward.h); NULL for an optional one neither has. */
+#define OP(st, op)                                                                                 \
+	((st)->ops->op != NULL || (st)->ops->base == NULL ? (st)->ops->op : (st)->ops->base->op)
 
 /* NULL-terminated; backend_names[] mirrors it (storage_backends() returns
  * it, and a static initializer cannot read ops->name from another file). */
@@ -23,6 +28,7 @@ static const struct storage_ops *const backends[] = {
 	&st_fault_ops, /* tests only: lmdb with injected failures */
 	&st_mem_ops,   /* in memory: the contract kept without LMDB */
 	&st_pg_ops,    /* PostgreSQL: a store several front ends share */
+	&st_fwd_ops,   /* tests only: mem behind the forwarding base, nothing optional */
 	NULL,
 };
 static const char *const backend_names[] = {
@@ -30,6 +36,7 @@ static const char *const backend_names[] = {
 	"fault",
 	"mem",
 	"postgres",
+	"fwd",
 	NULL,
 };
 _Static_assert(sizeof(backends) / sizeof(backends[0]) ==
@@ -42,25 +49,46 @@ storage_backends(void)
 	return backend_names;
 }
 
-int
-storage_open(const char *backend, const struct storage_opts *o, struct storage **out)
+/* Whether every option in o names a registered engine ("<engine>.<x>"):
+ * one misspelt ("lmbd.map-size") would otherwise be nobody's and go unread. */
+static int
+opts_check(const struct storage_opts *o)
 {
-	const struct storage_ops *ops = NULL;
+	for (size_t i = 0; i < o->nopt; i++) {
+		const char *name = o->opt[i].name, *dot = strchr(name, '.');
+		bool known = false;
+
+		for (size_t b = 0; dot != NULL && backend_names[b] != NULL; b++) {
+			size_t n = strlen(backend_names[b]);
+
+			known |= (size_t)(dot - name) == n && strncmp(name, backend_names[b], n) == 0;
+		}
+		if (!known || o->opt[i].value == NULL) {
+			echd_log(ECHD_LOG_WARNING,
+				"storage: option '%s' %s", name,
+				known ? "has no value" : "names no engine (<engine>.<option>)");
+			return ECHD_EINVAL;
+		}
+	}
+	return 0;
+}
+
+int
+storage_open_ops(const struct storage_ops *ops, const struct storage_opts *o,
+	struct storage **out)
+{
 	struct storage *st;
 	int rc;
 
-	if (backend == NULL) {
-		backend = DEFAULT_BACKEND;
-	}
-	for (size_t i = 0; backends[i] != NULL; i++) {
-		assert(strcmp(backends[i]->name, backend_names[i]) == 0);
-		if (strcmp(backends[i]->name, backend) == 0) {
-			ops = backends[i];
-			break;
-		}
-	}
-	if (ops == NULL || ops->version < STORAGE_OPS_V1) {
+	if (ops->version < STORAGE_OPS_V2) {
 		return ECHD_ENOTFOUND;
+	}
+	/* A base is one level deep (OP() looks no further). */
+	assert(ops->open != NULL && ops->close != NULL &&
+	       (ops->base == NULL || ops->base->base == NULL));
+	rc = opts_check(o);
+	if (rc != 0) {
+		return rc;
 	}
 	rc = ops->open(o, &st);
 	if (rc != 0) {
@@ -72,6 +100,21 @@ storage_open(const char *backend, const struct storage_opts *o, struct storage *
 	st->commit_gen = 0;
 	*out = st;
 	return 0;
+}
+
+int
+storage_open(const char *backend, const struct storage_opts *o, struct storage **out)
+{
+	if (backend == NULL) {
+		backend = DEFAULT_BACKEND;
+	}
+	for (size_t i = 0; backends[i] != NULL; i++) {
+		assert(strcmp(backends[i]->name, backend_names[i]) == 0);
+		if (strcmp(backends[i]->name, backend) == 0) {
+			return storage_open_ops(backends[i], o, out);
+		}
+	}
+	return ECHD_ENOTFOUND;
 }
 
 void
@@ -125,7 +168,7 @@ storage_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags
 			return -EBUSY; /* LMDB's second writer would wait forever */
 		}
 	}
-	rc = st->ops->txn_begin(st, parent, flags, &t);
+	rc = OP(st, txn_begin)(st, parent, flags, &t);
 	if (rc != 0) {
 		return rc;
 	}
@@ -171,7 +214,7 @@ storage_txn_commit_gen(struct storage_txn *t, uint64_t *gen)
 	cursors_close(t);
 	memcpy(writes, t->writes, sizeof(writes)); /* t is freed by the commit */
 	txn_unlink(t);
-	rc = st->ops->txn_commit(t);
+	rc = OP(st, txn_commit)(t);
 	if (rc == 0 && parent != NULL) {
 		/* The child's rows are the parent's now: its cursors on those
 		 * tables must seek again, as after a write of their own. */
@@ -199,10 +242,10 @@ storage_durable_gen(struct storage *st)
 {
 	uint64_t g;
 
-	if (st->ops->durable_gen == NULL) {
+	if (OP(st, durable_gen) == NULL) {
 		return st->commit_gen;
 	}
-	g = st->ops->durable_gen(st);
+	g = OP(st, durable_gen)(st);
 	assert(g <= st->commit_gen);
 	return g;
 }
@@ -227,14 +270,14 @@ storage_txn_abort(struct storage_txn *t)
 	storage_txn_abort(t->child);
 	cursors_close(t);
 	txn_unlink(t);
-	t->st->ops->txn_abort(t);
+	OP(t->st, txn_abort)(t);
 }
 
 int
 storage_get(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 	struct st_buf *v)
 {
-	return t->st->ops->get(t, tb, k, v);
+	return OP(t->st, get)(t, tb, k, v);
 }
 
 /* Whether t may write now: not a read txn, nor one with a child open. */
@@ -254,7 +297,7 @@ storage_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k
 	int rc = write_check(t);
 
 	if (rc == 0) {
-		rc = t->st->ops->put(t, tb, k, v, flags);
+		rc = OP(t->st, put)(t, tb, k, v, flags);
 	}
 	if (rc == 0) {
 		t->writes[tb]++;
@@ -268,7 +311,7 @@ storage_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k
 	int rc = write_check(t);
 
 	if (rc == 0) {
-		rc = t->st->ops->del(t, tb, k);
+		rc = OP(t->st, del)(t, tb, k);
 	}
 	if (rc == 0) {
 		t->writes[tb]++;
@@ -295,7 +338,7 @@ storage_cursor_open(struct storage_txn *t, enum storage_table tb, struct storage
 	struct storage_cursor *c;
 	int rc;
 
-	rc = t->st->ops->cursor_open(t, tb, &c);
+	rc = OP(t->st, cursor_open)(t, tb, &c);
 	if (rc != 0) {
 		return rc;
 	}
@@ -325,7 +368,7 @@ storage_cursor_close(struct storage_cursor *c)
 	if (c->next != NULL) {
 		c->next->prev = c->prev;
 	}
-	c->txn->st->ops->cursor_close(c);
+	OP(c->txn->st, cursor_close)(c);
 }
 
 int
@@ -333,7 +376,7 @@ storage_cursor_seek(struct storage_cursor *c, const struct st_buf *k, struct st_
 	struct st_buf *val)
 {
 	c->seen = c->txn->writes[c->tb];
-	return c->txn->st->ops->cursor_seek(c, k, key, val);
+	return OP(c->txn->st, cursor_seek)(c, k, key, val);
 }
 
 int
@@ -341,7 +384,7 @@ storage_cursor_seek_last(struct storage_cursor *c, const struct st_buf *k, struc
 	struct st_buf *val)
 {
 	c->seen = c->txn->writes[c->tb];
-	return c->txn->st->ops->cursor_seek_last(c, k, key, val);
+	return OP(c->txn->st, cursor_seek_last)(c, k, key, val);
 }
 
 int
@@ -351,7 +394,7 @@ storage_cursor_next(struct storage_cursor *c, struct st_buf *key, struct st_buf 
 		return ECHD_EINVAL;
 	}
 	c->seen = c->txn->writes[c->tb];
-	return c->txn->st->ops->cursor_next(c, key, val);
+	return OP(c->txn->st, cursor_next)(c, key, val);
 }
 
 int
@@ -361,7 +404,7 @@ storage_cursor_prev(struct storage_cursor *c, struct st_buf *key, struct st_buf 
 		return ECHD_EINVAL;
 	}
 	c->seen = c->txn->writes[c->tb];
-	return c->txn->st->ops->cursor_prev(c, key, val);
+	return OP(c->txn->st, cursor_prev)(c, key, val);
 }
 
 int
@@ -376,7 +419,7 @@ storage_cursor_del(struct storage_cursor *c)
 	if (rc != 0) {
 		return rc;
 	}
-	rc = c->txn->st->ops->cursor_del(c);
+	rc = OP(c->txn->st, cursor_del)(c);
 	if (rc == 0) {
 		c->txn->writes[c->tb]++;
 		c->seen = c->txn->writes[c->tb]; /* its own delete keeps its place */
@@ -387,93 +430,165 @@ storage_cursor_del(struct storage_cursor *c)
 void
 storage_cursor_ahead(struct storage_cursor *c, unsigned rows)
 {
-	if (c->txn->st->ops->cursor_ahead != NULL) {
-		c->txn->st->ops->cursor_ahead(c, rows);
+	void (*ahead)(struct storage_cursor *, unsigned) = OP(c->txn->st, cursor_ahead);
+
+	if (ahead != NULL) {
+		ahead(c, rows);
 	}
 }
 
 int
 storage_stat(struct storage *st, struct storage_stat *out)
 {
-	return st->ops->stat(st, out);
+	return OP(st, stat)(st, out);
 }
 
-bool
-storage_has_capacity(const struct storage *st)
+void *
+storage_iface(struct storage *st, enum storage_iface which)
 {
-	return st->ops->write_admit != NULL;
+	void *(*iface)(struct storage *, enum storage_iface) = OP(st, iface);
+
+	return iface == NULL ? NULL : iface(st, which);
 }
 
-bool
-storage_has_ha(const struct storage *st)
+struct storage_capacity *
+storage_capacity(struct storage *st)
 {
-	return st->ops->ha_poll != NULL;
+	struct storage_capacity *cap = storage_iface(st, STORAGE_IFACE_CAPACITY);
+
+	assert(cap == NULL || (cap->ops != NULL && cap->st != NULL));
+	return cap;
+}
+
+int
+storage_capacity_admit(struct storage_capacity *cap, uint64_t max_bytes, struct storage_room *out)
+{
+	struct storage_room room = {0};
+	int rc = cap->ops->admit(cap->st, max_bytes, &room);
+
+	if (rc == 0) {
+		*out = room;
+	}
+	return rc;
+}
+
+int
+storage_capacity_grow(struct storage_capacity *cap, uint64_t max_bytes)
+{
+	return cap->ops->grow(cap->st, max_bytes);
+}
+
+int
+storage_capacity_stat(struct storage_capacity *cap, struct storage_capacity_stat *out)
+{
+	return cap->ops->stat(cap->st, out);
+}
+
+int
+storage_capacity_free_bytes(struct storage_capacity *cap, uint64_t *out)
+{
+	return cap->ops->free_bytes(cap->st, out);
+}
+
+int
+storage_capacity_reserve(struct storage_capacity *cap)
+{
+	return cap->ops->reserve(cap->st);
+}
+
+struct storage_ha *
+storage_ha(struct storage *st)
+{
+	struct storage_ha *ha = storage_iface(st, STORAGE_IFACE_HA);
+
+	assert(ha == NULL || (ha->ops != NULL && ha->st != NULL));
+	return ha;
 }
 
 enum storage_role
-storage_ha_role(const struct storage *st)
+storage_ha_role(const struct storage_ha *ha)
 {
-	return st->ops->ha_role == NULL ? STORAGE_ROLE_ACTIVE : st->ops->ha_role(st);
+	return ha->ops->role(ha->st);
 }
 
 int
-storage_ha_poll(struct storage *st, struct storage_ha *out)
+storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out)
 {
-	assert(st->writer == NULL);
-	if (st->ops->ha_poll == NULL) {
-		memset(out, 0, sizeof(*out));
-		out->role = STORAGE_ROLE_ACTIVE;
-		return 0;
-	}
-	return st->ops->ha_poll(st, out);
-}
-
-int
-storage_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out)
-{
-	struct storage_room room = {.adds_ok = true}; /* without capacity */
-	int rc;
-
-	if (st->ops->write_admit != NULL) {
-		rc = st->ops->write_admit(st, max_bytes, &room);
-		if (rc != 0) {
-			return rc;
-		}
-	}
-	*out = room;
-	return 0;
-}
-
-int
-storage_grow(struct storage *st, uint64_t max_bytes)
-{
-	return st->ops->grow == NULL ? 0 : st->ops->grow(st, max_bytes);
+	assert(ha->st->writer == NULL);
+	return ha->ops->poll(ha->st, out);
 }
 
 int
 storage_sync(struct storage *st)
 {
-	return st->ops->sync(st);
+	return OP(st, sync)(st);
 }
 
 int
 storage_copy(struct storage *st, const char *dir)
 {
-	return st->ops->copy(st, dir);
+	return OP(st, copy)(st, dir);
 }
 
-int
-storage_reserve(struct storage *st)
-{
-	return st->ops->reserve == NULL ? 0 : st->ops->reserve(st);
-}
+/* ---- engine options ------------------------------------------------------ */
 
-int
-storage_free_bytes(struct storage *st, uint64_t *out)
+/* Decimal digits only, no sign or space: "12x", "-1" and "" are refused. */
+static bool
+parse_u64(const char *v, uint64_t *out)
 {
-	if (st->ops->free_bytes == NULL) {
-		*out = 0;
-		return 0;
+	uint64_t n = 0;
+
+	if (*v == '\0') {
+		return false;
 	}
-	return st->ops->free_bytes(st, out);
+	for (; *v != '\0'; v++) {
+		if (*v < '0' || *v > '9' || n > (UINT64_MAX - (uint64_t)(*v - '0')) / 10) {
+			return false;
+		}
+		n = n * 10 + (uint64_t)(*v - '0');
+	}
+	*out = n;
+	return true;
+}
+
+int
+storage_opts_read(const struct storage_opts *o, const char *engine,
+	const struct storage_optdef *defs, size_t ndefs, void *out)
+{
+	size_t elen = strlen(engine);
+
+	for (size_t i = 0; i < o->nopt; i++) {
+		const char *name = o->opt[i].name, *value = o->opt[i].value;
+		const struct storage_optdef *d = NULL;
+		uint64_t n;
+
+		if (strncmp(name, engine, elen) != 0 || name[elen] != '.') {
+			continue; /* another engine's */
+		}
+		for (size_t k = 0; k < ndefs && d == NULL; k++) {
+			if (strcmp(name + elen + 1, defs[k].name) == 0) {
+				d = &defs[k];
+			}
+		}
+		if (d == NULL) {
+			echd_log(ECHD_LOG_WARNING, "%s: unknown option '%s'", engine, name);
+			return ECHD_EINVAL;
+		}
+		switch (d->type) {
+		case STORAGE_OPTDEF_U64:
+			if (!parse_u64(value, &n) || n < d->min || n > d->max) {
+				echd_log(ECHD_LOG_WARNING,
+					"%s: option '%s': '%s' is not a whole number from %llu to %llu",
+					engine, name, value, (unsigned long long)d->min,
+					(unsigned long long)d->max);
+				return ECHD_EINVAL;
+			}
+			memcpy((char *)out + d->off, &n, sizeof(n));
+			break;
+		case STORAGE_OPTDEF_STR:
+			memcpy((char *)out + d->off, &value, sizeof(value));
+			break;
+		}
+	}
+	return 0;
 }

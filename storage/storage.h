@@ -2,9 +2,11 @@
  *
  * A small key/value contract over named tables, with nested write
  * transactions, in the spirit of SQLite's VFS: the broker and the data
- * model (stream.h) call these functions; a backend (LMDB by default, or
- * mem, an in-memory tree that keeps the same contract) implements them
- * through struct storage_ops (storage_impl.h).
+ * model (stream.h) call these functions; an engine (LMDB by default, mem,
+ * an in-memory tree that keeps the same contract, postgres) implements them
+ * through struct storage_ops (storage_impl.h), and an engine that wraps
+ * another through the forwarding base (forward.h). This is the core every
+ * engine keeps; capacity and HA are optional interfaces (Caveats).
  *
  * Caveats
  *  - One write transaction at a time per storage, and only on the thread
@@ -28,9 +30,22 @@
  *  - Durability is told in generations (below): a top-level commit may
  *    return before it is on stable storage (sync_mode), and the backend
  *    says when it is, with storage_durable_gen().
- *  - Capacity is optional (below): a backend with a bounded store answers
- *    storage_write_admit() and grows on storage_grow(); one without
- *    answers "admitted" and never reports ECHD_EMAPFULL.
+ *  - A read transaction may be begun while the writer is open, on the same
+ *    thread (LMDB allows it with MDB_NOTLS, which st_lmdb.c sets): it sees
+ *    the last top-level commit, which may not be durable yet.
+ *  - What only some engines have is an optional interface the caller asks
+ *    for, never a field every engine fills: capacity (a bounded store:
+ *    storage_capacity()) and high availability (a store several front ends
+ *    share: storage_ha()). Each getter returns NULL for an engine without
+ *    the interface, and the caller then does without (every write admitted,
+ *    never ECHD_EMAPFULL; always active). A wrapper may pass on the
+ *    interfaces of the engine it wraps (st_fault.c: lmdb's capacity).
+ *  - Engine options travel opaque: struct storage_opts carries what every
+ *    engine takes (dir, sync mode, read-only) and a list of name/value
+ *    strings named "<engine>.<option>"; each engine reads its own, refuses
+ *    an unknown name or a malformed value of its own (ECHD_EINVAL, logged),
+ *    and leaves the other engines' alone, so that one list can serve
+ *    whichever engine is chosen (and a wrapper can hand it on).
  */
 #ifndef ECHD_STORAGE_STORAGE_H
 #define ECHD_STORAGE_STORAGE_H
@@ -76,26 +91,33 @@ enum storage_sync_mode {
 			    * makes every commit durable */
 };
 
+/* One engine option: name is "<engine>.<option>" ("lmdb.map-size",
+ * "postgres.url"); value is a string (numbers in decimal). Both borrowed. */
+struct storage_opt {
+	const char *name;
+	const char *value;
+};
+
 struct storage_opts {
 	const char *dir;    /* borrowed; must exist */
-	uint64_t map_size;  /* capacity (optional): the initial size of a bounded
-			     * store, such as LMDB's map, in bytes */
-	uint64_t map_max;   /* 0, or the largest store: a larger one recorded is
-			     * shrunk to it (never below the data) */
 	enum storage_sync_mode sync_mode;
 	bool read_only;     /* open for inspection only (echo-admin) */
-	/* A store on a server (postgres); the others ignore these. All borrowed. */
-	const char *url;            /* where: a libpq URI or key=value string */
-	const char *schema;         /* the namespace echd owns there ("echd") */
-	const char *ha_name;        /* the service's name for SENTINEL ("echd") */
-	const char *announce_host;  /* this front end's address for clients */
-	int announce_port;
-	unsigned timeout_ms;        /* a round trip longer than this is a lost connection */
+	/* The engines' own options (borrowed, nopt of them), each read by the
+	 * engine its name begins with; see Caveats. lmdb: map-size (the map's
+	 * initial size in bytes), map-max (0, or the largest map: a larger one
+	 * recorded is shrunk to it, never below the data). postgres: url (a
+	 * libpq URI or key=value string), schema ("echd"), ha-name ("echd"),
+	 * announce-host and announce-port (this front end's address for
+	 * clients), timeout-ms (a longer round trip is a lost connection). */
+	const struct storage_opt *opt;
+	size_t nopt;
 };
 
 /* Opens the backend named (NULL = default "lmdb"). Borrows o.
  * Returns 0 and *out (owned, free with storage_close()), ECHD_ENOTFOUND for
- * an unknown backend, or a negative error. */
+ * an unknown backend, ECHD_EINVAL for an option that names no engine, that
+ * the engine does not know or whose value it refuses (logged), or another
+ * negative error. */
 int storage_open(const char *backend, const struct storage_opts *o, struct storage **out);
 /* Closes; aborts nothing (every transaction must be finished). NULL is a no-op. */
 void storage_close(struct storage *st);
@@ -185,24 +207,24 @@ struct storage_stat {
 	uint64_t commits;     /* top-level write commits since open */
 	uint64_t syncs;       /* explicit flushes (commits included) since open */
 	uint64_t last_txn_id; /* the backend's own commit counter (LMDB's txn id), 0 if none */
-	/* Capacity (0 for a backend without capacity, map_size UINT64_MAX): */
-	uint64_t map_size;    /* bytes the store may hold now (LMDB's map) */
-	uint64_t used_bytes;  /* bytes in use, free pages inside included */
-	uint64_t page_size;   /* the unit of allocation */
-	uint64_t reserve_bytes; /* disk claimed past the used pages: growth into it needs no new space */
-	int reserve_error;    /* why claiming more failed (-ENOSPC, ...); 0 once a claim succeeds */
+	uint64_t used_bytes;  /* bytes the data take (LMDB: pages in use, free ones inside
+			       * included; mem: keys and values) */
 };
 int storage_stat(struct storage *st, struct storage_stat *out);
 
-/* Capacity: the optional part. A backend whose store is bounded (LMDB's
- * map, a quota) keeps the policy of room behind these calls; one without
- * (mem) leaves them out and admits every write.
- *
- * storage_write_admit() asks, between write transactions, whether writes
- * that add data may run until it is asked again; the backend may make room
- * first (LMDB grows its map while a quarter of it is free). max_bytes is
- * the limit in force (0: none), passed on each call because it may change
- * while the storage is open. The answer: */
+/* Capacity: an optional interface. An engine whose store is bounded (LMDB's
+ * map, a quota) keeps the policy of room behind it; one without (mem,
+ * postgres) has none, admits every write and never reports ECHD_EMAPFULL.
+ * Returns the interface (borrowed: valid until storage_close(st)), or NULL
+ * when st has none. */
+struct storage_capacity;
+struct storage_capacity *storage_capacity(struct storage *st);
+
+/* storage_capacity_admit() asks, between write transactions, whether
+ * writes that add data may run until it is asked again; the engine may make
+ * room first (LMDB grows its map while a quarter of it is free). max_bytes
+ * is the limit in force (0: none), passed on each call because it may
+ * change while the storage is open. The answer: */
 struct storage_room {
 	bool adds_ok;  /* writes that add data may run; when not, only writes
 			* that free space should (they run in a reserve kept for them) */
@@ -213,37 +235,41 @@ struct storage_room {
 	bool fs_full;  /* the file system, not max_bytes, is what is full */
 	bool grew;     /* the store was grown to make room */
 };
-/* No transaction may be open. Returns 0 and *out (everything admitted for
- * a backend without capacity), or a negative error (*out untouched: the
- * caller keeps its last answer). */
-int storage_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out);
-/* Whether st has the capacity part: false means storage_write_admit()
- * always admits, storage_grow() never grows, and no write reports
- * ECHD_EMAPFULL. */
-bool storage_has_capacity(const struct storage *st);
+/* No transaction may be open. Returns 0 and *out, or a negative error
+ * (*out untouched: the caller keeps its last answer). */
+int storage_capacity_admit(struct storage_capacity *cap, uint64_t max_bytes,
+	struct storage_room *out);
 /* Makes room after a write or commit failed with ECHD_EMAPFULL (LMDB: about
  * doubles the map) up to max_bytes (0: no limit). No transaction may be
- * open. Returns 0 (retry the write; also when the backend has no
- * capacity, and nothing is done), or ECHD_ELIMIT when already at max_bytes. */
-int storage_grow(struct storage *st, uint64_t max_bytes);
-/* The primitives storage_write_admit() works with, for tests and tools (the
- * broker asks storage_write_admit()); both 0 and nothing done without
- * capacity. No write transaction may be open.
- * storage_free_bytes(): bytes of free pages inside the store, which new
- * writes reuse before they need more of it (LMDB walks its free list: call
- * it only when the store is nearly full).
- * storage_reserve(): claims disk space past the data now, as every commit
- * does (LMDB keeps zeroes written past its last page): whether a full file
- * system has room again. Returns 0 or the new reserve_error. */
-int storage_free_bytes(struct storage *st, uint64_t *out);
-int storage_reserve(struct storage *st);
+ * open. Returns 0 (retry the write), or ECHD_ELIMIT when already at
+ * max_bytes, -EBUSY, -EROFS ... */
+int storage_capacity_grow(struct storage_capacity *cap, uint64_t max_bytes);
+struct storage_capacity_stat {
+	uint64_t map_size;      /* bytes the store may hold now (LMDB's map) */
+	uint64_t page_size;     /* the unit of allocation */
+	uint64_t reserve_bytes; /* disk claimed past the used pages: growth into it needs no new space */
+	int reserve_error;      /* why claiming more failed (-ENOSPC, ...); 0 once a claim succeeds */
+};
+int storage_capacity_stat(struct storage_capacity *cap, struct storage_capacity_stat *out);
+/* The primitives storage_capacity_admit() works with, for tests and tools
+ * (the broker asks storage_capacity_admit()). No write transaction may be
+ * open.
+ * storage_capacity_free_bytes(): bytes of free pages inside the store,
+ * which new writes reuse before they need more of it (LMDB walks its free
+ * list: call it only when the store is nearly full).
+ * storage_capacity_reserve(): claims disk space past the data now, as
+ * every commit does (LMDB keeps zeroes written past its last page): whether
+ * a full file system has room again. Returns 0 or the new reserve_error. */
+int storage_capacity_free_bytes(struct storage_capacity *cap, uint64_t *out);
+int storage_capacity_reserve(struct storage_capacity *cap);
 
-/* High availability: the optional part of a store that several echd front
- * ends share (postgres). Exactly one front end is active: it may begin
- * write transactions and reads state it loaded when it became active. The
- * others are standbys: a write transaction fails with ECHD_ESTANDBY, a read
- * one sees nothing they should serve. A backend without this part is
- * always active.
+/* High availability: an optional interface, of a store that several echd
+ * front ends share (postgres). Exactly one front end is active: it may
+ * begin write transactions and reads state it loaded when it became
+ * active. The others are standbys: a write transaction fails with
+ * ECHD_ESTANDBY, a read one sees nothing they should serve. An engine
+ * without this interface is always active. Returns it (borrowed: valid
+ * until storage_close(st)), or NULL when st has none.
  *
  * The role changes in storage_ha_poll(), and at a failed commit: a commit
  * refused because another front end took over (fencing) fails with
@@ -252,12 +278,15 @@ int storage_reserve(struct storage *st);
  * ECHD_EINDOUBT (applied or not: the caller must not acknowledge, nor
  * deny); after each the front end is no longer active, and the next polls
  * reconnect (with back-off) and try to become active again. */
+struct storage_ha;
+struct storage_ha *storage_ha(struct storage *st);
+
 enum storage_role {
 	STORAGE_ROLE_ACTIVE,  /* holds the store: serves and writes */
 	STORAGE_ROLE_STANDBY, /* connected; another front end is active */
 	STORAGE_ROLE_OFFLINE, /* not connected to the store: reconnecting */
 };
-struct storage_ha {
+struct storage_ha_state {
 	enum storage_role role;
 	bool became_active; /* this poll made it active: state was read fresh, so
 			     * the caller drops whatever it derived from the old */
@@ -266,17 +295,14 @@ struct storage_ha {
 	int active_port;
 	char why[256];      /* OFFLINE: the last connection error */
 };
-/* Whether st has the HA part: false means always active. */
-bool storage_has_ha(const struct storage *st);
 /* The role as of the last poll or commit; no round trip. */
-enum storage_role storage_ha_role(const struct storage *st);
-/* Called every ha-retry-ms with no transaction open: reconnects when
+enum storage_role storage_ha_role(const struct storage_ha *ha);
+/* Called every ha-retry-ms with no write transaction open: reconnects when
  * offline (not more often than its back-off allows), tries to become
  * active when standby, checks the store is still held when active, and
  * reads the active front end's address. Returns 0 and *out, or a negative
- * error (then *out still says the role). Without the HA part: 0, active,
- * this front end's own address. */
-int storage_ha_poll(struct storage *st, struct storage_ha *out);
+ * error (then *out still says the role). */
+int storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out);
 
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);

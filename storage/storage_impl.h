@@ -1,16 +1,31 @@
 /* storage_impl.h - for storage backend authors only; the broker includes
  * storage.h. A backend fills a struct storage_ops and embeds struct
- * storage (and struct storage_txn / storage_cursor) first in its own. */
+ * storage (and struct storage_txn / storage_cursor) first in its own; an
+ * engine that wraps another starts from forward.h's base instead. */
 #ifndef ECHD_STORAGE_STORAGE_IMPL_H
 #define ECHD_STORAGE_STORAGE_IMPL_H
 
 #include "storage.h"
 
-#define STORAGE_OPS_V1 1
+/* V2: capacity and HA left the vtable for the optional interfaces (iface),
+ * and the options became opaque (storage_opts_read()). */
+#define STORAGE_OPS_V2 2
+
+/* The optional interfaces of storage.h, as an engine's iface() is asked
+ * for them (the query-interface idea: one entry in the vtable, however many
+ * interfaces come). */
+enum storage_iface {
+	STORAGE_IFACE_CAPACITY, /* returns a struct storage_capacity * */
+	STORAGE_IFACE_HA,       /* returns a struct storage_ha * */
+};
 
 struct storage_ops {
-	int version; /* STORAGE_OPS_V1; append-only */
+	int version; /* STORAGE_OPS_V2; append-only */
 	const char *name;
+	/* NULL, or where storage.c takes every operation left NULL here:
+	 * &storage_fwd_ops for a wrapper (forward.h), which then names only
+	 * the operations it changes. name, open and close are always its own. */
+	const struct storage_ops *base;
 	int (*open)(const struct storage_opts *o, struct storage **out);
 	void (*close)(struct storage *st); /* accepts half-open */
 	int (*txn_begin)(struct storage *st, struct storage_txn *parent, unsigned flags,
@@ -35,22 +50,15 @@ struct storage_ops {
 	int (*cursor_prev)(struct storage_cursor *c, struct st_buf *key, struct st_buf *val);
 	int (*cursor_del)(struct storage_cursor *c);
 	int (*stat)(struct storage *st, struct storage_stat *out);
-	int (*grow)(struct storage *st, uint64_t max_bytes); /* capacity; may be NULL */
 	int (*sync)(struct storage *st); /* then durable_gen() is st->commit_gen */
 	int (*copy)(struct storage *st, const char *dir);
-	int (*free_bytes)(struct storage *st, uint64_t *out); /* capacity; may be NULL */
-	int (*reserve)(struct storage *st); /* capacity; may be NULL */
 	void (*cursor_ahead)(struct storage_cursor *c, unsigned rows); /* may be NULL */
-	/* Capacity: storage.h's storage_write_admit(). NULL: no capacity,
-	 * every write admitted (then grow, free_bytes and reserve are NULL). */
-	int (*write_admit)(struct storage *st, uint64_t max_bytes, struct storage_room *out);
 	/* storage.h's storage_durable_gen(), in st->commit_gen's numbering.
 	 * NULL: every commit is durable when it returns. */
 	uint64_t (*durable_gen)(struct storage *st);
-	/* HA: storage.h's storage_ha_poll() and storage_ha_role(); both NULL
-	 * for a store that is always active. */
-	int (*ha_poll)(struct storage *st, struct storage_ha *out);
-	enum storage_role (*ha_role)(const struct storage *st);
+	/* The optional interface which (an enum storage_iface), or NULL when
+	 * st has none; borrowed, valid until st is closed. NULL: none at all. */
+	void *(*iface)(struct storage *st, enum storage_iface which);
 };
 
 struct storage {
@@ -82,9 +90,65 @@ struct storage_cursor {
 	struct storage_cursor *prev, *next; /* storage.c: in txn->cursors */
 };
 
+/* Capacity (storage.h): an engine with a bounded store embeds one struct
+ * storage_capacity, its ops pointing at a static table and st at the
+ * engine itself, and returns it from iface(STORAGE_IFACE_CAPACITY). Each
+ * call gets that st. */
+struct storage_capacity_ops {
+	int (*admit)(struct storage *st, uint64_t max_bytes, struct storage_room *out);
+	int (*grow)(struct storage *st, uint64_t max_bytes);
+	int (*stat)(struct storage *st, struct storage_capacity_stat *out);
+	int (*free_bytes)(struct storage *st, uint64_t *out);
+	int (*reserve)(struct storage *st);
+};
+struct storage_capacity {
+	const struct storage_capacity_ops *ops;
+	struct storage *st; /* the engine that answers */
+};
+
+/* High availability (storage.h), the same way: iface(STORAGE_IFACE_HA). */
+struct storage_ha_ops {
+	int (*poll)(struct storage *st, struct storage_ha_state *out);
+	enum storage_role (*role)(const struct storage *st);
+};
+struct storage_ha {
+	const struct storage_ha_ops *ops;
+	struct storage *st;
+};
+
+/* st's optional interface which, or NULL (for wrappers passing on their
+ * inner engine's, and for storage.c's typed getters). */
+void *storage_iface(struct storage *st, enum storage_iface which);
+
+/* Opens an engine by its ops rather than its name (wrappers over an engine
+ * they name by ops; tests' own engines). As storage_open(). */
+int storage_open_ops(const struct storage_ops *ops, const struct storage_opts *o,
+	struct storage **out);
+
+/* Engine options (storage.h's storage_opts.opt): an engine describes its
+ * own in a table and reads them with storage_opts_read(). */
+enum storage_optdef_type {
+	STORAGE_OPTDEF_U64, /* decimal digits only, min..max; into a uint64_t */
+	STORAGE_OPTDEF_STR, /* any string; into a const char * borrowed from the opts */
+};
+struct storage_optdef {
+	const char *name; /* without the engine's prefix: "map-size" */
+	enum storage_optdef_type type;
+	uint64_t min, max; /* STORAGE_OPTDEF_U64: the values allowed */
+	size_t off;        /* where in the engine's settings struct */
+};
+/* Reads the options of o named "<engine>.<name>" into the settings at out
+ * (fields not named keep what they hold: the engine's defaults), by the
+ * ndefs defs; options of other engines are left alone. Returns 0, or
+ * ECHD_EINVAL for a name of engine's not in defs or a malformed or
+ * out-of-range value, after logging which option and why. */
+int storage_opts_read(const struct storage_opts *o, const char *engine,
+	const struct storage_optdef *defs, size_t ndefs, void *out);
+
 extern const struct storage_ops st_lmdb_ops;
 extern const struct storage_ops st_fault_ops; /* st_fault.c: tests only */
 extern const struct storage_ops st_mem_ops;   /* st_mem.c: in memory, not persistent */
 extern const struct storage_ops st_pg_ops;    /* st_pg.c: PostgreSQL through libpq */
+extern const struct storage_ops st_fwd_ops;   /* st_fwd.c: tests only: forwards to mem */
 
 #endif

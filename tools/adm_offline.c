@@ -59,18 +59,23 @@ static int
 open_pg(const struct adm_opts *ao, struct storage **out)
 {
 	struct storage_opts so;
+	struct storage_opt opt[3];
+	char timeout[24];
 	int rc;
 
+	snprintf(timeout, sizeof(timeout), "%d", ao->timeout_ms);
+	opt[0] = (struct storage_opt){"postgres.url", ao->storage_url};
+	opt[1] = (struct storage_opt){"postgres.schema", adm_pg_schema(ao)};
+	opt[2] = (struct storage_opt){"postgres.timeout-ms", timeout};
 	memset(&so, 0, sizeof(so));
-	so.url = ao->storage_url;
-	so.schema = adm_pg_schema(ao);
 	so.read_only = true;
-	so.timeout_ms = (unsigned)ao->timeout_ms;
+	so.opt = opt;
+	so.nopt = 3;
 	rc = storage_open("postgres", &so, out);
 	if (rc != 0) {
 		/* not the URL: it may carry a password */
 		return adm_err(ADM_EXIT_CONNECT,
-			"cannot open schema '%s' on PostgreSQL read-only: %s", so.schema,
+			"cannot open schema '%s' on PostgreSQL read-only: %s", adm_pg_schema(ao),
 			echd_strerror(rc));
 	}
 	return 0;
@@ -669,13 +674,19 @@ int
 adm_off_stats(struct adm_ctx *x)
 {
 	struct storage_stat ss;
+	struct storage_capacity *cap = storage_capacity(x->st);
+	struct storage_capacity_stat cs;
 	struct adm_view *v;
 	char a[64], b[64], c[64], line[200];
 	bool gc = false;
 	int rc;
 
 	memset(&ss, 0, sizeof(ss));
+	memset(&cs, 0, sizeof(cs));
 	rc = storage_stat(x->st, &ss);
+	if (rc == 0 && cap != NULL) {
+		rc = storage_capacity_stat(cap, &cs);
+	}
 	if (rc == 0) {
 		rc = stream_gc_pending(x->txn, &gc);
 	}
@@ -686,7 +697,7 @@ adm_off_stats(struct adm_ctx *x)
 	if (v == NULL) {
 		return ADM_EXIT_FAILED;
 	}
-	if (adm_out.json && !storage_has_capacity(x->st)) {
+	if (adm_out.json && cap == NULL) {
 		/* postgres: no map; its sizes are PostgreSQL's to tell */
 		adm_json_key("storage_backend");
 		adm_json_cstr("postgres");
@@ -702,11 +713,11 @@ adm_off_stats(struct adm_ctx *x)
 		adm_json_key("storage_backend");
 		adm_json_cstr("lmdb");
 		adm_json_key("lmdb_map_size");
-		adm_json_uint(ss.map_size);
+		adm_json_uint(cs.map_size);
 		adm_json_key("lmdb_used_bytes");
 		adm_json_uint(ss.used_bytes);
 		adm_json_key("lmdb_page_size");
-		adm_json_uint(ss.page_size);
+		adm_json_uint(cs.page_size);
 		adm_json_key("last_txn_id");
 		adm_json_uint(ss.last_txn_id);
 		adm_json_key("deletions_pending");
@@ -714,12 +725,12 @@ adm_off_stats(struct adm_ctx *x)
 		adm_json_key("keyspace");
 		adm_json_obj();
 	} else {
-		if (storage_has_capacity(x->st)) {
+		if (cap != NULL) {
 			snprintf(line, sizeof(line), "%s used of a %s map (%.0f%%), page %s",
-				adm_fmt_bytes(a, ss.used_bytes), adm_fmt_bytes(b, ss.map_size),
-				ss.map_size ? 100.0 * (double)ss.used_bytes / (double)ss.map_size
+				adm_fmt_bytes(a, ss.used_bytes), adm_fmt_bytes(b, cs.map_size),
+				cs.map_size ? 100.0 * (double)ss.used_bytes / (double)cs.map_size
 					    : 0.0,
-				adm_fmt_bytes(c, ss.page_size));
+				adm_fmt_bytes(c, cs.page_size));
 		} else {
 			snprintf(line, sizeof(line), "postgres, schema %s", adm_pg_schema(x->o));
 		}

@@ -156,6 +156,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	if (secs & SEC_MEMORY) {
 		struct mallinfo2 mi = mallinfo2();
 		struct storage_stat st;
+		struct storage_capacity_stat cs;
 		char h1[32], h2[32];
 		uint64_t used = mi.uordblks + mi.hblkhd, rss = rss_bytes();
 		if (used == 0) {
@@ -163,6 +164,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		}
 		memset(&st, 0, sizeof(st));
 		storage_stat(srv->st, &st);
+		brk_storage_capacity(srv, &cs);
 		human_bytes(h1, sizeof(h1), used);
 		human_bytes(h2, sizeof(h2), rss);
 		SECTION("Memory");
@@ -172,8 +174,8 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)rss, h2);
 		resp_buf_printf(b, "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n");
 		resp_buf_printf(b, "lmdb_map_size:%llu\r\nlmdb_used_bytes:%llu\r\nlmdb_page_size:%llu\r\n",
-			(unsigned long long)st.map_size, (unsigned long long)st.used_bytes,
-			(unsigned long long)st.page_size);
+			(unsigned long long)cs.map_size, (unsigned long long)st.used_bytes,
+			(unsigned long long)cs.page_size);
 		resp_buf_printf(b, "maxdisk:%lld\r\n", srv->cfg.maxdisk);
 	}
 	if (secs & SEC_PERSISTENCE) {
@@ -201,18 +203,20 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	if (secs & SEC_STORAGE) {
 		/* echd's own section: the storage behind the keyspace */
 		struct storage_stat st;
+		struct storage_capacity_stat cs;
 		memset(&st, 0, sizeof(st));
 		storage_stat(srv->st, &st);
+		brk_storage_capacity(srv, &cs);
 		SECTION("Storage");
 		resp_buf_printf(b, "storage_dir:%s\r\n", srv->cfg.dir); /* the backend is in Server */
 		resp_buf_printf(b, "storage_map_bytes:%llu\r\nstorage_used_bytes:%llu\r\n",
-			(unsigned long long)st.map_size, (unsigned long long)st.used_bytes);
+			(unsigned long long)cs.map_size, (unsigned long long)st.used_bytes);
 		resp_buf_printf(b, "storage_page_size:%llu\r\nstorage_maxdisk:%lld\r\n",
-			(unsigned long long)st.page_size, srv->cfg.maxdisk);
+			(unsigned long long)cs.page_size, srv->cfg.maxdisk);
 		resp_buf_printf(b, "storage_disk_full:%d\r\nstorage_map_grows:%llu\r\n",
 			srv->disk_full ? 1 : 0, (unsigned long long)s->map_grows);
 		resp_buf_printf(b, "storage_fs_full:%d\r\nstorage_reserve_bytes:%llu\r\n",
-			srv->fs_full ? 1 : 0, (unsigned long long)st.reserve_bytes);
+			srv->fs_full ? 1 : 0, (unsigned long long)cs.reserve_bytes);
 	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");

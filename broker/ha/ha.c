@@ -55,19 +55,7 @@ make_id(char out[41])
 void
 brk_ha_announce(struct brk_server *srv)
 {
-	const char *ip = srv->cfg.ha_announce_ip;
-
-	if (ip == NULL || ip[0] == '\0') {
-		ip = srv->cfg.nbind > 0 ? srv->cfg.bind[0] : "127.0.0.1";
-		ip += ip[0] == '-'; /* "-::1": bound if available */
-		if (!strcmp(ip, "*") || !strcmp(ip, "0.0.0.0") || !strcmp(ip, "::") ||
-			!strcmp(ip, "::*")) {
-			ip = "127.0.0.1"; /* a wildcard is no address to give clients */
-		}
-	}
-	snprintf(srv->ha_host, sizeof(srv->ha_host), "%s", ip);
-	srv->ha_port = srv->cfg.ha_announce_port != 0 ? (int)srv->cfg.ha_announce_port
-						      : srv->cfg.port;
+	brk_config_announce(&srv->cfg, srv->ha_host, sizeof(srv->ha_host), &srv->ha_port);
 	if (srv->ha_myid[0] == '\0') {
 		make_id(srv->ha_myid);
 	}
@@ -80,10 +68,18 @@ own_port(const struct brk_server *srv)
 	return srv->ha_port != 0 ? srv->ha_port : srv->bound_port;
 }
 
+enum storage_role
+brk_ha_role(const struct brk_server *srv)
+{
+	struct storage_ha *ha = srv->st != NULL ? storage_ha(srv->st) : NULL;
+
+	return ha != NULL ? storage_ha_role(ha) : STORAGE_ROLE_ACTIVE;
+}
+
 bool
 brk_ha_serving(const struct brk_server *srv)
 {
-	return srv->st == NULL || storage_ha_role(srv->st) == STORAGE_ROLE_ACTIVE;
+	return brk_ha_role(srv) == STORAGE_ROLE_ACTIVE;
 }
 
 /* The store was read fresh: drop what was derived from it before, and
@@ -142,17 +138,18 @@ left_active(struct brk_server *srv, const char *why)
 		why, (unsigned long long)n);
 }
 
-/* Asks the storage who is active, and acts on a change. No batch open. */
+/* Asks the storage who is active, and acts on a change. No batch open;
+ * the storage has the HA interface (brk_ha_init() polls only then). */
 static void
 ha_poll(struct brk_server *srv)
 {
-	struct storage_ha h;
+	struct storage_ha_state h;
 	enum storage_role before = srv->ha.role;
 	char old_host[sizeof(srv->ha.active_host)];
 	int old_port = srv->ha.active_port, rc;
 
 	memset(&h, 0, sizeof(h));
-	rc = storage_ha_poll(srv->st, &h);
+	rc = storage_ha_poll(storage_ha(srv->st), &h);
 	if (rc != 0 && strcmp(h.why, srv->ha.why) != 0) {
 		/* the backend logs its own failures; once per new reason here,
 		 * as a poll repeats every ha-retry-ms */
@@ -184,7 +181,7 @@ ha_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (srv->ha_was_active && !brk_ha_serving(srv)) {
 		/* a commit found the store lost or taken (brk_ha_check) */
-		srv->ha.role = storage_ha_role(srv->st);
+		srv->ha.role = brk_ha_role(srv);
 		left_active(srv, srv->ha.role == STORAGE_ROLE_OFFLINE
 				     ? "the store was lost during a commit"
 				     : "another front end took over (a commit was refused)");
@@ -204,8 +201,8 @@ brk_ha_init(struct brk_server *srv)
 	srv->ha.role = STORAGE_ROLE_ACTIVE;
 	srv->ha_was_active = true;
 	srv->ha_since_ms = brk_now_ms();
-	if (!storage_has_ha(srv->st)) {
-		return 0;
+	if (storage_ha(srv->st) == NULL) {
+		return 0; /* always active: nothing to poll */
 	}
 	srv->ha_timer = evtimer_new(srv->base, ha_timer_cb, srv);
 	if (srv->ha_timer == NULL) {
@@ -213,8 +210,8 @@ brk_ha_init(struct brk_server *srv)
 	}
 	/* State was loaded at open as the role then was: the first poll (now,
 	 * before any client) says which role that is. */
-	srv->ha_was_active = storage_ha_role(srv->st) == STORAGE_ROLE_ACTIVE;
-	srv->ha.role = storage_ha_role(srv->st);
+	srv->ha_was_active = brk_ha_serving(srv);
+	srv->ha.role = brk_ha_role(srv);
 	ha_poll(srv);
 	if (!srv->ha_was_active) {
 		echd_log(ECHD_LOG_NOTICE, "front end: %s (generation %llu, active: %s:%d)",
@@ -250,7 +247,7 @@ brk_ha_finish(struct brk_server *srv)
 static bool
 active_addr(const struct brk_server *srv, const char **host, int *port)
 {
-	if (!storage_has_ha(srv->st)) {
+	if (storage_ha(srv->st) == NULL) {
 		*host = srv->ha_host;
 		*port = own_port(srv);
 		return true;
@@ -271,7 +268,7 @@ brk_ha_info(struct brk_server *srv, struct resp_buf *b)
 	const char *host;
 	int port;
 	bool known = active_addr(srv, &host, &port);
-	enum storage_role r = srv->st != NULL ? storage_ha_role(srv->st) : STORAGE_ROLE_ACTIVE;
+	enum storage_role r = brk_ha_role(srv);
 
 	resp_buf_printf(b, "role:%s\r\nconnected_slaves:0\r\n",
 		r == STORAGE_ROLE_ACTIVE ? "master" : "standby");

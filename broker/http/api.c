@@ -295,7 +295,7 @@ target_open(struct brk_http_req *r, struct params *p, const char *cmd, const cha
 		snprintf(what, sizeof(what), sub ? "%s|%s" : "%s", cmd, sub ? sub : "");
 		return noperm(r, out, ctype, what);
 	}
-	tg->t = brk_batch_txn(r->srv, &rc);
+	tg->t = brk_http_view(r, &rc);
 	if (tg->t == NULL) {
 		return fail(out, ctype, 503, "cannot read the storage");
 	}
@@ -411,8 +411,11 @@ brk_api_server(struct brk_http_req *r, struct evbuffer *out, const char **ctype)
 	hist_json(out, srv->event_hist[BRK_LAT_FLUSH]);
 	if (storage_stat(srv->st, &st) == 0) {
 		evbuffer_add_printf(out, ",\"used_bytes\":%llu", (unsigned long long)st.used_bytes);
-		if (st.map_size != UINT64_MAX) {
-			evbuffer_add_printf(out, ",\"map_bytes\":%llu", (unsigned long long)st.map_size);
+		struct storage_capacity *cap = storage_capacity(srv->st);
+		struct storage_capacity_stat cs;
+
+		if (cap != NULL && storage_capacity_stat(cap, &cs) == 0) {
+			evbuffer_add_printf(out, ",\"map_bytes\":%llu", (unsigned long long)cs.map_size);
 		}
 	}
 	evbuffer_add(out, ",\"user\":", 8);
@@ -490,7 +493,7 @@ brk_api_streams(struct brk_http_req *r, struct evbuffer *out, const char **ctype
 		code = fail(out, ctype, 400, "count: not in 1..http-api-max-page");
 	} else if (!may(r, "xinfo", "stream", NULL, 0)) {
 		code = noperm(r, out, ctype, "xinfo|stream");
-	} else if ((w.t = brk_batch_txn(r->srv, &rc)) == NULL) {
+	} else if ((w.t = brk_http_view(r, &rc)) == NULL) {
 		code = fail(out, ctype, 503, "cannot read the storage");
 	}
 	if (code != 200) {
@@ -910,7 +913,7 @@ sample_turn_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	a->t = brk_batch_txn(srv, &rc);
+	a->t = brk_view_begin(srv, &rc);
 	if (a->t == NULL) {
 		a->walking = false; /* the next pass tries again */
 		return;
@@ -923,6 +926,7 @@ sample_turn_cb(evutil_socket_t fd, short what, void *arg)
 			echd_log(ECHD_LOG_VERBOSE, "HTTP: sampling the groups failed: %s",
 				echd_strerror(rc < 0 ? rc : w.rc));
 			a->walking = false;
+			brk_view_end(srv, a->t);
 			a->t = NULL;
 			return;
 		}
@@ -930,6 +934,7 @@ sample_turn_cb(evutil_socket_t fd, short what, void *arg)
 			a->db++;
 		}
 	}
+	brk_view_end(srv, a->t);
 	a->t = NULL;
 	if ((int)a->db < srv->cfg.databases) {
 		struct timeval now = {0, 0};

@@ -396,6 +396,7 @@ request_cb(struct evhttp_request *req, void *arg)
 	}
 	r.srv = srv;
 	r.req = req;
+	r.view = NULL;
 	r.user = authenticate(srv, req);
 	if (r.user == NULL) {
 		return;
@@ -419,10 +420,22 @@ request_cb(struct evhttp_request *req, void *arg)
 		return;
 	}
 	code = rt->fn(&r, body, &ctype);
+	brk_view_end(srv, r.view);
 	if (code != BRK_HTTP_DEFERRED) {
 		brk_http_reply(req, code, ctype, body);
 	}
 	evbuffer_free(body);
+}
+
+struct storage_txn *
+brk_http_view(struct brk_http_req *r, int *rc)
+{
+	if (r->view == NULL) {
+		r->view = brk_view_begin(r->srv, rc);
+	} else {
+		*rc = 0;
+	}
+	return r->view;
 }
 
 void

@@ -21,7 +21,14 @@ struct brk_http_req {
 	struct brk_server *srv;
 	struct evhttp_request *req;   /* libevent's, borrowed for the call */
 	const struct brk_user *user;  /* logged in as (the default user when no login is needed) */
+	struct storage_txn *view;     /* brk_http_view()'s; http.c ends it after the handler */
 };
+
+/* The transaction a handler reads the store through (brk_view_begin()),
+ * begun at the first call and ended by http.c when the handler returns:
+ * borrowed for the call, not to be kept by a deferred answer. NULL with
+ * *rc when the store cannot be read (a standby). */
+struct storage_txn *brk_http_view(struct brk_http_req *r, int *rc);
 
 /* A route's handler: writes the body into out (borrowed) and returns the
  * HTTP status, setting *ctype to a static content type; or returns

@@ -503,9 +503,12 @@ finish(struct brk_scrape *s)
 	if (storage_stat(srv->st, &st) == 0) {
 		gauge(out, "echd_storage_used_bytes", "Bytes of the storage's pages in use.",
 			(unsigned long long)st.used_bytes);
-		if (st.map_size != UINT64_MAX) {
+		struct storage_capacity *cap = storage_capacity(srv->st);
+		struct storage_capacity_stat cs;
+
+		if (cap != NULL && storage_capacity_stat(cap, &cs) == 0) {
 			gauge(out, "echd_storage_map_bytes", "Bytes of the storage's map (its size now).",
-				(unsigned long long)st.map_size);
+				(unsigned long long)cs.map_size);
 		}
 	}
 	for (int f = 0; f < NFAM; f++) {
@@ -549,10 +552,11 @@ turn(struct brk_scrape *s)
 		fail(s, 503, "the user was removed or disabled during the scrape");
 		return;
 	}
-	s->t = brk_batch_txn(srv, &rc);
+	s->t = brk_view_begin(srv, &rc);
 	if (s->t != NULL) {
 		rc = walk_turn(s);
 	}
+	brk_view_end(srv, s->t);
 	s->t = NULL;
 	s->busy_us += brk_now_us() - t0;
 	if (rc < 0) {

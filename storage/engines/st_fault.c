@@ -3,9 +3,10 @@
  *
  * Compiled into echd so that end-to-end tests can select it with
  * `--storage-backend fault`; never use it for real data. It owns an
- * "lmdb" backend and forwards everything to it through the public
- * storage functions. With ECHD_FAULT_FILE unset (or empty) it behaves
- * exactly like "lmdb".
+ * "lmdb" backend and forwards everything to it through the forwarding
+ * base (forward.h), lmdb's options and capacity included; what it changes
+ * is the begins, writes, commits and syncs below. With ECHD_FAULT_FILE
+ * unset (or empty) it behaves exactly like "lmdb".
  *
  * Control file
  *   ECHD_FAULT_FILE names a text file of rules, one a line:
@@ -58,7 +59,7 @@
 #include <sys/stat.h>
 
 #include "echd.h"
-#include "storage_impl.h"
+#include "forward.h"
 
 #define FAULT_ENV       "ECHD_FAULT_FILE"
 #define FAULT_MAX_RULES 32
@@ -93,27 +94,10 @@ struct fault_rule {
 	bool spent; /* a one-shot rule that fired */
 };
 
-struct fault_cursor {
-	struct storage_cursor base;
-	struct storage_cursor *inner;
-	struct fault_cursor *prev, *next; /* the txn's open cursors */
-};
-
-struct fault_txn {
-	struct storage_txn base;
-	struct storage_txn *inner;
-	struct fault_txn *parent;
-	struct fault_txn *child;      /* open nested txn, if any */
-	struct fault_cursor *cursors; /* wrappers freed when the txn ends */
-	int err;                      /* injected failure that marked the txn failed */
-	bool rdonly;
-};
-
 struct st_fault {
-	struct storage base;
-	struct storage *inner; /* the "lmdb" backend */
-	char *path;            /* the control file; NULL: never any fault */
-	bool have_file;        /* seen describes the rules loaded */
+	struct storage_fwd fwd; /* over "lmdb" */
+	char *path;             /* the control file; NULL: never any fault */
+	bool have_file;         /* seen describes the rules loaded */
 	struct stat seen;
 	struct fault_rule rules[FAULT_MAX_RULES];
 	unsigned nrules;
@@ -125,20 +109,6 @@ fault_from(struct storage *st)
 {
 	assert(st->ops == &st_fault_ops);
 	return (struct st_fault *)st;
-}
-
-static struct fault_txn *
-txn_from(struct storage_txn *t)
-{
-	assert(t->st->ops == &st_fault_ops);
-	return (struct fault_txn *)t;
-}
-
-static struct fault_cursor *
-cursor_from(struct storage_cursor *c)
-{
-	assert(c->txn->st->ops == &st_fault_ops);
-	return (struct fault_cursor *)c;
 }
 
 /* ---- the control file -------------------------------------------------- */
@@ -319,7 +289,7 @@ fault_close(struct storage *st)
 {
 	struct st_fault *s = fault_from(st);
 
-	storage_close(s->inner);
+	storage_fwd_finish(&s->fwd);
 	echd_free(s->path);
 	echd_free(s);
 }
@@ -331,67 +301,34 @@ fault_open(const struct storage_opts *o, struct storage **out)
 	const char *path = getenv(FAULT_ENV);
 	int rc;
 
+	rc = storage_opts_read(o, "fault", NULL, 0, NULL); /* none: lmdb reads its own */
+	if (rc != 0) {
+		return rc;
+	}
 	s = echd_calloc(1, sizeof(*s));
 	if (s == NULL) {
 		return -ENOMEM;
 	}
-	s->base.ops = &st_fault_ops;
+	storage_fwd_init(&s->fwd, &st_fault_ops, sizeof(struct storage_fwd_txn),
+		sizeof(struct storage_fwd_cursor));
 	if (path != NULL && path[0] != '\0') {
 		s->path = echd_strndup(path, strlen(path));
 		if (s->path == NULL) {
-			fault_close(&s->base);
+			fault_close(&s->fwd.base);
 			return -ENOMEM;
 		}
 	}
-	rc = storage_open("lmdb", o, &s->inner);
+	rc = storage_open("lmdb", o, &s->fwd.inner);
 	if (rc != 0) {
-		s->inner = NULL;
-		fault_close(&s->base);
+		s->fwd.inner = NULL;
+		fault_close(&s->fwd.base);
 		return rc;
 	}
 	echd_log(ECHD_LOG_NOTICE, "st_fault: test backend over lmdb; faults from %s",
 		s->path != NULL ? s->path : "nowhere (" FAULT_ENV " is not set)");
 	refresh(s);
-	*out = &s->base;
+	*out = &s->fwd.base;
 	return 0;
-}
-
-static int
-fault_stat(struct storage *st, struct storage_stat *out)
-{
-	return storage_stat(fault_from(st)->inner, out);
-}
-
-static int
-fault_free_bytes(struct storage *st, uint64_t *out)
-{
-	return storage_free_bytes(fault_from(st)->inner, out);
-}
-
-static int
-fault_reserve(struct storage *st)
-{
-	return storage_reserve(fault_from(st)->inner);
-}
-
-static int
-fault_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *out)
-{
-	return storage_write_admit(fault_from(st)->inner, max_bytes, out);
-}
-
-/* The inner backend numbers the same commits: a top-level commit here
- * succeeds exactly when the inner one does. */
-static uint64_t
-fault_durable_gen(struct storage *st)
-{
-	return storage_durable_gen(fault_from(st)->inner);
-}
-
-static int
-fault_grow(struct storage *st, uint64_t max_bytes)
-{
-	return storage_grow(fault_from(st)->inner, max_bytes);
 }
 
 static int
@@ -405,303 +342,99 @@ fault_sync(struct storage *st)
 	if (rc != 0) {
 		return rc;
 	}
-	return storage_sync(s->inner);
-}
-
-static int
-fault_copy(struct storage *st, const char *dir)
-{
-	return storage_copy(fault_from(st)->inner, dir);
+	return storage_fwd_sync(st);
 }
 
 /* ---- transactions ------------------------------------------------------ */
-
-/* Frees t's wrappers (and its open child's) once the inner side has ended
- * t: the inner backend closed their cursors and children itself. */
-static void
-wrap_free(struct fault_txn *t)
-{
-	struct fault_cursor *c;
-
-	if (t->child != NULL) {
-		wrap_free(t->child);
-	}
-	while ((c = t->cursors) != NULL) {
-		t->cursors = c->next;
-		echd_free(c);
-	}
-	if (t->parent != NULL) {
-		t->parent->child = NULL;
-	}
-	echd_free(t);
-}
 
 static int
 fault_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	struct storage_txn **out)
 {
 	struct st_fault *s = fault_from(st);
-	struct fault_txn *p = parent != NULL ? txn_from(parent) : NULL;
-	bool rdonly = (flags & STORAGE_TXN_RDONLY) != 0;
-	struct fault_txn *t;
 	int rc;
 
 	refresh(s);
-	if (p != NULL && p->err != 0) {
-		return ECHD_EINVAL; /* LMDB: MDB_BAD_TXN */
-	}
-	if (p == NULL && !rdonly) {
+	if (parent == NULL && (flags & STORAGE_TXN_RDONLY) == 0) {
 		rc = check(s, OP_BEGIN);
 		if (rc != 0) {
 			return rc;
 		}
 	}
-	t = echd_calloc(1, sizeof(*t));
-	if (t == NULL) {
-		return -ENOMEM;
-	}
-	rc = storage_txn_begin(s->inner, p != NULL ? p->inner : NULL, flags, &t->inner);
-	if (rc != 0) {
-		echd_free(t);
-		return rc;
-	}
-	t->base.st = st;
-	t->parent = p;
-	t->rdonly = rdonly;
-	if (p != NULL) {
-		p->child = t;
-	}
-	*out = &t->base;
-	return 0;
-}
-
-static void
-fault_txn_abort(struct storage_txn *base)
-{
-	struct fault_txn *t = txn_from(base);
-
-	storage_txn_abort(t->inner);
-	wrap_free(t);
+	return storage_fwd_txn_begin(st, parent, flags, out);
 }
 
 static int
-fault_txn_commit(struct storage_txn *base)
+fault_txn_commit(struct storage_txn *t)
 {
-	struct fault_txn *t = txn_from(base);
-	struct st_fault *s = fault_from(base->st);
 	int rc;
 
-	if (t->child != NULL) {
-		/* As LMDB does: an open child commits first (and may fail). */
-		rc = fault_txn_commit(&t->child->base);
+	/* A failed txn's commit is the base's: it aborts and returns why. */
+	if (storage_fwd_txn_err(t) == 0 && !t->rdonly) {
+		rc = check(fault_from(t->st), t->parent != NULL ? OP_SUBCOMMIT : OP_COMMIT);
 		if (rc != 0) {
-			fault_txn_abort(base);
+			storage_fwd_txn_abort(t);
 			return rc;
 		}
 	}
-	if (t->err != 0) {
-		rc = t->err;
-		fault_txn_abort(base);
-		return rc;
-	}
-	if (!t->rdonly) {
-		rc = check(s, t->parent != NULL ? OP_SUBCOMMIT : OP_COMMIT);
-		if (rc != 0) {
-			fault_txn_abort(base);
-			return rc;
-		}
-	}
-	/* Frees the inner txn whether it succeeds or not. */
-	rc = storage_txn_commit(t->inner);
-	wrap_free(t);
-	return rc;
+	return storage_fwd_txn_commit(t);
 }
 
-/* ---- rows -------------------------------------------------------------- */
-
-static int
-fault_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
-	struct st_buf *v)
-{
-	struct fault_txn *t = txn_from(base);
-
-	if (t->err != 0) {
-		return ECHD_EINVAL;
-	}
-	return storage_get(t->inner, tb, k, v);
-}
+/* ---- writes ------------------------------------------------------------- */
 
 /* Counts a write op; a due fault marks t failed, as LMDB marks a txn after
- * a failed write. */
+ * a failed write (the base then refuses its every call). */
 static int
-write_check(struct fault_txn *t, enum fault_op op)
+write_check(struct storage_txn *t, enum fault_op op)
 {
 	int rc;
 
-	if (t->err != 0) {
+	if (storage_fwd_txn_err(t) != 0) {
 		return ECHD_EINVAL;
 	}
-	if (t->rdonly) {
-		return 0; /* the inner backend refuses it; nothing to count */
-	}
-	rc = check(fault_from(t->base.st), op);
+	rc = check(fault_from(t->st), op);
 	if (rc != 0) {
-		t->err = rc;
+		storage_fwd_txn_fail(t, rc);
 	}
 	return rc;
 }
 
 static int
-fault_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
+fault_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 	const struct st_buf *v, unsigned flags)
 {
-	struct fault_txn *t = txn_from(base);
 	int rc = write_check(t, OP_PUT);
 
-	if (rc != 0) {
-		return rc;
-	}
-	return storage_put(t->inner, tb, k, v, flags);
+	return rc != 0 ? rc : storage_fwd_put(t, tb, k, v, flags);
 }
 
 static int
-fault_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k)
+fault_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k)
 {
-	struct fault_txn *t = txn_from(base);
 	int rc = write_check(t, OP_DEL);
 
-	if (rc != 0) {
-		return rc;
-	}
-	return storage_del(t->inner, tb, k);
-}
-
-/* ---- cursors ----------------------------------------------------------- */
-
-static int
-fault_cursor_open(struct storage_txn *base, enum storage_table tb, struct storage_cursor **out)
-{
-	struct fault_txn *t = txn_from(base);
-	struct fault_cursor *c;
-	int rc;
-
-	if (t->err != 0) {
-		return ECHD_EINVAL;
-	}
-	c = echd_calloc(1, sizeof(*c));
-	if (c == NULL) {
-		return -ENOMEM;
-	}
-	rc = storage_cursor_open(t->inner, tb, &c->inner);
-	if (rc != 0) {
-		echd_free(c);
-		return rc;
-	}
-	c->base.txn = base;
-	c->next = t->cursors;
-	if (t->cursors != NULL) {
-		t->cursors->prev = c;
-	}
-	t->cursors = c;
-	*out = &c->base;
-	return 0;
-}
-
-static void
-fault_cursor_close(struct storage_cursor *base)
-{
-	struct fault_cursor *c = cursor_from(base);
-	struct fault_txn *t = txn_from(base->txn);
-
-	if (c->prev != NULL) {
-		c->prev->next = c->next;
-	} else {
-		t->cursors = c->next;
-	}
-	if (c->next != NULL) {
-		c->next->prev = c->prev;
-	}
-	storage_cursor_close(c->inner);
-	echd_free(c);
-}
-
-/* The cursor's txn, or NULL when a failure has made it unusable. */
-static struct storage_cursor *
-live(struct storage_cursor *base)
-{
-	return txn_from(base->txn)->err != 0 ? NULL : cursor_from(base)->inner;
+	return rc != 0 ? rc : storage_fwd_del(t, tb, k);
 }
 
 static int
-fault_cursor_seek(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
-	struct st_buf *val)
+fault_cursor_del(struct storage_cursor *c)
 {
-	struct storage_cursor *in = live(base);
+	int rc = write_check(c->txn, OP_DEL);
 
-	return in == NULL ? ECHD_EINVAL : storage_cursor_seek(in, k, key, val);
+	return rc != 0 ? rc : storage_fwd_cursor_del(c);
 }
 
-static int
-fault_cursor_seek_last(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
-	struct st_buf *val)
-{
-	struct storage_cursor *in = live(base);
-
-	return in == NULL ? ECHD_EINVAL : storage_cursor_seek_last(in, k, key, val);
-}
-
-static int
-fault_cursor_next(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
-{
-	struct storage_cursor *in = live(base);
-
-	return in == NULL ? ECHD_EINVAL : storage_cursor_next(in, key, val);
-}
-
-static int
-fault_cursor_prev(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
-{
-	struct storage_cursor *in = live(base);
-
-	return in == NULL ? ECHD_EINVAL : storage_cursor_prev(in, key, val);
-}
-
-static int
-fault_cursor_del(struct storage_cursor *base)
-{
-	struct fault_txn *t = txn_from(base->txn);
-	int rc = write_check(t, OP_DEL);
-
-	if (rc != 0) {
-		return rc;
-	}
-	return storage_cursor_del(cursor_from(base)->inner);
-}
-
+/* Reads, cursors, stat, copy, durable_gen and lmdb's capacity: the base's. */
 const struct storage_ops st_fault_ops = {
-	.version = STORAGE_OPS_V1,
+	.version = STORAGE_OPS_V2,
 	.name = "fault",
+	.base = &storage_fwd_ops,
 	.open = fault_open,
 	.close = fault_close,
 	.txn_begin = fault_txn_begin,
 	.txn_commit = fault_txn_commit,
-	.txn_abort = fault_txn_abort,
-	.get = fault_get,
 	.put = fault_put,
 	.del = fault_del,
-	.cursor_open = fault_cursor_open,
-	.cursor_close = fault_cursor_close,
-	.cursor_seek = fault_cursor_seek,
-	.cursor_seek_last = fault_cursor_seek_last,
-	.cursor_next = fault_cursor_next,
-	.cursor_prev = fault_cursor_prev,
 	.cursor_del = fault_cursor_del,
-	.stat = fault_stat,
-	.grow = fault_grow,
 	.sync = fault_sync,
-	.copy = fault_copy,
-	.free_bytes = fault_free_bytes,
-	.reserve = fault_reserve,
-	.write_admit = fault_write_admit,
-	.durable_gen = fault_durable_gen,
 };

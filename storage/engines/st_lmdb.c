@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <lmdb.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 #include "echd.h"
 #include "storage_impl.h"
 
-/* storage_grow() adds at least this much. */
+/* storage_capacity_grow() adds at least this much. */
 #define GROW_MIN_STEP ((uint64_t)64 << 20)
 /* Transaction wrappers kept for reuse: one nested txn per write command. */
 #define TXN_CACHE_MAX 8
@@ -135,6 +136,7 @@ struct lmdb_txn {
 
 struct st_lmdb {
 	struct storage base;
+	struct storage_capacity cap; /* the map: storage_capacity() */
 	MDB_env *env;
 	MDB_dbi dbi[STORAGE_T__COUNT];
 	unsigned absent;            /* read-only: tables an older echd did not make (bits) */
@@ -530,9 +532,22 @@ check_not_truncated(struct st_lmdb *s, const char *dir)
 	return ECHD_ECORRUPT;
 }
 
+/* The options lmdb reads (storage.h: "lmdb.<name>"). */
+struct lmdb_settings {
+	uint64_t map_size; /* 0: the size recorded, or LMDB's default */
+	uint64_t map_max;  /* 0: no limit */
+};
+static const struct storage_optdef lmdb_optdefs[] = {
+	{"map-size", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct lmdb_settings, map_size)},
+	{"map-max", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct lmdb_settings, map_max)},
+};
+
+static const struct storage_capacity_ops lmdb_capacity_ops;
+
 static int
 lmdb_open(const struct storage_opts *o, struct storage **out)
 {
+	struct lmdb_settings set = {0, 0};
 	struct st_lmdb *s;
 	/* MDB_NOMEMINIT: LMDB would otherwise clear the unused part of every
 	 * page it allocates; the file never holds anything but our rows. */
@@ -541,11 +556,22 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	int dead = 0;
 	int rc;
 
+	rc = storage_opts_read(o, "lmdb", lmdb_optdefs,
+		sizeof(lmdb_optdefs) / sizeof(lmdb_optdefs[0]), &set);
+	if (rc != 0) {
+		return rc;
+	}
+	if (set.map_max != 0 && set.map_max < set.map_size) {
+		/* LMDB itself then refuses to grow past map_max from the first write. */
+		set.map_size = set.map_max;
+	}
 	s = echd_calloc(1, sizeof(*s));
 	if (s == NULL) {
 		return -ENOMEM;
 	}
 	s->base.ops = &st_lmdb_ops;
+	s->cap.ops = &lmdb_capacity_ops;
+	s->cap.st = &s->base;
 	s->read_only = o->read_only;
 
 	if (o->read_only) {
@@ -573,9 +599,9 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	}
 	/* LMDB wants a multiple of the OS page size (maxdisk may be any size). */
 	os_page = (uint64_t)sysconf(_SC_PAGESIZE);
-	map_size = o->map_size / os_page * os_page;
-	map_max = o->map_max / os_page * os_page;
-	if (map_size == 0 && o->map_size != 0) {
+	map_size = set.map_size / os_page * os_page;
+	map_max = set.map_max / os_page * os_page;
+	if (map_size == 0 && set.map_size != 0) {
 		map_size = os_page; /* a tiny maxdisk: LMDB raises it to its minimum */
 	}
 	if (map_size != 0) {
@@ -623,12 +649,14 @@ err:
 	return xlate(rc);
 }
 
+/* What lmdb_stat() and the capacity interface's stat tell, read together. */
 static int
-lmdb_stat(struct storage *st, struct storage_stat *out)
+figures(struct st_lmdb *s, struct storage_stat *out, struct storage_capacity_stat *cap)
 {
-	struct st_lmdb *s = lmdb_from(st);
 	MDB_envinfo info;
 	MDB_stat ms;
+	mdb_filehandle_t fd;
+	uint64_t size;
 	int rc;
 
 	rc = mdb_env_info(s->env, &info);
@@ -638,23 +666,35 @@ lmdb_stat(struct storage *st, struct storage_stat *out)
 	if (rc != 0) {
 		return xlate(rc);
 	}
-	out->map_size = info.me_mapsize;
 	out->used_bytes = ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize;
-	out->page_size = ms.ms_psize;
 	out->last_txn_id = info.me_last_txnid;
 	out->commits = s->commits;
 	out->syncs = s->syncs;
-	out->reserve_error = s->reserve_err;
-	out->reserve_bytes = 0;
-	{
-		mdb_filehandle_t fd;
-		uint64_t size;
-		if (mdb_env_get_fd(s->env, &fd) == 0 && file_size(fd, &size) == 0 &&
-			size > out->used_bytes) {
-			out->reserve_bytes = size - out->used_bytes;
-		}
+	cap->map_size = info.me_mapsize;
+	cap->page_size = ms.ms_psize;
+	cap->reserve_error = s->reserve_err;
+	cap->reserve_bytes = 0;
+	if (mdb_env_get_fd(s->env, &fd) == 0 && file_size(fd, &size) == 0 &&
+		size > out->used_bytes) {
+		cap->reserve_bytes = size - out->used_bytes;
 	}
 	return 0;
+}
+
+static int
+lmdb_stat(struct storage *st, struct storage_stat *out)
+{
+	struct storage_capacity_stat cap;
+
+	return figures(lmdb_from(st), out, &cap);
+}
+
+static int
+lmdb_cap_stat(struct storage *st, struct storage_capacity_stat *out)
+{
+	struct storage_stat core;
+
+	return figures(lmdb_from(st), &core, out);
 }
 
 static int
@@ -984,7 +1024,7 @@ lmdb_txn_abort(struct storage_txn *base)
  * the growth of the next commits overwrites. They must be written, not
  * fallocated: an unwritten extent costs a journal entry on first write.
  * They are also a reserve: when the file system is full, the broker keeps
- * them for the commands that free space (storage_stat's reserve_error).
+ * them for the commands that free space (storage_capacity_stat's reserve_error).
  * Runs when no write transaction is open, so nothing else writes the
  * file; never past the map, so maxdisk still bounds the file. Returns 0
  * or the error that stopped it, remembered in s->reserve_err. */
@@ -1128,30 +1168,30 @@ reserve_for(uint64_t bytes, uint64_t page_size)
  * is then kept for the writes that free space, as at max_bytes. Returns 1
  * (full), 0, or a negative error. */
 static int
-fs_full(struct st_lmdb *s, struct storage_stat *st)
+fs_full(struct st_lmdb *s, struct storage_stat *st, struct storage_capacity_stat *cs)
 {
 	uint64_t now = mono_ms(), free_bytes = 0;
 	bool full;
 	int rc;
 
-	if (st->reserve_error != 0 && now - s->reserve_retry_ms >= FS_RETRY_MS) {
+	if (cs->reserve_error != 0 && now - s->reserve_retry_ms >= FS_RETRY_MS) {
 		/* Space may have come back with no commit to find out. */
 		s->reserve_retry_ms = now;
 		(void)zero_ahead(s); /* its result is in the new stat */
-		rc = lmdb_stat(&s->base, st);
+		rc = figures(s, st, cs);
 		if (rc != 0) {
 			return rc;
 		}
 	}
 	/* Another error (EIO, say) is not a full disk: the commits that
 	 * need the disk report it themselves. */
-	full = st->reserve_error == -ENOSPC || st->reserve_error == -EDQUOT;
+	full = cs->reserve_error == -ENOSPC || cs->reserve_error == -EDQUOT;
 	if (full && lmdb_free_bytes(&s->base, &free_bytes) == 0) {
 		/* Pages freed inside the data file (XTRIM, DEL) are room that
 		 * needs no disk: the file grows only when they are used up. The
 		 * room asked is that of max_bytes' reserve, over the file's
 		 * data; what was written ahead stays the reserve. */
-		full = free_bytes < reserve_for(st->used_bytes, st->page_size);
+		full = free_bytes < reserve_for(st->used_bytes, cs->page_size);
 	}
 	if (!full) {
 		if (s->fs_full && free_bytes != 0) {
@@ -1169,7 +1209,7 @@ fs_full(struct st_lmdb *s, struct storage_stat *st)
 		echd_log(ECHD_LOG_WARNING,
 			"the data directory's file system is full (%s): refusing writes that add "
 			"data, keeping %llu bytes for the commands that free space",
-			echd_strerror(st->reserve_error), (unsigned long long)st->reserve_bytes);
+			echd_strerror(cs->reserve_error), (unsigned long long)cs->reserve_bytes);
 	}
 	s->fs_full = true;
 	return 1;
@@ -1190,17 +1230,18 @@ lmdb_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *ou
 	struct st_lmdb *s = lmdb_from(st);
 	struct storage_room room = {.adds_ok = true, .full_rc = ECHD_ELIMIT};
 	struct storage_stat ss;
+	struct storage_capacity_stat cs;
 	uint64_t free_bytes = 0, live, cap;
 	int rc;
 
 	if (s->ntxn != 0) {
 		return -EBUSY;
 	}
-	rc = lmdb_stat(st, &ss);
+	rc = figures(s, &ss, &cs);
 	if (rc != 0) {
 		return rc;
 	}
-	rc = fs_full(s, &ss);
+	rc = fs_full(s, &ss, &cs);
 	if (rc < 0) {
 		return rc;
 	}
@@ -1208,17 +1249,17 @@ lmdb_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *ou
 		room.adds_ok = false;
 		room.nest = true;
 		room.fs_full = true;
-		room.full_rc = ss.reserve_error;
+		room.full_rc = cs.reserve_error;
 		*out = room;
 		return 0;
 	}
 	/* A max_bytes lowered below the map bounds it from now on. */
-	cap = ss.map_size;
+	cap = cs.map_size;
 	if (max_bytes != 0 && max_bytes < cap) {
 		cap = max_bytes;
 	}
 	if (ss.used_bytes >= cap / 4 * 3) {
-		if ((max_bytes == 0 || ss.map_size < max_bytes) && lmdb_grow(st, max_bytes) == 0) {
+		if ((max_bytes == 0 || cs.map_size < max_bytes) && lmdb_grow(st, max_bytes) == 0) {
 			room.grew = true;
 		} else {
 			room.nest = true;
@@ -1226,7 +1267,7 @@ lmdb_write_admit(struct storage *st, uint64_t max_bytes, struct storage_room *ou
 				free_bytes = 0;
 			}
 			live = ss.used_bytes > free_bytes ? ss.used_bytes - free_bytes : 0;
-			room.adds_ok = live + reserve_for(cap, ss.page_size) < cap;
+			room.adds_ok = live + reserve_for(cap, cs.page_size) < cap;
 		}
 	}
 	*out = room;
@@ -1489,8 +1530,22 @@ lmdb_cursor_del(struct storage_cursor *base)
 	return 0;
 }
 
+static void *
+lmdb_iface(struct storage *st, enum storage_iface which)
+{
+	return which == STORAGE_IFACE_CAPACITY ? &lmdb_from(st)->cap : NULL;
+}
+
+static const struct storage_capacity_ops lmdb_capacity_ops = {
+	.admit = lmdb_write_admit,
+	.grow = lmdb_grow,
+	.stat = lmdb_cap_stat,
+	.free_bytes = lmdb_free_bytes,
+	.reserve = lmdb_reserve,
+};
+
 const struct storage_ops st_lmdb_ops = {
-	.version = STORAGE_OPS_V1,
+	.version = STORAGE_OPS_V2,
 	.name = "lmdb",
 	.open = lmdb_open,
 	.close = lmdb_close,
@@ -1508,11 +1563,8 @@ const struct storage_ops st_lmdb_ops = {
 	.cursor_prev = lmdb_cursor_prev,
 	.cursor_del = lmdb_cursor_del,
 	.stat = lmdb_stat,
-	.grow = lmdb_grow,
 	.sync = lmdb_sync,
-	.free_bytes = lmdb_free_bytes,
-	.reserve = lmdb_reserve,
 	.copy = lmdb_copy,
-	.write_admit = lmdb_write_admit,
 	.durable_gen = lmdb_durable_gen,
+	.iface = lmdb_iface,
 };

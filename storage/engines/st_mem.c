@@ -10,8 +10,9 @@
  * committed child hands its roots to the parent. Nothing is written to
  * disk: the data lives as long as the struct storage, and a commit is
  * "durable" only in that sense (tests, and a proof of the interface): it
- * leaves durable_gen out (every commit is durable when it returns) and the
- * capacity part too (every write is admitted; it never grows).
+ * leaves durable_gen out (every commit is durable when it returns) and
+ * offers no optional interface: no capacity (every write is admitted; it
+ * never grows) and no HA (always active).
  *
  * Cursors hold a copy of the key they stand on, and a move is a search
  * from the root, or, with a read-ahead hint, the next of a batch of nodes
@@ -373,8 +374,13 @@ mem_close(struct storage *st)
 static int
 mem_open(const struct storage_opts *o, struct storage **out)
 {
-	struct st_mem *s = echd_calloc(1, sizeof(*s));
+	struct st_mem *s;
+	int rc = storage_opts_read(o, "mem", NULL, 0, NULL); /* it has none */
 
+	if (rc != 0) {
+		return rc;
+	}
+	s = echd_calloc(1, sizeof(*s));
 	if (s == NULL) {
 		return -ENOMEM;
 	}
@@ -389,7 +395,6 @@ mem_stat(struct storage *st, struct storage_stat *out)
 	struct st_mem *s = mem_from(st);
 
 	memset(out, 0, sizeof(*out));
-	out->map_size = UINT64_MAX; /* no capacity part: nothing to fill */
 	out->used_bytes = s->bytes;
 	out->last_txn_id = s->txn_id;
 	out->commits = s->commits;
@@ -820,7 +825,7 @@ mem_cursor_ahead(struct storage_cursor *base, unsigned rows)
 }
 
 const struct storage_ops st_mem_ops = {
-	.version = STORAGE_OPS_V1,
+	.version = STORAGE_OPS_V2,
 	.name = "mem",
 	.open = mem_open,
 	.close = mem_close,
@@ -841,5 +846,5 @@ const struct storage_ops st_mem_ops = {
 	.sync = mem_sync,
 	.copy = mem_copy,
 	.cursor_ahead = mem_cursor_ahead,
-	/* No map: grow, free_bytes and reserve are left out (storage.h). */
+	/* No optional interface (iface NULL): no capacity, no HA (storage.h). */
 };

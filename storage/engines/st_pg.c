@@ -7,9 +7,12 @@
  * in an inner "mem" storage (st_mem.c) that this backend owns: every get and
  * cursor is served from memory, and PostgreSQL sees only the load at
  * takeover and the writes at commit. Transactions, rows and cursors are
- * forwarded to the inner storage through the public storage_* functions,
- * as st_fault.c does with lmdb; nested transactions and their aborts are
- * the inner engine's.
+ * forwarded to the inner storage by the forwarding base (forward.h), as
+ * st_fault.c's are to lmdb; nested transactions and their aborts are the
+ * inner engine's. What this file changes: the begin (only when active), the
+ * writes (logged, below), the cursor moves of a write transaction (they
+ * keep the key a cursor_del removes), the commit, and the optional
+ * interfaces: HA is this file's, and mem's (none) are not passed on.
  *
  * The commit. A top-level write transaction logs the (table, key) pairs
  * that its puts and deletes touched, its children's included (an aborted
@@ -27,9 +30,9 @@
  * Durability: a commit that returned 0 is what PostgreSQL made durable
  * under its synchronous_commit (on for one server; remote_apply with a
  * synchronous standby for no loss at a PostgreSQL failover). So
- * durable_gen is left out (every commit is durable when it returns), sync
- * does nothing, and opts->sync_mode is ignored: there is no local flush to
- * put off.
+ * durable_gen is the commit generation (every commit is durable when it
+ * returns), sync does nothing, and opts->sync_mode is ignored: there is no
+ * local flush to put off.
  *
  * Fencing. The row <schema>.ha (id 1) holds gen, bumped by each takeover.
  * Every write transaction locks it FOR SHARE right after BEGIN and divides
@@ -41,8 +44,11 @@
  * the active one's session dies.
  *
  * Never blocking forever. The socket is non-blocking; every wait is a
- * poll() against opts->timeout_ms (default 5000) per round trip, past which
- * the connection counts as lost and is closed.
+ * poll() against the option timeout-ms (default 5000) per round trip, past
+ * which the connection counts as lost and is closed.
+ *
+ * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
+ * ha-name ("echd"), announce-host, announce-port, timeout-ms.
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
@@ -63,6 +69,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +79,7 @@
 #include <libpq-fe.h>
 
 #include "echd.h"
-#include "storage_impl.h"
+#include "forward.h"
 
 #define PG_TIMEOUT_MS_DEFAULT 5000
 #define PG_BACKOFF_MIN_MS     100
@@ -104,8 +111,8 @@ struct pg_buf {
 };
 
 struct st_pg {
-	struct storage base;
-	struct storage *inner; /* "mem": the cache of the whole schema */
+	struct storage_fwd fwd; /* fwd.inner: "mem", the cache of the whole schema */
+	struct storage_ha ha;   /* storage_ha() */
 	PGconn *conn;          /* NULL when offline */
 	enum storage_role role;
 	bool read_only;
@@ -134,15 +141,9 @@ struct st_pg {
 	uint64_t commits;
 };
 
-struct pg_txn {
-	struct storage_txn base;
-	struct storage_txn *inner;
-	bool write; /* logs its writes (in st_pg.log) */
-};
-
+/* A write transaction logs its writes (in st_pg.log). */
 struct pg_cursor {
-	struct storage_cursor base;
-	struct storage_cursor *inner;
+	struct storage_fwd_cursor fwd;
 	bool on; /* key holds the row it stands on (write txns only) */
 	size_t klen;
 	unsigned char key[STORAGE_KEY_MAX];
@@ -160,13 +161,6 @@ pg_from_const(const struct storage *st)
 {
 	assert(st->ops == &st_pg_ops);
 	return (const struct st_pg *)st;
-}
-
-static struct pg_txn *
-txn_from(struct storage_txn *t)
-{
-	assert(t->st->ops == &st_pg_ops);
-	return (struct pg_txn *)t;
 }
 
 static struct pg_cursor *
@@ -761,8 +755,8 @@ load_all(struct st_pg *s)
 	if (rc != 0) {
 		goto fail;
 	}
-	storage_close(s->inner);
-	s->inner = fresh;
+	storage_close(s->fwd.inner); /* no transaction is open: storage_ha_poll() */
+	s->fwd.inner = fresh;
 	return 0;
 fail:
 	storage_txn_abort(t);
@@ -912,7 +906,7 @@ reconnect(struct st_pg *s)
 }
 
 static void
-ha_fill(const struct st_pg *s, struct storage_ha *out, bool became)
+ha_fill(const struct st_pg *s, struct storage_ha_state *out, bool became)
 {
 	memset(out, 0, sizeof(*out));
 	out->role = s->role;
@@ -932,7 +926,7 @@ ha_fill(const struct st_pg *s, struct storage_ha *out, bool became)
 }
 
 static int
-pg_ha_poll(struct storage *st, struct storage_ha *out)
+pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 {
 	struct st_pg *s = pg_from(st);
 	bool became = false;
@@ -987,7 +981,7 @@ pg_close(struct storage *st)
 	if (s->conn != NULL) {
 		PQfinish(s->conn); /* ends the session: the lock goes with it */
 	}
-	storage_close(s->inner);
+	storage_fwd_finish(&s->fwd);
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 		echd_free(s->del[tb].p);
 		echd_free(s->ink[tb].p);
@@ -1005,16 +999,39 @@ pg_close(struct storage *st)
 	echd_free(s);
 }
 
+/* The options postgres reads (storage.h: "postgres.<name>"). */
+struct pg_settings {
+	const char *url, *schema, *ha_name, *host;
+	uint64_t port, timeout_ms;
+};
+static const struct storage_optdef pg_optdefs[] = {
+	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
+	{"schema", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, schema)},
+	{"ha-name", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, ha_name)},
+	{"announce-host", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, host)},
+	{"announce-port", STORAGE_OPTDEF_U64, 0, 65535, offsetof(struct pg_settings, port)},
+	/* 0: the default */
+	{"timeout-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, timeout_ms)},
+};
+
+static const struct storage_ha_ops pg_ha_ops;
+
 static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
 	struct storage_opts mo = {0};
+	struct pg_settings set = {NULL, NULL, "echd", "", 0, 0};
 	struct st_pg *s;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 	int rc;
 
 	*out = NULL;
-	if (o->url == NULL || o->url[0] == '\0') {
+	rc = storage_opts_read(o, "postgres", pg_optdefs, sizeof(pg_optdefs) / sizeof(pg_optdefs[0]),
+		&set);
+	if (rc != 0) {
+		return rc;
+	}
+	if (set.url == NULL || set.url[0] == '\0') {
 		echd_log(ECHD_LOG_WARNING, "st_pg: no storage url given");
 		return ECHD_EINVAL;
 	}
@@ -1022,15 +1039,17 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	if (s == NULL) {
 		return -ENOMEM;
 	}
-	s->base.ops = &st_pg_ops;
+	storage_fwd_init(&s->fwd, &st_pg_ops, sizeof(struct storage_fwd_txn), sizeof(struct pg_cursor));
+	s->ha.ops = &pg_ha_ops;
+	s->ha.st = &s->fwd.base;
 	s->role = STORAGE_ROLE_OFFLINE;
 	s->read_only = o->read_only;
-	s->url = dup_or_null(o->url);
-	s->schema = dup_or_null(o->schema != NULL && o->schema[0] != '\0' ? o->schema : "echd");
-	s->ha_name = dup_or_null(o->ha_name != NULL ? o->ha_name : "echd");
-	s->host = dup_or_null(o->announce_host != NULL ? o->announce_host : "");
-	s->port = o->announce_port;
-	s->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : PG_TIMEOUT_MS_DEFAULT;
+	s->url = dup_or_null(set.url);
+	s->schema = dup_or_null(set.schema != NULL && set.schema[0] != '\0' ? set.schema : "echd");
+	s->ha_name = dup_or_null(set.ha_name);
+	s->host = dup_or_null(set.host);
+	s->port = (int)set.port;
+	s->timeout_ms = set.timeout_ms != 0 ? (unsigned)set.timeout_ms : PG_TIMEOUT_MS_DEFAULT;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;
@@ -1038,9 +1057,9 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	}
 	s->lock_key = fnv_key("echd:", s->schema);
 	s->create_key = fnv_key("echd-create:", s->schema);
-	rc = storage_open("mem", &mo, &s->inner);
+	rc = storage_open("mem", &mo, &s->fwd.inner);
 	if (rc != 0) {
-		s->inner = NULL;
+		s->fwd.inner = NULL;
 		goto fail;
 	}
 	rc = conn_open(s);
@@ -1067,7 +1086,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		(void)ha_row(s);
 		s->role = STORAGE_ROLE_ACTIVE; /* for reading */
 		echd_log(ECHD_LOG_NOTICE, "st_pg: read a snapshot of schema %s", s->schema);
-		*out = &s->base;
+		*out = &s->fwd.base;
 		return 0;
 	}
 	rc = prepare_all(s);
@@ -1077,7 +1096,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->role = STORAGE_ROLE_STANDBY;
 	echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
 	/* A lone echd starts active. */
-	rc = pg_ha_poll(&s->base, &ha);
+	rc = pg_ha_poll(&s->fwd.base, &ha);
 	if (rc != 0 && s->conn != NULL) {
 		goto fail; /* a SQL error: not something a retry fixes */
 	}
@@ -1085,13 +1104,13 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		echd_log(ECHD_LOG_NOTICE, "st_pg: standby: %s:%d is active on schema %s",
 			ha.active_host, ha.active_port, s->schema);
 	}
-	*out = &s->base;
+	*out = &s->fwd.base;
 	return 0;
 fail:
 	if (rc == ECHD_EOFFLINE) {
 		rc = -ECONNREFUSED;
 	}
-	pg_close(&s->base);
+	pg_close(&s->fwd.base);
 	return rc;
 }
 
@@ -1100,10 +1119,9 @@ pg_stat(struct storage *st, struct storage_stat *out)
 {
 	struct st_pg *s = pg_from(st);
 	struct storage_stat in;
-	int rc = storage_stat(s->inner, &in);
+	int rc = storage_fwd_stat(st, &in);
 
 	memset(out, 0, sizeof(*out));
-	out->map_size = UINT64_MAX; /* no capacity part */
 	out->used_bytes = rc == 0 ? in.used_bytes : 0;
 	out->commits = s->commits;
 	out->syncs = s->commits;
@@ -1115,6 +1133,20 @@ pg_sync(struct storage *st)
 {
 	(void)st;
 	return 0; /* a commit that returned is durable (synchronous_commit) */
+}
+
+/* Not the cache's: it is replaced at each takeover, its count restarting. */
+static uint64_t
+pg_durable_gen(struct storage *st)
+{
+	return st->commit_gen;
+}
+
+/* HA, this file's; no capacity (mem's none is not passed on either). */
+static void *
+pg_iface(struct storage *st, enum storage_iface which)
+{
+	return which == STORAGE_IFACE_HA ? &pg_from(st)->ha : NULL;
 }
 
 static int
@@ -1398,75 +1430,50 @@ pg_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	struct storage_txn **out)
 {
 	struct st_pg *s = pg_from(st);
-	struct pg_txn *p = parent != NULL ? txn_from(parent) : NULL;
-	bool rdonly = (flags & STORAGE_TXN_RDONLY) != 0;
-	struct pg_txn *t;
+	bool top_write = parent == NULL && (flags & STORAGE_TXN_RDONLY) == 0;
 	int rc;
 
-	if (p == NULL && !rdonly && s->role != STORAGE_ROLE_ACTIVE) {
+	if (top_write && s->role != STORAGE_ROLE_ACTIVE) {
 		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
 	}
-	t = echd_calloc(1, sizeof(*t));
-	if (t == NULL) {
-		return -ENOMEM;
-	}
-	rc = storage_txn_begin(s->inner, p != NULL ? p->inner : NULL, flags, &t->inner);
-	if (rc != 0) {
-		echd_free(t);
-		return rc;
-	}
-	t->base.st = st;
-	t->write = !rdonly;
-	if (p == NULL && !rdonly) {
+	rc = storage_fwd_txn_begin(st, parent, flags, out);
+	if (rc == 0 && top_write) {
 		s->nlog = 0;
 		s->log_len = 0;
 	}
-	*out = &t->base;
-	return 0;
-}
-
-static void
-pg_txn_abort(struct storage_txn *base)
-{
-	struct pg_txn *t = txn_from(base);
-
-	storage_txn_abort(t->inner);
-	echd_free(t);
+	return rc;
 }
 
 static int
-pg_txn_commit(struct storage_txn *base)
+pg_txn_commit(struct storage_txn *t)
 {
-	struct pg_txn *t = txn_from(base);
-	struct st_pg *s = pg_from(base->st);
-	struct storage_txn *inner = t->inner;
-	bool top_write = base->parent == NULL && t->write;
+	struct st_pg *s = pg_from(t->st);
+	bool top_write = t->parent == NULL && !t->rdonly;
 	int rc;
 
-	echd_free(t);
 	if (!top_write) {
-		return storage_txn_commit(inner);
+		return storage_fwd_txn_commit(t);
 	}
 	if (s->nlog == 0) {
-		rc = storage_txn_commit(inner); /* nothing to send */
+		rc = storage_fwd_txn_commit(t); /* nothing to send */
 		s->commits += rc == 0;
 		return rc;
 	}
 	if (s->role != STORAGE_ROLE_ACTIVE || s->conn == NULL) {
-		storage_txn_abort(inner);
+		storage_fwd_txn_abort(t);
 		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
 	}
-	rc = build_params(s, inner);
+	rc = build_params(s, storage_fwd_txn_inner(t));
 	if (rc == 0) {
 		rc = pg_round_trip(s);
 	}
 	s->nlog = 0;
 	s->log_len = 0;
 	if (rc != 0) {
-		storage_txn_abort(inner); /* the cache equals PostgreSQL again */
+		storage_fwd_txn_abort(t); /* the cache equals PostgreSQL again */
 		return rc;
 	}
-	rc = storage_txn_commit(inner);
+	rc = storage_fwd_txn_commit(t);
 	if (rc != 0) {
 		/* mem cannot fail a commit but for memory; PostgreSQL has it now,
 		 * the cache does not: reload it at the next takeover. */
@@ -1480,76 +1487,41 @@ pg_txn_commit(struct storage_txn *base)
 	return 0;
 }
 
-/* ---- rows -------------------------------------------------------------------- */
+/* ---- writes ------------------------------------------------------------------ */
 
 static int
-pg_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
-	struct st_buf *v)
-{
-	return storage_get(txn_from(base)->inner, tb, k, v);
-}
-
-static int
-pg_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
+pg_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 	const struct st_buf *v, unsigned flags)
 {
-	struct pg_txn *t = txn_from(base);
-	int rc = storage_put(t->inner, tb, k, v, flags);
+	int rc = storage_fwd_put(t, tb, k, v, flags);
 
-	if (rc == 0 && t->write) {
-		rc = log_touch(pg_from(base->st), tb, k->data, k->len);
+	if (rc == 0 && !t->rdonly) {
+		rc = log_touch(pg_from(t->st), tb, k->data, k->len);
 	}
 	return rc;
 }
 
 static int
-pg_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k)
+pg_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k)
 {
-	struct pg_txn *t = txn_from(base);
-	int rc = storage_del(t->inner, tb, k);
+	int rc = storage_fwd_del(t, tb, k);
 
-	if (rc == 0 && t->write) {
-		rc = log_touch(pg_from(base->st), tb, k->data, k->len);
+	if (rc == 0 && !t->rdonly) {
+		rc = log_touch(pg_from(t->st), tb, k->data, k->len);
 	}
 	return rc;
 }
 
 /* ---- cursors ----------------------------------------------------------------- */
 
+/* Keeps the key a write txn's cursor stands on, for its cursor_del. */
 static int
-pg_cursor_open(struct storage_txn *base, enum storage_table tb, struct storage_cursor **out)
-{
-	struct pg_cursor *c = echd_calloc(1, sizeof(*c));
-	int rc;
-
-	if (c == NULL) {
-		return -ENOMEM;
-	}
-	rc = storage_cursor_open(txn_from(base)->inner, tb, &c->inner);
-	if (rc != 0) {
-		echd_free(c);
-		return rc;
-	}
-	c->base.txn = base;
-	*out = &c->base;
-	return 0;
-}
-
-static void
-pg_cursor_close(struct storage_cursor *base)
+landed(struct storage_cursor *base, int rc, const struct st_buf *key)
 {
 	struct pg_cursor *c = cursor_from(base);
 
-	storage_cursor_close(c->inner);
-	echd_free(c);
-}
-
-/* Keeps the key a write txn's cursor stands on, for its cursor_del. */
-static int
-landed(struct pg_cursor *c, int rc, const struct st_buf *key)
-{
 	c->on = false;
-	if (rc == 0 && txn_from(c->base.txn)->write && key->len <= sizeof(c->key)) {
+	if (rc == 0 && !base->txn->rdonly && key->len <= sizeof(c->key)) {
 		memcpy(c->key, key->data, key->len);
 		c->klen = key->len;
 		c->on = true;
@@ -1558,37 +1530,29 @@ landed(struct pg_cursor *c, int rc, const struct st_buf *key)
 }
 
 static int
-pg_cursor_seek(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
+pg_cursor_seek(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
 	struct st_buf *val)
 {
-	struct pg_cursor *c = cursor_from(base);
-
-	return landed(c, storage_cursor_seek(c->inner, k, key, val), key);
+	return landed(c, storage_fwd_cursor_seek(c, k, key, val), key);
 }
 
 static int
-pg_cursor_seek_last(struct storage_cursor *base, const struct st_buf *k, struct st_buf *key,
+pg_cursor_seek_last(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
 	struct st_buf *val)
 {
-	struct pg_cursor *c = cursor_from(base);
-
-	return landed(c, storage_cursor_seek_last(c->inner, k, key, val), key);
+	return landed(c, storage_fwd_cursor_seek_last(c, k, key, val), key);
 }
 
 static int
-pg_cursor_next(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
+pg_cursor_next(struct storage_cursor *c, struct st_buf *key, struct st_buf *val)
 {
-	struct pg_cursor *c = cursor_from(base);
-
-	return landed(c, storage_cursor_next(c->inner, key, val), key);
+	return landed(c, storage_fwd_cursor_next(c, key, val), key);
 }
 
 static int
-pg_cursor_prev(struct storage_cursor *base, struct st_buf *key, struct st_buf *val)
+pg_cursor_prev(struct storage_cursor *c, struct st_buf *key, struct st_buf *val)
 {
-	struct pg_cursor *c = cursor_from(base);
-
-	return landed(c, storage_cursor_prev(c->inner, key, val), key);
+	return landed(c, storage_fwd_cursor_prev(c, key, val), key);
 }
 
 static int
@@ -1598,8 +1562,8 @@ pg_cursor_del(struct storage_cursor *base)
 	bool on = c->on;
 	int rc;
 
-	rc = storage_cursor_del(c->inner);
-	if (rc == 0 && txn_from(base->txn)->write) {
+	rc = storage_fwd_cursor_del(base);
+	if (rc == 0 && !base->txn->rdonly) {
 		assert(on); /* the inner one deleted a row: the cursor stood on it */
 		c->on = false;
 		if (on) {
@@ -1609,25 +1573,23 @@ pg_cursor_del(struct storage_cursor *base)
 	return rc;
 }
 
-static void
-pg_cursor_ahead(struct storage_cursor *base, unsigned rows)
-{
-	storage_cursor_ahead(cursor_from(base)->inner, rows);
-}
+static const struct storage_ha_ops pg_ha_ops = {
+	.poll = pg_ha_poll,
+	.role = pg_ha_role,
+};
 
+/* Reads (get, cursor open and close, cursor_ahead) and the txn abort: the
+ * base's, served by the cache. */
 const struct storage_ops st_pg_ops = {
-	.version = STORAGE_OPS_V1,
+	.version = STORAGE_OPS_V2,
 	.name = "postgres",
+	.base = &storage_fwd_ops,
 	.open = pg_open,
 	.close = pg_close,
 	.txn_begin = pg_txn_begin,
 	.txn_commit = pg_txn_commit,
-	.txn_abort = pg_txn_abort,
-	.get = pg_get,
 	.put = pg_put,
 	.del = pg_del,
-	.cursor_open = pg_cursor_open,
-	.cursor_close = pg_cursor_close,
 	.cursor_seek = pg_cursor_seek,
 	.cursor_seek_last = pg_cursor_seek_last,
 	.cursor_next = pg_cursor_next,
@@ -1636,7 +1598,6 @@ const struct storage_ops st_pg_ops = {
 	.stat = pg_stat,
 	.sync = pg_sync,
 	.copy = pg_copy,
-	.cursor_ahead = pg_cursor_ahead,
-	.ha_poll = pg_ha_poll,
-	.ha_role = pg_ha_role,
+	.durable_gen = pg_durable_gen,
+	.iface = pg_iface,
 };

@@ -111,6 +111,7 @@ static void
 server_setup(struct brk_server *srv)
 {
 	struct storage_opts so;
+	struct storage_opt *eopt;
 	char err[512];
 	int rc;
 
@@ -133,9 +134,13 @@ server_setup(struct brk_server *srv)
 	}
 	memset(&so, 0, sizeof(so));
 	so.dir = srv->cfg.dir;
-	so.map_size = (uint64_t)srv->cfg.map_size;
 	so.sync_mode = STORAGE_SYNC_DATA;
+	if (brk_config_engine_opts(&srv->cfg, &eopt, &so.nopt) != 0) {
+		abort();
+	}
+	so.opt = eopt;
 	rc = storage_open(srv->cfg.storage_backend, &so, &srv->st);
+	brk_config_engine_opts_free(eopt, so.nopt);
 	if (rc != 0) {
 		fprintf(stderr, "fuzz: cannot open storage in %s: %s\n", env_dir,
 			echd_strerror(rc));

@@ -258,6 +258,7 @@ damage(struct storage_txn *t, int argc, char **argv)
 int
 main(int argc, char **argv)
 {
+	const struct storage_opt map_size = {"lmdb.map-size", "4294967296"};
 	struct storage_opts so;
 	struct storage *st;
 	struct storage_txn *t;
@@ -270,7 +271,8 @@ main(int argc, char **argv)
 	memset(&so, 0, sizeof(so));
 	so.dir = argv[1];
 	/* room for a million-entry PEL in a fresh directory; the file is sparse */
-	so.map_size = (uint64_t)4 << 30;
+	so.opt = &map_size;
+	so.nopt = 1;
 	rc = storage_open(NULL, &so, &st);
 	if (rc != 0) {
 		fprintf(stderr, "adm-fixture: open %s: %s\n", argv[1], echd_strerror(rc));

@@ -21,6 +21,8 @@ running as root with tmpfs mounts permitted, a 4 MiB tmpfs where LMDB itself get
 """
 
 import contextlib
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -28,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from echdtest import RespConn, RespError, encode_command, timeout, wait_until
+from echdtest import RespConn, RespError, encode_command, free_port, timeout, wait_until
 
 ECHD_ONLY = "echd's fault-injecting storage backend and its maxdisk option"
 PG_SUITE = False
@@ -200,6 +202,44 @@ def test_unknown_rules_are_ignored(server):
         with open(s.log_path, "rb") as f:
             log = f.read().decode(errors="replace")
         assert log.count("bad rule") == 5, log
+
+
+def http_get(port, path):
+    """(status, body bytes) of a GET on echd's HTTP listener."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def test_http_reads_open_no_write_transaction(server):
+    """The HTTP side reads through a read transaction of its own (commit.c's brk_view_begin()),
+    never the write batch: with every write transaction's begin failing, the JSON API and
+    /metrics still answer from the store (through the batch they answered 503)."""
+    port = free_port()
+    with fault_server(server, "--http-port", str(port)) as (s, faults):
+        c = s.raw()
+        group_setup(c, key="jobs")
+        faults.set("begin every EIO")
+        st, body = http_get(port, "/api/streams?db=0")
+        assert st == 200, (st, body[:300])
+        assert [x["name"] for x in json.loads(body)["streams"]] == ["jobs"]
+        st, body = http_get(port, "/api/groups?db=0&stream=jobs")
+        assert st == 200, (st, body[:300])
+        assert json.loads(body)["groups"][0]["name"] == "g"
+        st, body = http_get(port, "/metrics")
+        assert st == 200, (st, body[:300])
+        assert [line for line in body.decode().splitlines()
+                if line.startswith("echd_stream_entries{") and 'stream="jobs"' in line
+                and line.endswith(" 4")], body[:2000]
+        # the rule is in force: a write, which needs the batch, is refused
+        c.send("XADD", "jobs", "*", "n", "5")
+        assert is_err(c.read(("XADD",))), "the write ran with every begin failing"
+        assert [f for f in fired(s) if f.startswith("failing begin")] != []
+        faults.clear()
 
 
 # ---------------------------------------------------------------------------

@@ -21,18 +21,8 @@
 
 #include "echd.h"
 #include "storage.h"
-
-#define OK(x)                                                                                      \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == 0, "%s: %d (%s)", #x, rc_, echd_strerror(rc_));               \
-	} while (0)
-#define FAILS(x, code)                                                                             \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %d (%s)", #x, rc_,             \
-			echd_strerror(rc_), (code), echd_strerror(code));                          \
-	} while (0)
+#include "unit_assert.h"
+#include "unit_opts.h"
 
 static const char *pg_url;
 
@@ -50,14 +40,15 @@ now_ms(void)
 static struct storage_opts
 opts(const char *schema, int port, unsigned timeout_ms)
 {
-	struct storage_opts o = {
-		.url = pg_url,
-		.schema = schema,
-		.ha_name = "echd",
-		.announce_host = "127.0.0.1",
-		.announce_port = port,
-		.timeout_ms = timeout_ms,
-	};
+	struct storage_opts o = {0};
+
+	opt_clear(&o);
+	opt_str(&o, "postgres.url", pg_url);
+	opt_str(&o, "postgres.schema", schema);
+	opt_str(&o, "postgres.ha-name", "echd");
+	opt_str(&o, "postgres.announce-host", "127.0.0.1");
+	opt_u64(&o, "postgres.announce-port", (uint64_t)port);
+	opt_u64(&o, "postgres.timeout-ms", timeout_ms);
 	return o;
 }
 
@@ -141,21 +132,37 @@ get_is(struct storage_txn *t, enum storage_table tb, const char *k, const char *
 		"get %s: '%.*s', expected '%s'", k, (int)v.len, (const char *)v.data, want);
 }
 
-static enum storage_role
-poll_role(struct storage *st, struct storage_ha *ha)
+/* st's HA interface, which postgres has. */
+static struct storage_ha *
+ha_of(struct storage *st)
 {
-	struct storage_ha h;
+	struct storage_ha *ha = storage_ha(st);
 
-	(void)storage_ha_poll(st, ha != NULL ? ha : &h);
-	return storage_ha_role(st);
+	ck_assert_ptr_nonnull(ha);
+	return ha;
+}
+
+static enum storage_role
+role(struct storage *st)
+{
+	return storage_ha_role(ha_of(st));
+}
+
+static enum storage_role
+poll_role(struct storage *st, struct storage_ha_state *ha)
+{
+	struct storage_ha_state h;
+
+	(void)storage_ha_poll(ha_of(st), ha != NULL ? ha : &h);
+	return role(st);
 }
 
 /* Polls until st is active or ms pass; returns the last poll's answer. */
-static struct storage_ha
+static struct storage_ha_state
 poll_until_active(struct storage *st, int ms)
 {
 	int64_t end = now_ms() + ms;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 
 	while (poll_role(st, &ha) != STORAGE_ROLE_ACTIVE && now_ms() < end) {
 		usleep(50 * 1000);
@@ -172,9 +179,9 @@ START_TEST(test_reopen_keeps_rows)
 	struct storage_cursor *c;
 	struct st_buf key, val, kb = {"b", 1};
 
-	ck_assert(storage_has_ha(st));
-	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
-	ck_assert(!storage_has_capacity(st));
+	ck_assert_ptr_nonnull(storage_ha(st));
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_ptr_null(storage_capacity(st)); /* no bounded store: mem's none passed on */
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_KEYS, "a", "1");
 	put_s(t, STORAGE_T_KEYS, "b", "2");
@@ -366,7 +373,7 @@ START_TEST(test_standby_takes_over)
 {
 	struct storage *a = open_pg("ha", 7001), *b;
 	struct storage_txn *t;
-	struct storage_ha ha, hb;
+	struct storage_ha_state ha, hb;
 	PGconn *pc = side();
 	int64_t t0;
 
@@ -379,7 +386,7 @@ START_TEST(test_standby_takes_over)
 	OK(storage_txn_commit(t));
 
 	b = open_pg("ha", 7002);
-	ck_assert_int_eq(storage_ha_role(b), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(role(b), STORAGE_ROLE_STANDBY);
 	ck_assert_int_eq(poll_role(b, &hb), STORAGE_ROLE_STANDBY);
 	ck_assert_str_eq(hb.active_host, "127.0.0.1");
 	ck_assert_int_eq(hb.active_port, 7001);
@@ -417,7 +424,7 @@ START_TEST(test_fenced_commit)
 {
 	struct storage *st = open_pg("fence", 7001);
 	struct storage_txn *t;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 	PGconn *pc = side();
 
 	OK(storage_txn_begin(st, NULL, 0, &t));
@@ -428,7 +435,7 @@ START_TEST(test_fenced_commit)
 	put_s(t, STORAGE_T_KEYS, "after", "1");
 	put_s(t, STORAGE_T_PEL, "after", "1");
 	FAILS(storage_txn_commit(t), ECHD_ESTANDBY);
-	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_STANDBY);
 	ck_assert_int_eq(rows_in(pc, "fence", "keys"), 1);
 	ck_assert_int_eq(rows_in(pc, "fence", "pel"), 0);
 	/* Nor is it in the cache. */
@@ -461,7 +468,7 @@ START_TEST(test_refused_commit)
 	put_s(t, STORAGE_T_PEL, "p", "1");
 	put_s(t, STORAGE_T_KEYS, "k", "too long for the check");
 	FAILS(storage_txn_commit(t), -EIO);
-	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
 	ck_assert_int_eq(rows_in(pc, "refused", "pel"), 0);
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	get_is(t, STORAGE_T_PEL, "p", NULL);
@@ -478,7 +485,7 @@ START_TEST(test_poll_sees_takeover)
 {
 	struct storage *st = open_pg("pollfence", 7001);
 	struct storage_txn *t;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 	PGconn *pc = side();
 
 	sql_ok(pc, "UPDATE pollfence.ha SET gen = gen + 1, host = 'elsewhere', port = 9");
@@ -495,7 +502,7 @@ START_TEST(test_killed_session)
 {
 	struct storage *st = open_pg("killed", 7001);
 	struct storage_txn *t;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 	PGconn *pc = side();
 	uint64_t gen0;
 	int rc;
@@ -510,7 +517,7 @@ START_TEST(test_killed_session)
 	rc = storage_txn_commit(t);
 	ck_assert_msg(rc == ECHD_EOFFLINE || rc == ECHD_EINDOUBT, "commit: %d (%s)", rc,
 		echd_strerror(rc));
-	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_OFFLINE);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
 	FAILS(storage_txn_begin(st, NULL, 0, &t), ECHD_EOFFLINE);
 	ha = poll_until_active(st, 5000);
 	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
@@ -532,7 +539,7 @@ END_TEST
 START_TEST(test_killed_session_poll)
 {
 	struct storage *st = open_pg("killedpoll", 7001);
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 	PGconn *pc = side();
 
 	ck_assert_int_eq(sql_int(pc, "SELECT count(pg_terminate_backend(pid)) FROM "
@@ -555,13 +562,13 @@ START_TEST(test_commit_times_out)
 	struct storage_opts o = opts("slow", 7001, 500);
 	struct storage *st;
 	struct storage_txn *t;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 	PGconn *pc = side();
 	int64_t t0, took;
 	int rc;
 
 	OK(storage_open("postgres", &o, &st));
-	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
 	sql_ok(pc, "BEGIN");
 	sql_ok(pc, "LOCK TABLE slow.entries IN ACCESS EXCLUSIVE MODE");
 	OK(storage_txn_begin(st, NULL, 0, &t));
@@ -572,7 +579,7 @@ START_TEST(test_commit_times_out)
 	ck_assert_msg(rc == ECHD_EOFFLINE || rc == ECHD_EINDOUBT, "commit: %d (%s)", rc,
 		echd_strerror(rc));
 	ck_assert_msg(took >= 400 && took < 1500, "the commit took %lld ms", (long long)took);
-	ck_assert_int_eq(storage_ha_role(st), STORAGE_ROLE_OFFLINE);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
 	sql_ok(pc, "ROLLBACK");
 	/* Once the server has dropped the old session, it is active again,
 	 * and the stuck row is not in the reloaded cache unless PostgreSQL
@@ -595,7 +602,7 @@ START_TEST(test_open_unreachable)
 	struct storage *st = NULL;
 	int64_t t0 = now_ms();
 
-	o.url = "postgresql://127.0.0.1:1/postgres";
+	opt_str(&o, "postgres.url", "postgresql://127.0.0.1:1/postgres");
 	ck_assert_int_ne(storage_open("postgres", &o, &st), 0);
 	ck_assert_ptr_null(st);
 	ck_assert_int_lt(now_ms() - t0, 3000);
@@ -608,7 +615,7 @@ START_TEST(test_read_only)
 	struct storage *st = open_pg("ro", 7001), *ro;
 	struct storage_opts o = opts("ro", 7009, 0);
 	struct storage_txn *t;
-	struct storage_ha ha;
+	struct storage_ha_state ha;
 
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_KEYS, "k", "v");
@@ -625,7 +632,7 @@ START_TEST(test_read_only)
 	storage_close(ro);
 	storage_close(st);
 
-	o.schema = "ro_missing";
+	opt_str(&o, "postgres.schema", "ro_missing");
 	ck_assert_int_ne(storage_open("postgres", &o, &ro), 0);
 }
 END_TEST

@@ -26,7 +26,25 @@ reopen_with(const struct storage_opts *o)
 	OK(storage_open("lmdb", o, &st));
 }
 
-/* Reopens on an empty directory: a smaller map_size than the fixture's
+/* st's capacity interface: the tests that ask run on lmdb, which has one. */
+static struct storage_capacity *
+cap(void)
+{
+	struct storage_capacity *c = storage_capacity(st);
+
+	ck_assert_ptr_nonnull(c);
+	return c;
+}
+
+/* st's figures: storage_stat()'s and its capacity interface's. */
+static void
+stat_both(struct storage_stat *s, struct storage_capacity_stat *c)
+{
+	OK(storage_stat(st, s));
+	OK(storage_capacity_stat(cap(), c));
+}
+
+/* Reopens on an empty directory: a smaller map-size than the fixture's
  * would otherwise lose to the size the environment records. */
 static void
 reopen_fresh(const struct storage_opts *o)
@@ -112,7 +130,7 @@ START_TEST(test_registry_every_name_opens)
 
 		storage_close(st);
 		st = NULL;
-		if (strcmp(names[i], "postgres") == 0 && o.url == NULL) {
+		if (strcmp(names[i], "postgres") == 0 && !fixture_is("postgres")) {
 			/* A store on a server: refused, clearly, without one. */
 			FAILS(storage_open(names[i], &o, &s2), ECHD_EINVAL);
 			continue;
@@ -168,6 +186,90 @@ START_TEST(test_registry_null_noops)
 }
 END_TEST
 
+/* ---- engine options (storage.h: "<engine>.<option>" strings) ------------ */
+
+/* Opens backend with the one option name=value (and nothing else). */
+static int
+open_with_opt(const char *backend, const char *name, const char *value)
+{
+	struct storage_opts o = {.dir = dir, .sync_mode = STORAGE_SYNC_FULL};
+	struct storage *s2 = NULL;
+	int rc;
+
+	opt_clear(&o);
+	opt_str(&o, name, value);
+	rc = storage_open(backend, &o, &s2);
+	if (rc == 0) {
+		ck_assert_ptr_nonnull(s2);
+		storage_close(s2);
+	} else {
+		ck_assert_ptr_null(s2);
+	}
+	return rc;
+}
+
+/* Each engine refuses an unknown option of its own and a malformed value,
+ * before it touches anything; another engine's options it leaves alone. */
+START_TEST(test_options_refused)
+{
+	storage_close(st);
+	st = NULL;
+	FAILS(open_with_opt("lmdb", "lmdb.map-size", "12x"), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "lmdb.map-size", ""), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "lmdb.map-size", "-1"), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "lmdb.map-size", " 1"), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "lmdb.map-size", "18446744073709551616"), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "lmdb.map-max", "1e9"), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "lmdb.map-sise", "1048576"), ECHD_EINVAL);
+	/* a name that is no engine's is nobody's to refuse: storage.c does */
+	FAILS(open_with_opt("lmdb", "lmbd.map-size", "1048576"), ECHD_EINVAL);
+	FAILS(open_with_opt("lmdb", "map-size", "1048576"), ECHD_EINVAL);
+	FAILS(open_with_opt("mem", "mem.map-size", "1048576"), ECHD_EINVAL);
+	FAILS(open_with_opt("fwd", "fwd.inner", "lmdb"), ECHD_EINVAL);
+	/* a wrapper hands its inner engine's options on */
+	FAILS(open_with_opt("fault", "lmdb.map-size", "big"), ECHD_EINVAL);
+	/* postgres refuses its own before it connects: not -ECONNREFUSED */
+	{
+		struct storage_opts o = {.dir = dir};
+		struct storage *s2 = NULL;
+
+		opt_clear(&o);
+		opt_str(&o, "postgres.url", "postgresql://127.0.0.1:1/postgres");
+		opt_str(&o, "postgres.timeout-ms", "soon");
+		FAILS(storage_open("postgres", &o, &s2), ECHD_EINVAL);
+		opt_str(&o, "postgres.timeout-ms", "1000");
+		opt_str(&o, "postgres.announce-port", "65536");
+		FAILS(storage_open("postgres", &o, &s2), ECHD_EINVAL);
+		opt_str(&o, "postgres.announce-port", "7001");
+		opt_str(&o, "postgres.port", "5432");
+		FAILS(storage_open("postgres", &o, &s2), ECHD_EINVAL);
+		ck_assert_ptr_null(s2);
+	}
+}
+END_TEST
+
+/* Each engine reads its own; the others' travel past it. */
+START_TEST(test_options_read)
+{
+	struct storage_opts o = {.dir = dir, .sync_mode = STORAGE_SYNC_FULL};
+	struct storage_capacity_stat cs;
+
+	storage_close(st);
+	st = NULL;
+	OK(open_with_opt("mem", "lmdb.map-size", "12x")); /* not mem's to judge */
+	OK(open_with_opt("fwd", "postgres.url", "nowhere"));
+	rm_rf(dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	opt_clear(&o);
+	opt_str(&o, "postgres.schema", "not lmdb's");
+	opt_u64(&o, "lmdb.map-size", 8 * MIB);
+	opt_u64(&o, "lmdb.map-max", 4 * MIB); /* a map-size past map-max is cut to it */
+	OK(storage_open("lmdb", &o, &st));
+	OK(storage_capacity_stat(cap(), &cs));
+	U64_EQ(cs.map_size, 4 * MIB);
+}
+END_TEST
+
 static Suite *
 registry_suite(void)
 {
@@ -184,6 +286,12 @@ registry_suite(void)
 	tc = tcase_create("unknown");
 	tcase_add_checked_fixture(tc, fixture_open, teardown);
 	tcase_add_test(tc, test_registry_unknown_backend);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("options");
+	tcase_add_checked_fixture(tc, fixture_open, teardown);
+	tcase_add_test(tc, test_options_refused);
+	tcase_add_test(tc, test_options_read);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("null");
@@ -976,7 +1084,9 @@ START_TEST(test_nested_open_child_at_parent_end)
 	get_is(t, STORAGE_T_KEYS, "lost", NULL);
 	storage_txn_abort(t);
 	/* Every wrapper came back: grow needs zero open txns. */
-	OK(storage_grow(st, 0));
+	if (storage_capacity(st) != NULL) {
+		OK(storage_capacity_grow(cap(), 0));
+	}
 }
 END_TEST
 
@@ -1307,20 +1417,25 @@ START_TEST(test_commit_generations)
 }
 END_TEST
 
-/* Capacity, on every backend: one without it admits every write. */
-START_TEST(test_write_admit_contract)
+/* The optional interfaces, on every backend: which engine offers which.
+ * mem and fwd offer none, so the contract suites passing on them prove
+ * that an engine needs neither; a capacity, where there is one, admits the
+ * writes of a fresh store with no limit set. */
+START_TEST(test_optional_interfaces)
 {
+	struct storage_capacity *c = storage_capacity(st);
 	struct storage_room room;
 
-	memset(&room, 0xff, sizeof(room));
-	OK(storage_write_admit(st, 0, &room));
-	ck_assert(room.adds_ok);
-	ck_assert(!room.fs_full);
-	if (!storage_has_capacity(st)) {
-		ck_assert(!room.nest && !room.grew);
-		OK(storage_write_admit(st, 1, &room)); /* no limit applies */
-		ck_assert(room.adds_ok && !room.nest);
-		OK(storage_grow(st, 0));
+	ck_assert((fixture_is("lmdb") || fixture_is("fault")) == (c != NULL));
+	ck_assert(fixture_is("postgres") == (storage_ha(st) != NULL));
+	if (fixture_in_memory()) {
+		ck_assert_ptr_null(c);
+		ck_assert_ptr_null(storage_ha(st));
+	}
+	if (c != NULL) {
+		memset(&room, 0xff, sizeof(room));
+		OK(storage_capacity_admit(c, 0, &room));
+		ck_assert(room.adds_ok && !room.fs_full);
 	}
 }
 END_TEST
@@ -1351,7 +1466,7 @@ START_TEST(test_stat_used_bytes)
 	OK(storage_stat(st, &s1));
 	ck_assert_uint_ge(s1.used_bytes, s0.used_bytes + 200 * 1000);
 	U64_EQ(s1.commits, s0.commits + 1);
-	if (fixture_is("mem")) {
+	if (fixture_in_memory()) {
 		/* Exactly its keys and values: 200 of 5 + 1000 bytes. */
 		U64_EQ(s1.used_bytes, s0.used_bytes + 200 * 1005);
 		OK(storage_txn_begin(st, NULL, 0, &t));
@@ -1483,15 +1598,16 @@ END_TEST
 START_TEST(test_stat_counts)
 {
 	struct storage_stat s0, s1;
+	struct storage_capacity_stat c;
 	struct storage_txn *t;
 	char vbuf[1000];
 	struct st_buf k, v = {vbuf, sizeof(vbuf)};
 	char kbuf[16];
 
 	memset(vbuf, 's', sizeof(vbuf));
-	OK(storage_stat(st, &s0));
-	ck_assert_uint_ge(s0.page_size, 512);
-	ck_assert_uint_eq(s0.map_size, 16 * MIB);
+	stat_both(&s0, &c);
+	ck_assert_uint_ge(c.page_size, 512);
+	ck_assert_uint_eq(c.map_size, 16 * MIB);
 	ck_assert_uint_eq(s0.commits, 0);
 	ck_assert_uint_eq(s0.syncs, 0);
 	ck_assert_uint_gt(s0.used_bytes, 0);
@@ -1512,7 +1628,7 @@ START_TEST(test_stat_counts)
 	ck_assert_uint_eq(s1.syncs, 1);
 	ck_assert_uint_eq(s1.last_txn_id, s0.last_txn_id + 1);
 	ck_assert_uint_ge(s1.used_bytes, s0.used_bytes + 200 * 1000);
-	ck_assert_uint_eq(s1.used_bytes % s1.page_size, 0);
+	ck_assert_uint_eq(s1.used_bytes % c.page_size, 0);
 	OK(storage_sync(st));
 	OK(storage_stat(st, &s1));
 	ck_assert_uint_eq(s1.syncs, 2);
@@ -1556,12 +1672,13 @@ open_tiny_map(void)
 {
 	struct storage_opts o = opts_default();
 	struct storage_stat s;
+	struct storage_capacity_stat c;
 	struct storage_txn *t;
 
-	o.map_size = MIB;
+	opt_u64(&o, "lmdb.map-size", MIB);
 	reopen_fresh(&o);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, MIB);
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_META, "before", "1");
 	OK(storage_txn_commit(t));
@@ -1608,38 +1725,38 @@ START_TEST(test_write_admit_lmdb)
 	struct st_buf kb = B("big"), vb = {big, n};
 	struct storage_room room;
 	struct storage_stat s;
+	struct storage_capacity_stat c;
 	struct storage_txn *t;
 
 	ck_assert_ptr_nonnull(big);
 	open_tiny_map();
-	ck_assert(storage_has_capacity(st));
-	OK(storage_write_admit(st, MIB, &room));
+	OK(storage_capacity_admit(cap(), MIB, &room));
 	ck_assert(room.adds_ok && !room.nest && !room.grew && !room.fs_full);
 
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
 	OK(storage_txn_commit(t));
 	/* More than 3/4 used, and the map is at max_bytes: full. */
-	OK(storage_write_admit(st, MIB, &room));
+	OK(storage_capacity_admit(cap(), MIB, &room));
 	ck_assert(!room.adds_ok && room.nest && !room.grew && !room.fs_full);
 	I64_EQ(room.full_rc, ECHD_ELIMIT);
 	/* Not with a transaction open: the last answer stands. */
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	room.adds_ok = true;
-	FAILS(storage_write_admit(st, MIB, &room), -EBUSY);
+	FAILS(storage_capacity_admit(cap(), MIB, &room), -EBUSY);
 	ck_assert(room.adds_ok);
 	OK(storage_del(t, STORAGE_T_ENTRIES, &kb));
 	OK(storage_txn_commit(t));
 	/* The freed pages are room: still short (nest), but admitted. */
-	OK(storage_write_admit(st, MIB, &room));
+	OK(storage_capacity_admit(cap(), MIB, &room));
 	ck_assert(room.adds_ok && room.nest && !room.grew);
-	OK(storage_stat(st, &s));
-	U64_EQ(s.map_size, MIB);
+	stat_both(&s, &c);
+	U64_EQ(c.map_size, MIB);
 	/* Without a limit the map grows instead. */
-	OK(storage_write_admit(st, 0, &room));
+	OK(storage_capacity_admit(cap(), 0, &room));
 	ck_assert(room.adds_ok && !room.nest && room.grew);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_ge(s.map_size, MIB + 64 * MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_ge(c.map_size, MIB + 64 * MIB);
 	free(big);
 }
 END_TEST
@@ -1648,10 +1765,11 @@ static void
 grow_and_check(uint64_t old_size)
 {
 	struct storage_stat s;
+	struct storage_capacity_stat c;
 
-	OK(storage_grow(st, 0));
-	OK(storage_stat(st, &s));
-	ck_assert_uint_ge(s.map_size, old_size + 64 * MIB);
+	OK(storage_capacity_grow(cap(), 0));
+	stat_both(&s, &c);
+	ck_assert_uint_ge(c.map_size, old_size + 64 * MIB);
 }
 
 /* The broker's flow: a command's child hits the full map and is aborted,
@@ -1798,35 +1916,36 @@ START_TEST(test_grow_limits)
 {
 	struct storage_opts o = opts_default();
 	struct storage_stat s;
+	struct storage_capacity_stat c;
 	struct storage_txn *t;
 
 	/* Already at the cap. */
-	o.map_size = 4 * MIB;
+	opt_u64(&o, "lmdb.map-size", 4 * MIB);
 	reopen_fresh(&o);
-	FAILS(storage_grow(st, 4 * MIB), ECHD_ELIMIT);
+	FAILS(storage_capacity_grow(cap(), 4 * MIB), ECHD_ELIMIT);
 
 	/* Capped growth, then the cap; a higher cap in a later call counts. */
 	reopen_fresh(&o);
-	OK(storage_grow(st, 6 * MIB));
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 6 * MIB);
-	FAILS(storage_grow(st, 6 * MIB), ECHD_ELIMIT);
-	OK(storage_grow(st, 8 * MIB));
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 8 * MIB);
+	OK(storage_capacity_grow(cap(), 6 * MIB));
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 6 * MIB);
+	FAILS(storage_capacity_grow(cap(), 6 * MIB), ECHD_ELIMIT);
+	OK(storage_capacity_grow(cap(), 8 * MIB));
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 8 * MIB);
 
 	/* No cap: doubles, at least +64 MiB. */
-	o.map_size = 100 * MIB;
+	opt_u64(&o, "lmdb.map-size", 100 * MIB);
 	reopen_fresh(&o);
-	OK(storage_grow(st, 0));
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 200 * MIB);
+	OK(storage_capacity_grow(cap(), 0));
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 200 * MIB);
 
 	/* Never with a txn open, read ones included. */
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
-	FAILS(storage_grow(st, 0), -EBUSY);
+	FAILS(storage_capacity_grow(cap(), 0), -EBUSY);
 	storage_txn_abort(t);
-	OK(storage_grow(st, 0));
+	OK(storage_capacity_grow(cap(), 0));
 }
 END_TEST
 
@@ -1834,46 +1953,47 @@ START_TEST(test_map_size_kept_on_reopen)
 {
 	struct storage_opts o = opts_default();
 	struct storage_stat s;
+	struct storage_capacity_stat c;
 	struct storage_txn *t;
 
-	o.map_size = 2 * MIB;
+	opt_u64(&o, "lmdb.map-size", 2 * MIB);
 	reopen_fresh(&o);
-	OK(storage_grow(st, 0));
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 66 * MIB);
+	OK(storage_capacity_grow(cap(), 0));
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 66 * MIB);
 	/* The new size is recorded by the next commit. */
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_META, "k", "v");
 	OK(storage_txn_commit(t));
 
 	reopen_with(&o);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 66 * MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 66 * MIB);
 	/* A larger request wins over the recorded size. */
-	o.map_size = 80 * MIB;
+	opt_u64(&o, "lmdb.map-size", 80 * MIB);
 	reopen_with(&o);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 80 * MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 80 * MIB);
 	/* map_max (maxdisk lowered since the map grew) shrinks it... */
-	o.map_size = 2 * MIB;
-	o.map_max = 8 * MIB;
+	opt_u64(&o, "lmdb.map-size", 2 * MIB);
+	opt_u64(&o, "lmdb.map-max", 8 * MIB);
 	reopen_with(&o);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 8 * MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 8 * MIB);
 	/* ...never below the data and room to trim them in... */
-	o.map_max = 64 * 1024;
+	opt_u64(&o, "lmdb.map-max", 64 * 1024);
 	reopen_with(&o);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_ge(s.map_size, s.used_bytes + 64 * s.page_size);
-	ck_assert_uint_lt(s.map_size, 8 * MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_ge(c.map_size, s.used_bytes + 64 * c.page_size);
+	ck_assert_uint_lt(c.map_size, 8 * MIB);
 	/* ...and only while asked: LMDB records growth, not shrinking */
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_META, "k", "w");
 	OK(storage_txn_commit(t));
-	o.map_max = 0;
+	opt_u64(&o, "lmdb.map-max", 0);
 	reopen_with(&o);
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(s.map_size, 66 * MIB);
+	stat_both(&s, &c);
+	ck_assert_uint_eq(c.map_size, 66 * MIB);
 }
 END_TEST
 
@@ -1951,7 +2071,7 @@ START_TEST(test_read_only_refuses_writes)
 	o.read_only = true;
 	OK(storage_open("lmdb", &o, &st));
 	FAILS(storage_txn_begin(st, NULL, 0, &w), -EROFS);
-	FAILS(storage_grow(st, 0), -EROFS);
+	FAILS(storage_capacity_grow(cap(), 0), -EROFS);
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
 	get_is(t, STORAGE_T_KEYS, "seed", "1");
 	FAILS(storage_txn_begin(st, t, 0, &w), ECHD_EINVAL);
@@ -1982,7 +2102,7 @@ START_TEST(test_read_only_follows_growth)
 	int status;
 	pid_t pid;
 
-	o.map_size = MIB;
+	opt_u64(&o, "lmdb.map-size", MIB);
 	reopen_fresh(&o);
 	seed_and_close();
 	o.read_only = true;
@@ -2003,7 +2123,7 @@ START_TEST(test_read_only_follows_growth)
 		char kbuf[16];
 		struct st_buf k, v = {vbuf, sizeof(vbuf)};
 
-		wo.map_size = 16 * MIB;
+		opt_u64(&wo, "lmdb.map-size", 16 * MIB);
 		if (storage_open("lmdb", &wo, &w) != 0 || storage_txn_begin(w, NULL, 0, &wt) != 0) {
 			_exit(2);
 		}
@@ -2064,12 +2184,13 @@ START_TEST(test_zero_ahead)
 {
 	struct storage_opts o = opts_default();
 	struct storage_stat s;
+	struct storage_capacity_stat c;
 	struct storage_txn *t;
 	char k[32], v[2048];
 	struct st_buf kb, vb;
 	const int rounds = 40, per = 64; /* 40 commits of 128 KiB: past the first 2 MiB */
 
-	o.map_size = 64 * MIB;
+	opt_u64(&o, "lmdb.map-size", 64 * MIB);
 	reopen_fresh(&o);
 	for (int r = 0; r < rounds; r++) {
 		OK(storage_txn_begin(st, NULL, 0, &t));
@@ -2081,19 +2202,19 @@ START_TEST(test_zero_ahead)
 			OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
 		}
 		OK(storage_txn_commit(t));
-		OK(storage_stat(st, &s));
+		stat_both(&s, &c);
 		ck_assert_msg(data_file_size() >= s.used_bytes + MIB,
 			"round %d: file %llu bytes, %llu used", r,
 			(unsigned long long)data_file_size(), (unsigned long long)s.used_bytes);
 		ck_assert_uint_le(data_file_size(), s.used_bytes + 2 * MIB);
-		U64_EQ(s.reserve_bytes, data_file_size() - s.used_bytes);
-		ck_assert_int_eq(s.reserve_error, 0);
+		U64_EQ(c.reserve_bytes, data_file_size() - s.used_bytes);
+		ck_assert_int_eq(c.reserve_error, 0);
 	}
 	/* Not while a write txn is open: it may spill pages past the last one. */
 	OK(storage_txn_begin(st, NULL, 0, &t));
-	FAILS(storage_reserve(st), -EBUSY);
+	FAILS(storage_capacity_reserve(cap()), -EBUSY);
 	storage_txn_abort(t);
-	OK(storage_reserve(st));
+	OK(storage_capacity_reserve(cap()));
 	ck_assert_uint_gt(s.used_bytes, 4 * MIB);
 
 	/* Every row is intact after a reopen. */
@@ -2111,15 +2232,15 @@ START_TEST(test_zero_ahead)
 	storage_txn_abort(t);
 
 	/* A small map bounds it. */
-	o.map_size = 1 * MIB + 512 * 1024;
+	opt_u64(&o, "lmdb.map-size", 1 * MIB + 512 * 1024);
 	reopen_fresh(&o);
 	OK(storage_txn_begin(st, NULL, 0, &t));
 	put_s(t, STORAGE_T_META, "k", "v");
 	OK(storage_txn_commit(t));
-	OK(storage_stat(st, &s));
-	ck_assert_uint_eq(data_file_size(), s.map_size);
-	U64_EQ(s.reserve_bytes, s.map_size - s.used_bytes);
-	ck_assert_int_eq(s.reserve_error, 0);
+	stat_both(&s, &c);
+	ck_assert_uint_eq(data_file_size(), c.map_size);
+	U64_EQ(c.reserve_bytes, c.map_size - s.used_bytes);
+	ck_assert_int_eq(c.reserve_error, 0);
 }
 END_TEST
 
@@ -2241,7 +2362,7 @@ contract_suite(void)
 	tcase_add_test(tc, test_commit_generations);
 
 	TC("capacity");
-	tcase_add_test(tc, test_write_admit_contract);
+	tcase_add_test(tc, test_optional_interfaces);
 
 	TC("model");
 	tcase_add_test(tc, test_random_against_model);

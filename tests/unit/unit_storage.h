@@ -10,7 +10,7 @@
  * Each binary's main() calls fixture_init() with what differs between
  * them (the base directory's name, the backend, the map size), then
  * fixture_run(). The environment variable ECHD_TEST_BACKEND overrides the
- * backend: meson runs each of these binaries once per backend (lmdb, mem,
+ * backend: meson runs each of these binaries once per backend (lmdb, mem, fwd,
  * postgres under tests/helpers/pgtmp.py). Every test works in its own
  * directory under base_dir (on postgres, its own schema too):
  * its setup is fixture_open() (or a setup() that calls it) and its
@@ -36,22 +36,13 @@
 #include "echd.h"
 #include "storage.h"
 #include "stream.h"
+#include "unit_assert.h"
+#include "unit_opts.h"
 
 #define MIB ((uint64_t)1 << 20)
 
-/* ---- assertions --------------------------------------------------------- */
+/* ---- assertions (OK, FAILS, U64_EQ, I64_EQ: unit_assert.h) ---------------- */
 
-#define OK(x)                                                                                      \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == 0, "%s: %d (%s)", #x, rc_, echd_strerror(rc_));               \
-	} while (0)
-#define FAILS(x, code)                                                                             \
-	do {                                                                                       \
-		int rc_ = (x);                                                                     \
-		ck_assert_msg(rc_ == (code), "%s: %d (%s), expected %d (%s)", #x, rc_,             \
-			echd_strerror(rc_), (code), echd_strerror(code));                          \
-	} while (0)
 #define ID_EQ(got, ms_, seq_)                                                                      \
 	do {                                                                                       \
 		const struct stream_id g_ = (got);                                                 \
@@ -59,23 +50,13 @@
 			"%s = %" PRIu64 "-%" PRIu64 ", expected %" PRIu64 "-%" PRIu64, #got,       \
 			g_.ms, g_.seq, (uint64_t)(ms_), (uint64_t)(seq_));                         \
 	} while (0)
-#define U64_EQ(got, want)                                                                          \
-	do {                                                                                       \
-		uint64_t g_ = (got), w_ = (want);                                                  \
-		ck_assert_msg(g_ == w_, "%s = %" PRIu64 ", expected %" PRIu64, #got, g_, w_);      \
-	} while (0)
-#define I64_EQ(got, want)                                                                          \
-	do {                                                                                       \
-		int64_t g_ = (got), w_ = (want);                                                   \
-		ck_assert_msg(g_ == w_, "%s = %" PRId64 ", expected %" PRId64, #got, g_, w_);      \
-	} while (0)
 
 /* ---- fixture ------------------------------------------------------------ */
 
 /* What differs between the test binaries; fixture_init() sets it. */
 static struct fixture {
 	const char *backend; /* storage_open()'s name; NULL: the default backend */
-	uint64_t map_size;   /* opts_default()'s */
+	uint64_t map_size;   /* opts_default()'s lmdb.map-size */
 } fixture;
 
 static char base_dir[64];      /* /tmp/echd-test-<name>-XXXXXX, made by fixture_init() */
@@ -149,6 +130,14 @@ fixture_is(const char *backend)
 	return strcmp(b, backend) == 0;
 }
 
+/* Whether the backend keeps nothing past storage_close(): mem, and fwd,
+ * which is mem behind the forwarding base. */
+static inline bool
+fixture_in_memory(void)
+{
+	return fixture_is("mem") || fixture_is("fwd");
+}
+
 /* Runs every suite in sr (takes it), then removes base_dir. Returns the
  * exit status for main(). */
 static inline int
@@ -172,17 +161,20 @@ opts_default(void)
 {
 	struct storage_opts o = {
 		.dir = dir,
-		.map_size = fixture.map_size,
 		.sync_mode = STORAGE_SYNC_FULL,
 	};
+
+	opt_clear(&o);
+	opt_u64(&o, "lmdb.map-size", fixture.map_size);
 	if (fixture_is("postgres")) {
 		const char *t = strrchr(dir, '/');
+		const char *url = getenv("ECHD_TEST_PG_URL");
 
 		snprintf(pg_schema, sizeof(pg_schema), "%.24s_%.24s", strrchr(base_dir, '-') + 1,
 			t != NULL ? t + 1 : dir);
-		o.url = getenv("ECHD_TEST_PG_URL");
-		o.schema = pg_schema;
-		ck_assert_msg(o.url != NULL, "ECHD_TEST_PG_URL is not set (run under pgtmp.py)");
+		ck_assert_msg(url != NULL, "ECHD_TEST_PG_URL is not set (run under pgtmp.py)");
+		opt_str(&o, "postgres.url", url);
+		opt_str(&o, "postgres.schema", pg_schema);
 	}
 	return o;
 }
@@ -231,7 +223,7 @@ teardown(void)
 }
 
 /* Commits, closes, reopens the same directory and begins a new
- * transaction. On mem, which keeps nothing past storage_close(), only
+ * transaction. On mem (and fwd), which keep nothing past storage_close(), only
  * commits and begins: the state is then read back from a new transaction. */
 static inline void
 reopen(void)
@@ -239,7 +231,7 @@ reopen(void)
 	struct storage_opts o = opts_default();
 
 	commit();
-	if (fixture_is("mem")) {
+	if (fixture_in_memory()) {
 		begin();
 		return;
 	}
