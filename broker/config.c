@@ -184,7 +184,8 @@ static const struct opt opts[] = {
 	{"http-tls", OPT_BOOL, false, "no", OFF(http_tls), 0, 0, NULL,
 		"serve HTTPS on http-port with the tls-cert-file and tls-key-file certificate"},
 	{"http-maxclients", OPT_INT, true, "64", OFF(http_maxclients), 1, 100000, NULL,
-		"HTTP connections open at once; more are closed when accepted"},
+		"HTTP connections open at once; past it the oldest without an authenticated request "
+		"makes way, or the new one is closed when all have one"},
 	{"http-max-header-size", OPT_MEM, false, "8kb", OFF(http_max_header_size), 1024,
 		LLMAX, NULL, "largest request line and headers of an HTTP request"},
 	{"http-max-body-size", OPT_MEM, false, "64kb", OFF(http_max_body_size), 0,
