@@ -262,6 +262,21 @@ conn_of(struct brk_http *h, struct evhttp_request *req)
 
 /* ---- answers ------------------------------------------------------------ */
 
+/* The headers of every answer: never cached, never sniffed, never framed
+ * (a route that sets its own Content-Security-Policy, the console's, keeps
+ * it). */
+static void
+common_headers(struct evkeyvalq *hd)
+{
+	evhttp_add_header(hd, "Cache-Control", "no-store");
+	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	evhttp_add_header(hd, "X-Frame-Options", "DENY");
+	if (evhttp_find_header(hd, "Content-Security-Policy") == NULL) {
+		evhttp_add_header(hd, "Content-Security-Policy",
+			"default-src 'none'; frame-ancestors 'none'");
+	}
+}
+
 static void
 reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
 {
@@ -269,8 +284,7 @@ reply_text(struct evhttp_request *req, int code, const char *reason, const char 
 	struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
 
 	evhttp_add_header(hd, "Content-Type", "text/plain; charset=utf-8");
-	evhttp_add_header(hd, "Cache-Control", "no-store");
-	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	common_headers(hd);
 	if (b != NULL) {
 		evbuffer_add_printf(b, "%s\n", text);
 	}
@@ -496,8 +510,7 @@ brk_http_reply(struct evhttp_request *req, int code, const char *ctype, struct e
 		break;
 	}
 	evhttp_add_header(hd, "Content-Type", ctype);
-	evhttp_add_header(hd, "Cache-Control", "no-store");
-	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	common_headers(hd);
 	evhttp_send_reply(req, code, reason, body);
 }
 

@@ -14,8 +14,11 @@ charts with points, the PEL paged, an entry's fields, an ACK from the page gone 
 Screenshots are kept in a temporary directory printed in the output.
 """
 
+import base64
+import hashlib
 import http.client
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -419,6 +422,61 @@ def test_console_page_served(server):
     assert st == 200 and body == b""
 
 
+def csp_sources(csp, directive):
+    for part in csp.split(";"):
+        words = part.split()
+        if words and words[0] == directive:
+            return words[1:]
+    return None
+
+
+@echd_only(ECHD_ONLY)
+@timeout(150)
+def test_console_not_frameable_and_strict_csp(server):
+    """Issue 35: the console could be framed (clickjacking its Ack, Nack and Delete buttons).
+    Now it forbids framing (X-Frame-Options, CSP frame-ancestors) and its CSP allows its own
+    inline script and style only, by their hashes; every other answer cannot be framed
+    either. The browser test proves the page still works under that policy."""
+    srv, port = http_server(server)
+    srv.raw().call("XADD", "jobs", "*", "task", "t")
+    st, hdrs, body = request(port, "/")
+    assert st == 200
+    assert hdrs.get("x-frame-options") == "DENY", hdrs
+    csp = hdrs.get("content-security-policy")
+    assert csp, hdrs
+    assert csp_sources(csp, "frame-ancestors") == ["'none'"], csp
+    assert csp_sources(csp, "default-src") == ["'none'"], csp
+    assert "unsafe" not in csp, csp
+    page = body.decode()
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    styles = re.findall(r"<style>(.*?)</style>", page, re.S)
+    assert len(scripts) == 1 and len(styles) == 1
+    digest = lambda t: "'sha256-%s'" % base64.b64encode(hashlib.sha256(t.encode()).digest()).decode()
+    assert csp_sources(csp, "script-src") == [digest(scripts[0])], csp
+    assert csp_sources(csp, "style-src") == [digest(styles[0])], csp
+    # no inline handler or style attribute the policy would block (the page builds its HTML
+    # in strings, so look at the whole text)
+    assert not re.search(r"\son[a-z]+\s*=", page), "an inline event handler"
+    assert 'style="' not in page, "a style attribute"
+    # the other answers: the API, /metrics, an error
+    for path in ("/api/server", "/metrics", "/nope"):
+        st, hdrs, _ = request(port, path)
+        assert hdrs.get("x-frame-options") == "DENY", (path, hdrs)
+        assert "frame-ancestors 'none'" in hdrs.get("content-security-policy", ""), (path, hdrs)
+    # in Chromium: an injected script does not run, and a page of another origin framing the
+    # console gets none of it
+    node = shutil.which("node")
+    assert node and os.path.exists(CHROMIUM), "node and Debian's chromium are needed"
+    env = dict(os.environ, PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD="1")
+    p = subprocess.run([node, os.path.join(NODE_DIR, "console_e2e.js"), "--url",
+                        "http://127.0.0.1:%d/" % port, "--probe", "1"],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=NODE_DIR)
+    assert p.returncode == 0, "console_e2e.js --probe failed:\n" + p.stderr[-3000:]
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    assert seen["injected"] is None and seen["injectionReported"], seen
+    assert seen["framed"] is False, seen
+
+
 # ---------------------------------------------------------------------------
 # the console in a browser
 # ---------------------------------------------------------------------------
@@ -462,5 +520,9 @@ def test_console_in_browser(server):
     assert acked in ids[:27]
     assert r.call("XPENDING", "jobs", "workers", acked, acked, "1") == []
     assert r.call("XPENDING", "jobs", "workers")[0] == 26
+    # under its CSP (26-console::test_console_not_frameable_and_strict_csp): the legend's
+    # colours applied from the style sheet, not style attributes, and no violation reported
+    # while it worked (console_e2e.js fails on any console error)
+    assert seen["legend"] == ["rgb(47, 111, 222)", "rgb(217, 119, 6)"], seen
     for name in ("1-server", "2-stream", "3-group", "4-entry", "5-acked"):
         assert os.path.getsize(os.path.join(out, name + ".png")) > 10000, name
