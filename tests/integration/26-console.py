@@ -18,14 +18,17 @@ import base64
 import hashlib
 import http.client
 import json
-import re
 import os
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 import urllib.parse
 
-from echdtest import RespConn, basic_auth, echd_only, http_server, timeout
+from echdtest import (RespConn, basic_auth, echd_only, free_port, free_ports, http_server,
+                      timeout)
 
 ECHD_ONLY = "the HTTP listener and its console are echd's own"
 TLS_SUITE = False
@@ -475,6 +478,83 @@ def test_console_not_frameable_and_strict_csp(server):
     seen = json.loads(p.stdout.strip().splitlines()[-1])
     assert seen["injected"] is None and seen["injectionReported"], seen
     assert seen["framed"] is False, seen
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def echd_dev_run(server, *args):
+    """tools/echd-dev run ARGS with the build directory of the echd under test: (the process,
+    the lines it logged up to echd's "Ready ... http", or its exit)."""
+    build = os.path.dirname(os.path.dirname(os.path.abspath(server.exe)))
+    env = dict(os.environ, ECHD_DEV_BUILD_DIR=build)
+    p = subprocess.Popen([os.path.join(ROOT, "tools", "echd-dev"), "run", *args],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if "Ready to accept connections http" in line:
+            break
+    return p, lines
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+@echd_only(ECHD_ONLY)
+@timeout(300)
+def test_echd_dev_run_serves_the_console(server):
+    """Issue 35: a newcomer's tools/echd-dev run served no console. Now it serves it (and
+    /metrics) on 127.0.0.1:7380 as the Debian package does, and prints its URL; --http-port
+    and the rest still override."""
+    port, http = free_ports(2)
+    data = tempfile.mkdtemp(prefix="echd-dev-run-")
+    try:
+        p, lines = echd_dev_run(server, "--port", str(port), "--http-port", str(http),
+                                "--dir", data)
+        try:
+            url = "http://127.0.0.1:%d/" % http
+            assert any("the console: " + url in ln for ln in lines), lines
+            st, hdrs, body = request(http, "/")
+            assert st == 200 and b"<title>echd console</title>" in body, (st, lines)
+            c = RespConn(port, timeout=5)
+            assert c.call("PING") == "PONG"
+            c.close()
+        finally:
+            stop(p)
+        # the defaults, when 7380 is free on this machine
+        if port_free(7380):
+            port = free_port()
+            p, lines = echd_dev_run(server, "--port", str(port), "--dir", data)
+            try:
+                assert any("the console: http://127.0.0.1:7380/" in ln for ln in lines), lines
+                st, _, body = request(7380, "/")
+                assert st == 200 and b"<title>echd console</title>" in body, (st, lines)
+            finally:
+                stop(p)
+        else:
+            print("port 7380 is taken here: the default port was not tried")
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------
