@@ -764,6 +764,12 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
 			GROUP_NAME_MAX);
 		return;
 	}
+	if (rc == -EFBIG) {
+		/* st_pg.c's PG_VALUE_MAX: only this command fails, not its batch */
+		resp_add_error(x->w, "ERR value too large for the storage: the postgres storage keeps "
+				     "at most 960mb in one row (PostgreSQL's limit on a value is 1gb)");
+		return;
+	}
 	resp_add_errorf(x->w, "ERR storage error: %s", echd_strerror(rc));
 }
 
