@@ -28,6 +28,9 @@
 struct event_base;
 struct event;
 struct bufferevent;
+struct evbuffer;
+struct evbuffer_cb_entry;
+struct evbuffer_cb_info;
 struct evconnlistener;
 struct ssl_ctx_st;
 
@@ -84,6 +87,7 @@ enum {
 	BRK_CONN_MONITOR = 1 << 10,          /* MONITOR: on the monitors list */
 	BRK_CONN_HANDSHAKE = 1 << 11,        /* TLS, its handshake not finished yet */
 	BRK_CONN_UNAUTH = 1 << 12,           /* on the unauthenticated list (conn.c) */
+	BRK_CONN_NO_EVICT = 1 << 13,         /* CLIENT NO-EVICT on: maxmemory-clients spares it */
 };
 
 /* A key c WATCHes. expired: the key had expired (not yet dropped) when
@@ -150,6 +154,10 @@ struct brk_conn {
 	uint64_t write_gen; /* the commit generation of its last write */
 	uint64_t wait_gen;  /* WAITAOF: this turn's replies wait for it to be durable */
 	struct brk_psub *psub; /* pubsub.c: its subscriptions; NULL: none ever */
+	/* evict.c: its output counted in srv->clients_mem (held in out, queued
+	 * in the bufferevent), and the callback that follows the latter */
+	size_t mem_held, mem_queued;
+	struct evbuffer_cb_entry *mem_cb;
 };
 
 struct brk_cmdstat {
@@ -172,6 +180,7 @@ struct brk_stats {
 	uint64_t net_input_bytes, net_output_bytes;
 	uint64_t ops_sample_ms, ops_sample_cmds, ops_per_sec;
 	uint64_t expired_obuf; /* clients closed for their output buffer */
+	uint64_t evicted_clients; /* closed by maxmemory-clients (evict.c) */
 	uint64_t map_grows;
 	uint64_t meta_flush_waits; /* flush-wait-us ran out before a commit came */
 	uint64_t gc_rows;
@@ -233,6 +242,8 @@ struct brk_server {
 	int exit_code;
 	struct brk_conn *conns;
 	uint64_t nconns;
+	uint64_t clients_mem; /* evict.c: the output of all clients not yet sent */
+	uint64_t mem_total;   /* evict.c: the machine's memory, once a percentage needs it */
 	/* Connections not yet past their TLS handshake and login, in accept
 	 * order: the cron closes them at their deadline, and a new connection
 	 * that finds no room closes the oldest (conn.c). */
@@ -525,6 +536,17 @@ void brk_conn_flush(struct brk_conn *c, size_t upto);
 size_t brk_conn_obuf_hard(const struct brk_conn *c);
 /* Formats a CLIENT LIST line for c into b. */
 void brk_conn_describe(struct brk_conn *c, struct resp_buf *b);
+
+/* evict.c: maxmemory-clients. The bound in bytes (0: none). */
+uint64_t brk_evict_limit(struct brk_server *srv);
+/* Recounts c's output after it grew (a flush, a message) and closes the
+ * biggest clients while all clients' output is over the bound. */
+void brk_evict_note(struct brk_conn *c);
+/* Takes c's output out of the count (it is closing). */
+void brk_evict_forget(struct brk_conn *c);
+/* The evbuffer callback on c's bufferevent output (arg: c): follows what
+ * waits there as libevent adds and drains it. */
+void brk_evict_obuf_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 /* Client names and CLIENT SETINFO values: printable ASCII without spaces,
  * so that CLIENT LIST's fields stay split by spaces. */
 bool brk_client_attr_valid(const struct resp_arg *a);

@@ -80,6 +80,13 @@ static const struct opt opts[] = {
 		0, 0, 0, NULL,
 		"<class> <hard> <soft> <soft-seconds>: pending reply bytes before a client of class "
 		"normal or pubsub (subscribed to a channel) is closed"},
+	/* Redis' default, 0, leaves the sum of those limits unbounded (40
+	 * subscribers that never read, 1.26 GB); a share of the memory bounds
+	 * it wherever echd runs. */
+	{"maxmemory-clients", OPT_SPECIAL, true, "5%", 0, 0, 0, NULL,
+		"bytes, or a percentage of the machine's memory, that the output of all clients "
+		"together may take; past it the clients with the most are closed (CLIENT "
+		"NO-EVICT spares one); 0 = no bound"},
 	{"client-query-buffer-limit", OPT_MEM, true, "1gb", OFF(query_buf_limit), 1024 * 1024,
 		LLMAX, NULL, "unparsed input a client may send"},
 	{"proto-max-bulk-len", OPT_MEM, true, "512mb", OFF(proto_max_bulk_len), 1024 * 1024,
@@ -198,7 +205,8 @@ static const struct opt opts[] = {
 	{"http-tls", OPT_BOOL, false, "no", OFF(http_tls), 0, 0, NULL,
 		"serve HTTPS on http-port with the tls-cert-file and tls-key-file certificate"},
 	{"http-maxclients", OPT_INT, true, "64", OFF(http_maxclients), 1, 100000, NULL,
-		"HTTP connections open at once; more are closed when accepted"},
+		"HTTP connections open at once; past it the oldest without an authenticated request "
+		"makes way, or the new one is closed when all have one"},
 	{"http-max-header-size", OPT_MEM, false, "8kb", OFF(http_max_header_size), 1024,
 		LLMAX, NULL, "largest request line and headers of an HTTP request"},
 	{"http-max-body-size", OPT_MEM, false, "64kb", OFF(http_max_body_size), 0,
@@ -404,6 +412,36 @@ apply_one(struct brk_config *cfg, const struct opt *o, int argc, char **argv, ch
 				return -1;
 			}
 			return 0;
+		}
+		if (strcmp(o->name, "maxmemory-clients") == 0) {
+			size_t n = argc == 1 ? strlen(argv[0]) : 0;
+			if (argc != 1) {
+				goto arity;
+			}
+			if (n > 1 && argv[0][n - 1] == '%') {
+				char num[32];
+				if (n - 1 >= sizeof(num)) {
+					goto bad_pct;
+				}
+				memcpy(num, argv[0], n - 1);
+				num[n - 1] = '\0';
+				if (!parse_int(num, &v) || v < 0 || v > 100) {
+					goto bad_pct;
+				}
+				cfg->maxmemory_clients_pct = (int)v;
+				cfg->maxmemory_clients = 0;
+				return 0;
+			}
+			if (!parse_mem(argv[0], &v) || v < 0) {
+				snprintf(err, errlen, "argument must be a memory or percent value");
+				return -1;
+			}
+			cfg->maxmemory_clients = v;
+			cfg->maxmemory_clients_pct = 0;
+			return 0;
+bad_pct:
+			snprintf(err, errlen, "percentage argument must be between 0%% and 100%%");
+			return -1;
 		}
 		if (strcmp(o->name, "unixsocketperm") == 0) {
 			char *end;
@@ -783,6 +821,12 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 		}
 	} else if (strcmp(o->name, "unixsocketperm") == 0) {
 		snprintf(buf, len, "%o", cfg->unixsocketperm);
+	} else if (strcmp(o->name, "maxmemory-clients") == 0) {
+		if (cfg->maxmemory_clients_pct > 0) {
+			snprintf(buf, len, "%d%%", cfg->maxmemory_clients_pct);
+		} else {
+			snprintf(buf, len, "%lld", cfg->maxmemory_clients);
+		}
 	} else if (strcmp(o->name, "latency-tracking-info-percentiles") == 0) {
 		brk_latency_format_pcts(cfg, buf, len);
 	} else {

@@ -45,6 +45,8 @@ struct brk_config {
 	long long obuf_pubsub_hard; /* client-output-buffer-limit pubsub: subscribers */
 	long long obuf_pubsub_soft;
 	long long obuf_pubsub_soft_secs;
+	long long maxmemory_clients;    /* bytes, when maxmemory_clients_pct is 0; 0 = none */
+	int maxmemory_clients_pct;      /* 1..100: percent of the machine's memory */
 	long long query_buf_limit;   /* client-query-buffer-limit */
 	long long proto_max_bulk_len;
 	long long proto_max_multibulk_len;

@@ -72,6 +72,10 @@ brk_conn_create(struct brk_server *srv, int fd, const char *addr, const char *la
 		c->flags |= BRK_CONN_TLS;
 	}
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	c->mem_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), brk_evict_obuf_cb, c);
+	if (c->mem_cb == NULL) {
+		goto fail;
+	}
 	if (is_tls) {
 		bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	} else {
@@ -218,8 +222,12 @@ brk_conn_destroy(struct brk_conn *c)
 		event_free(c->rev); /* before the bufferevent closes the fd */
 	}
 	if (c->bev) {
+		if (c->mem_cb != NULL) {
+			evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->mem_cb);
+		}
 		bufferevent_free(c->bev);
 	}
+	brk_evict_forget(c);
 	resp_reader_destroy(c->rd);
 	resp_buf_finish(&c->out);
 	echd_free(c->ranges);
@@ -238,6 +246,7 @@ brk_conn_close_asap(struct brk_conn *c)
 	}
 	c->flags |= BRK_CONN_CLOSING | BRK_CONN_CLOSE_ASAP;
 	brk_conn_unauth_remove(c); /* leaving anyway: neither counted nor closed again for room */
+	brk_evict_forget(c);       /* nor for maxmemory-clients */
 	if (c->rev) {
 		event_del(c->rev);
 	}
@@ -408,6 +417,9 @@ brk_conn_flush(struct brk_conn *c, size_t upto)
 		return;
 	}
 	check_output_limits(c, evbuffer_get_length(ob));
+	if (!(c->flags & BRK_CONN_CLOSING)) {
+		brk_evict_note(c);
+	}
 done:
 	if ((c->flags & BRK_CONN_CLOSE_AFTER_REPLY) && c->out.len == 0 && c->bev &&
 		evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
@@ -751,6 +763,12 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
 	if (rc == ECHD_ETOOLONG) {
 		resp_add_errorf(x->w, "ERR consumer group and consumer names are limited to %d bytes",
 			GROUP_NAME_MAX);
+		return;
+	}
+	if (rc == -EFBIG) {
+		/* st_pg.c's PG_VALUE_MAX: only this command fails, not its batch */
+		resp_add_error(x->w, "ERR value too large for the storage: the postgres storage keeps "
+				     "at most 960mb in one row (PostgreSQL's limit on a value is 1gb)");
 		return;
 	}
 	resp_add_errorf(x->w, "ERR storage error: %s", echd_strerror(rc));
@@ -1310,8 +1328,27 @@ brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 	uint64_t now = brk_now_ms();
 	size_t obl = c->bev ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
 	int nsub, npsub, nssub;
+	char flags[4];
+	size_t nf = 0;
 
 	brk_pubsub_counts(c, &nsub, &npsub, &nssub);
+	/* Redis' letters: one for what it is doing, 'e' for NO-EVICT, 'N' for none */
+	if (c->flags & BRK_CONN_MONITOR) {
+		flags[nf++] = 'O';
+	} else if (nsub + npsub + nssub > 0) {
+		flags[nf++] = 'P';
+	} else if (c->blk) {
+		flags[nf++] = 'b';
+	} else if (c->multi) {
+		flags[nf++] = 'x';
+	}
+	if (c->flags & BRK_CONN_NO_EVICT) {
+		flags[nf++] = 'e';
+	}
+	if (nf == 0) {
+		flags[nf++] = 'N';
+	}
+	flags[nf] = '\0';
 	/* Names and lib-name/lib-ver are limited only by proto-max-bulk-len:
 	 * resp_buf_printf() formats a line of any length. */
 	resp_buf_printf(b,
@@ -1321,13 +1358,7 @@ brk_conn_describe(struct brk_conn *c, struct resp_buf *b)
 		"resp=%d lib-name=%s lib-ver=%s\n",
 		(unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
 		(unsigned long long)((now - c->ctime_ms) / 1000),
-		(unsigned long long)((now - c->last_ms) / 1000),
-		c->flags & BRK_CONN_MONITOR ? "O"
-		: nsub + npsub + nssub > 0  ? "P"
-		: c->blk                    ? "b"
-		: c->multi                  ? "x"
-					    : "N",
-		c->db, nsub, npsub, nssub, c->multi ? c->nqueue : -1,
+		(unsigned long long)((now - c->last_ms) / 1000), flags, c->db, nsub, npsub, nssub, c->multi ? c->nqueue : -1,
 		resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd) - resp_reader_pending(c->rd),
 		resp_reader_capacity(c->rd), c->out.len, obl,

@@ -938,7 +938,9 @@ check_idmp(struct chk *c, const struct stream_meta *m)
 		struct ptally *pt;
 		unsigned char kind = key.len > 8 ? kp[8] : 0;
 
-		if (kind == 'C' && key.len == 9 && val.len == 64) {
+		/* 64 bytes of settings and counters, then IDMPAUTO's 16-byte
+		 * secret (none in a row written before issue 35) */
+		if (kind == 'C' && key.len == 9 && (val.len == 64 || val.len == 80)) {
 			has_c = true;
 			for (int i = 0; i < 8; i++) {
 				cfg[i] = get_u64(vp + 8 * i);

@@ -134,6 +134,7 @@ brk_cmd_reset(struct brk_ctx *x)
 	c->db = 0;
 	c->resp = 2;
 	c->w.proto = 2;
+	c->flags &= ~(unsigned)BRK_CONN_NO_EVICT;
 	ECHD_FREE(c->name);
 	resp_add_simple(x->w, "RESET");
 	return 0;

@@ -235,6 +235,7 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			(unsigned long long)s->policy_turn_rows_max);
 		resp_buf_printf(b, "client_output_buffer_limit_disconnections:%llu\r\n",
 			(unsigned long long)s->expired_obuf);
+		resp_buf_printf(b, "evicted_clients:%llu\r\n", (unsigned long long)s->evicted_clients);
 		resp_buf_printf(b, "total_error_replies:%llu\r\n", (unsigned long long)s->total_error_replies);
 		resp_buf_printf(b, "acl_access_denied_auth:%llu\r\nacl_access_denied_cmd:%llu\r\n"
 			   "acl_access_denied_key:%llu\r\nacl_access_denied_channel:%llu\r\n",
@@ -974,10 +975,16 @@ brk_cmd_client(struct brk_ctx *x)
 		brk_conn_mark_pending(t);
 		resp_add_int(x->w, 1);
 	} else if ((brk_arg_eq(sub, "NO-EVICT") || brk_arg_eq(sub, "NO-TOUCH")) && x->argc == 3) {
-		/* accepted and without effect: echd neither evicts nor tracks access */
-		if (!brk_arg_eq(&x->argv[2], "ON") && !brk_arg_eq(&x->argv[2], "OFF")) {
+		bool on = brk_arg_eq(&x->argv[2], "ON");
+		if (!on && !brk_arg_eq(&x->argv[2], "OFF")) {
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return 0;
+		}
+		/* NO-TOUCH is accepted without effect: echd tracks no access */
+		if (brk_arg_eq(sub, "NO-EVICT") && on) {
+			x->c->flags |= BRK_CONN_NO_EVICT; /* maxmemory-clients spares it */
+		} else if (brk_arg_eq(sub, "NO-EVICT")) {
+			x->c->flags &= ~(unsigned)BRK_CONN_NO_EVICT;
 		}
 		resp_add_simple(x->w, "OK");
 	} else if (brk_arg_eq(sub, "HELP") && x->argc == 2) {

@@ -362,7 +362,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 	struct st_buf fv[64], *fvp = fv;
 	int idpos, field_pos, nfv, rc;
 	uint64_t removed, now;
-	bool exists;
+	bool exists, auto_ready = false;
 
 	idpos = parse_add_trim(x, true, &a);
 	if (idpos < 0) {
@@ -406,11 +406,21 @@ brk_cmd_xadd(struct brk_ctx *x)
 	}
 	now = brk_now_ms();
 	if (a.idmp == IDMP_AUTO) {
-		stream_idmp_auto_iid(fvp, (size_t)nfv, auto_iid);
 		a.idmp_iid.data = auto_iid;
 		a.idmp_iid.len = sizeof(auto_iid);
 	}
-	if (a.idmp != IDMP_NONE && exists) {
+	if (a.idmp == IDMP_AUTO && exists) {
+		/* keyed by the stream's secret; a stream without one has no
+		 * record an IDMPAUTO could match (it gets one when recording) */
+		rc = stream_idmp_auto_iid(x->txn, &m, &idmp_def, false, fvp, (size_t)nfv, auto_iid);
+		if (rc == 0) {
+			auto_ready = true;
+		} else if (rc != ECHD_ENOTFOUND) {
+			goto out;
+		}
+		rc = 0;
+	}
+	if (a.idmp != IDMP_NONE && exists && (a.idmp != IDMP_AUTO || auto_ready)) {
 		/* a producer's retry: the first entry's id, nothing added */
 		rc = stream_idmp_find(x->txn, &m, &a.idmp_pid, &a.idmp_iid, now, true, &id);
 		if (rc == 0) {
@@ -438,6 +448,9 @@ brk_cmd_xadd(struct brk_ctx *x)
 		rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
 			(uint64_t)x->srv->cfg.stream_node_max_entries,
 			(uint64_t)x->srv->cfg.stream_node_max_bytes);
+	}
+	if (rc == 0 && a.idmp == IDMP_AUTO && !auto_ready) {
+		rc = stream_idmp_auto_iid(x->txn, &m, &idmp_def, true, fvp, (size_t)nfv, auto_iid);
 	}
 	if (rc == 0 && a.idmp != IDMP_NONE) {
 		rc = stream_idmp_record(x->txn, &m, &a.idmp_pid, &a.idmp_iid, &id, now, &idmp_def);

@@ -6,8 +6,9 @@
  * reply, a message waits in each subscriber's output until the end of the
  * loop turn, so it leaves after the commit of the turn it was published in
  * (Redis sends it after its AOF flush). A slow subscriber is closed by the
- * pubsub class of client-output-buffer-limit, never kept at the server's
- * expense.
+ * pubsub class of client-output-buffer-limit, and the slowest of all when
+ * their output together passes maxmemory-clients (evict.c), never kept at
+ * the server's expense.
  *
  * The server keeps three tables (channels, patterns, shard channels), each
  * mapping a name to its subscribers in the order they came; a connection
@@ -482,6 +483,7 @@ deliver(struct brk_conn *s, const char *word, const struct chan *pattern,
 	resp_add_bulk(&s->w, channel->p, channel->len);
 	resp_add_bulk(&s->w, msg->p, msg->len);
 	brk_conn_mark_held(s);
+	brk_evict_note(s); /* maxmemory-clients: may close the biggest (s or another) */
 }
 
 /* Sends msg to the subscribers of channel, then to those of each matching

@@ -13,8 +13,16 @@
  * the last reference. Each connection has a deadline, http-timeout seconds
  * from its accept and again from each answer: a client that sends its
  * request a byte at a time is cut off there, its socket shut down so that
- * evhttp closes it the ordinary way. A connection past http-maxclients is
- * shut down at once (answered 503 if its request came in the same turn).
+ * evhttp closes it the ordinary way.
+ *
+ * Slots. A connection is admitted once one of its requests has passed
+ * authentication (a login, or the default user's when none is needed). When
+ * a new connection finds http-maxclients in use, the oldest connection not
+ * admitted makes way, as listen.c treats RESP clients not logged in: a
+ * client that never finishes its headers (slowloris) or has no credentials
+ * cannot keep the slots from those who have them. A newcomer is refused
+ * (shut down at once, answered 503 if its request came in the same turn)
+ * only when every slot is admitted.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -64,8 +72,9 @@ struct http_conn {
 	struct brk_http *h;
 	struct bufferevent *bev; /* referenced: freed by the sweep once evhttp let go */
 	struct event *deadline;
-	bool refused;            /* past http-maxclients: shut down at once */
-	struct http_conn *next;
+	bool refused;            /* refused or made way: shut down at once, holds no slot */
+	bool admitted;           /* one of its requests passed authentication */
+	struct http_conn *next;  /* newer first */
 };
 
 struct brk_http {
@@ -154,6 +163,44 @@ conn_arm(struct http_conn *hc, long long secs)
 	event_add(hc->deadline, &tv);
 }
 
+/* Before a new connection is counted: when every slot is held, the oldest
+ * connection not admitted is shut down to make way (its request, if one
+ * comes in this turn, is answered 503). Returns false when all are
+ * admitted: the new one is to be refused. O(connections), as the sweep. */
+static bool
+make_room(struct brk_http *h)
+{
+	struct http_conn *oldest = NULL;
+	long long held = 0;
+
+	for (struct http_conn *hc = h->conns; hc != NULL; hc = hc->next) {
+		if (hc->refused) {
+			continue;
+		}
+		held++;
+		if (!hc->admitted) {
+			oldest = hc; /* the list is newest first */
+		}
+	}
+	if (held < h->srv->cfg.http_maxclients) {
+		return true;
+	}
+	if (oldest == NULL) {
+		echd_log(ECHD_LOG_VERBOSE,
+			"HTTP: http-maxclients (%lld) reached and every connection is logged in: "
+			"connection closed",
+			h->srv->cfg.http_maxclients);
+		return false;
+	}
+	echd_log(ECHD_LOG_VERBOSE,
+		"HTTP: http-maxclients (%lld) reached: closing the oldest connection without an "
+		"authenticated request to make way",
+		h->srv->cfg.http_maxclients);
+	oldest->refused = true;
+	conn_arm(oldest, 0);
+	return true;
+}
+
 static struct bufferevent *
 bev_cb(struct event_base *base, void *arg)
 {
@@ -191,17 +238,11 @@ bev_cb(struct event_base *base, void *arg)
 	hc->h = h;
 	hc->bev = bev;
 	bufferevent_incref(bev);
+	hc->refused = !make_room(h);
 	hc->next = h->conns;
 	h->conns = hc;
 	h->nconns++;
-	if (h->nconns > srv->cfg.http_maxclients) {
-		echd_log(ECHD_LOG_VERBOSE, "HTTP: http-maxclients (%lld) reached, connection closed",
-			srv->cfg.http_maxclients);
-		hc->refused = true;
-		conn_arm(hc, 0);
-	} else {
-		conn_arm(hc, srv->cfg.http_timeout);
-	}
+	conn_arm(hc, hc->refused ? 0 : srv->cfg.http_timeout);
 	return bev;
 }
 
@@ -221,6 +262,21 @@ conn_of(struct brk_http *h, struct evhttp_request *req)
 
 /* ---- answers ------------------------------------------------------------ */
 
+/* The headers of every answer: never cached, never sniffed, never framed
+ * (a route that sets its own Content-Security-Policy, the console's, keeps
+ * it). */
+static void
+common_headers(struct evkeyvalq *hd)
+{
+	evhttp_add_header(hd, "Cache-Control", "no-store");
+	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	evhttp_add_header(hd, "X-Frame-Options", "DENY");
+	if (evhttp_find_header(hd, "Content-Security-Policy") == NULL) {
+		evhttp_add_header(hd, "Content-Security-Policy",
+			"default-src 'none'; frame-ancestors 'none'");
+	}
+}
+
 static void
 reply_text(struct evhttp_request *req, int code, const char *reason, const char *text)
 {
@@ -228,8 +284,7 @@ reply_text(struct evhttp_request *req, int code, const char *reason, const char 
 	struct evkeyvalq *hd = evhttp_request_get_output_headers(req);
 
 	evhttp_add_header(hd, "Content-Type", "text/plain; charset=utf-8");
-	evhttp_add_header(hd, "Cache-Control", "no-store");
-	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	common_headers(hd);
 	if (b != NULL) {
 		evbuffer_add_printf(b, "%s\n", text);
 	}
@@ -401,6 +456,9 @@ request_cb(struct evhttp_request *req, void *arg)
 	if (r.user == NULL) {
 		return;
 	}
+	if (hc != NULL) {
+		hc->admitted = true; /* holds its slot from now on */
+	}
 	cmd = rt->acl_cmd ? brk_cmd_lookup(rt->acl_cmd, strlen(rt->acl_cmd)) : NULL;
 	if (cmd != NULL) {
 		struct resp_arg a = {rt->acl_cmd, strlen(rt->acl_cmd)};
@@ -465,8 +523,7 @@ brk_http_reply(struct evhttp_request *req, int code, const char *ctype, struct e
 		break;
 	}
 	evhttp_add_header(hd, "Content-Type", ctype);
-	evhttp_add_header(hd, "Cache-Control", "no-store");
-	evhttp_add_header(hd, "X-Content-Type-Options", "nosniff");
+	common_headers(hd);
 	evhttp_send_reply(req, code, reason, body);
 }
 

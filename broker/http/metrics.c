@@ -138,10 +138,14 @@ brk_http_utf8_len(const unsigned char *p, size_t n)
 	return len;
 }
 
-/* Writes a label value: backslash, double quote and newline escaped as the
- * format says; a byte that is not UTF-8 or a control character as the four
- * characters \xHH (its backslash escaped), so a binary name stays one
- * readable, valid value. */
+/* Writes a label value so that two names never share one: the value is
+ * the name itself, except that a backslash stands as two and a byte that
+ * is not UTF-8 or a control character other than newline as the four
+ * characters \xHH (lower-case hex). Decoding \\ and \xHH gives the name
+ * back byte for byte, and a name's own "\xff" (written \\xff) cannot be
+ * taken for the byte 0xff. That value is then escaped as the format says
+ * (backslash, double quote, newline), so each backslash of it is doubled
+ * once more in the text. docs/operations.md describes it. */
 static void
 put_label(struct evbuffer *b, const void *data, size_t len)
 {
@@ -156,7 +160,7 @@ put_label(struct evbuffer *b, const void *data, size_t len)
 		}
 		evbuffer_add(b, p + run, i - run);
 		if (n == 1 && p[i] == '\\') {
-			evbuffer_add(b, "\\\\", 2);
+			evbuffer_add(b, "\\\\\\\\", 4); /* the value's \\, escaped */
 		} else if (n == 1 && p[i] == '"') {
 			evbuffer_add(b, "\\\"", 2);
 		} else if (n == 1 && p[i] == '\n') {

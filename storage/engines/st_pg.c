@@ -23,7 +23,10 @@
  * fence check; per touched table one DELETE ... WHERE k = ANY($1) and one
  * INSERT ... SELECT unnest($1, $2) ON CONFLICT (k) DO UPDATE; COMMIT. The
  * arrays travel as binary bytea[] parameters of statements prepared once
- * per connection. Only when COMMIT's result is in does the inner
+ * per connection; an array over PG_PARAM_MAX bytes goes as several
+ * statements, because PostgreSQL takes no value (and no message) past
+ * 1 GB, and one row's value over PG_VALUE_MAX is refused at its put
+ * (-EFBIG: that command fails, not its batch). Only when COMMIT's result is in does the inner
  * transaction commit; on any failure it is aborted, so the cache equals
  * PostgreSQL again. A commit that touched nothing sends nothing.
  *
@@ -80,6 +83,7 @@
 
 #include "echd.h"
 #include "forward.h"
+#include "st_pg_test.h"
 
 #define PG_TIMEOUT_MS_DEFAULT 5000
 #define PG_BACKOFF_MIN_MS     100
@@ -88,6 +92,21 @@
 #define PG_OID_INT8           20
 #define PG_OID_BYTEA_ARRAY    1001
 #define PG_OID_BYTEA          17
+/* PostgreSQL keeps at most 1 GB in one value, and reads no message past
+ * that: a row's value may take PG_VALUE_MAX (room left for its key and the
+ * message around it), and the arrays of one statement PG_PARAM_MAX
+ * together (its in-memory form adds up to 3 bytes an element). */
+#define PG_VALUE_MAX ((size_t)960 << 20)
+#define PG_PARAM_MAX ((size_t)256 << 20)
+
+static size_t pg_value_max = PG_VALUE_MAX, pg_param_max = PG_PARAM_MAX;
+
+void
+st_pg_test_limits(size_t value_max, size_t param_max)
+{
+	pg_value_max = value_max != 0 ? value_max : PG_VALUE_MAX;
+	pg_param_max = param_max != 0 ? param_max : PG_PARAM_MAX;
+}
 
 static const char *const pg_tables[] = {
 	"meta", "keys", "entries", "nodes", "groups", "consumers", "consrec",
@@ -138,6 +157,7 @@ struct st_pg {
 	/* Parameter buffers of a commit, kept between commits. */
 	struct pg_buf del[STORAGE_T__COUNT], ink[STORAGE_T__COUNT], inv[STORAGE_T__COUNT];
 	uint32_t ndel[STORAGE_T__COUNT], nins[STORAGE_T__COUNT];
+	struct pg_buf part[2]; /* a piece of an array too big for one statement */
 	uint64_t commits;
 };
 
@@ -987,6 +1007,8 @@ pg_close(struct storage *st)
 		echd_free(s->ink[tb].p);
 		echd_free(s->inv[tb].p);
 	}
+	echd_free(s->part[0].p);
+	echd_free(s->part[1].p);
 	echd_free(s->log);
 	echd_free(s->log_bytes);
 	echd_free(s->url);
@@ -1268,14 +1290,88 @@ build_params(struct st_pg *s, struct storage_txn *inner)
 /* What the results of a pipelined commit said. */
 enum pg_step { STEP_BEGIN, STEP_FENCE, STEP_WRITE, STEP_COMMIT };
 
+static uint32_t
+get_be32(const unsigned char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return ntohl(v);
+}
+
+/* Sends statement name over the n elements of nparams parallel arrays:
+ * once, or in pieces of at most pg_param_max bytes together (one element
+ * at least). Returns the statements sent, or -1 when one was not. */
+static int
+send_split(struct st_pg *s, const char *name, int nparams, const struct pg_buf *const *arr,
+	uint32_t n)
+{
+	const int fmt[2] = {1, 1};
+	const char *pv[2];
+	int pl[2], sent = 0;
+	size_t total = 0, off[2] = {20, 20};
+
+	for (int p = 0; p < nparams; p++) {
+		total += arr[p]->len;
+		pv[p] = (const char *)arr[p]->p;
+		pl[p] = (int)arr[p]->len;
+	}
+	if (total <= pg_param_max) {
+		return PQsendQueryPrepared(s->conn, name, nparams, pv, pl, fmt, 0) ? 1 : -1;
+	}
+	for (uint32_t i = 0; i < n; sent++) {
+		size_t start[2] = {off[0], off[1]}, bytes = 0;
+		uint32_t cnt = 0;
+
+		while (i < n) {
+			size_t len[2] = {0, 0}, el = 0;
+			for (int p = 0; p < nparams; p++) {
+				len[p] = 4 + get_be32(arr[p]->p + off[p]);
+				el += len[p];
+			}
+			if (cnt > 0 && bytes + el > pg_param_max) {
+				break;
+			}
+			for (int p = 0; p < nparams; p++) {
+				off[p] += len[p];
+			}
+			bytes += el;
+			cnt++;
+			i++;
+		}
+		for (int p = 0; p < nparams; p++) {
+			struct pg_buf *b = &s->part[p];
+			size_t len = off[p] - start[p];
+			if (array_start(b) != 0 || buf_reserve(b, len) != 0) {
+				return -1;
+			}
+			memcpy(b->p + b->len, arr[p]->p + start[p], len);
+			b->len += len;
+			array_finish(b, cnt);
+			pv[p] = (const char *)b->p;
+			pl[p] = (int)b->len;
+		}
+		/* libpq copies the parameters: the pieces' buffers serve again */
+		if (!PQsendQueryPrepared(s->conn, name, nparams, pv, pl, fmt, 0)) {
+			return -1;
+		}
+	}
+	return sent;
+}
+
+/* The step of result i of nsteps: BEGIN, the fence, the writes, COMMIT. */
+static enum pg_step
+step_at(int i, int nsteps)
+{
+	return i == 0 ? STEP_BEGIN : i == 1 ? STEP_FENCE : i == nsteps - 1 ? STEP_COMMIT : STEP_WRITE;
+}
+
 /* Sends the commit of the logged writes in one round trip and reads its
  * answer. Returns 0 (committed in PostgreSQL), or one of the file
  * comment's errors, with the role changed as said there. */
 static int
 pg_round_trip(struct st_pg *s)
 {
-	const int fmt[2] = {1, 1};
-	enum pg_step steps[2 + 2 * STORAGE_T__COUNT + 1];
 	int nsteps = 0, rc = 0;
 	bool commit_sent = false, failed = false, fenced = false, lost = false;
 	int64_t dl = deadline(s);
@@ -1291,31 +1387,31 @@ pg_round_trip(struct st_pg *s)
 	if (!PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) {
 		goto send_failed;
 	}
-	steps[nsteps++] = STEP_BEGIN;
+	nsteps++; /* BEGIN */
 	if (!PQsendQueryPrepared(c, "fence", 1, gp, NULL, NULL, 0)) {
 		goto send_failed;
 	}
-	steps[nsteps++] = STEP_FENCE;
+	nsteps++; /* the fence */
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 		if (s->ndel[tb] > 0) {
-			const char *pv[1] = {(const char *)s->del[tb].p};
-			int pl[1] = {(int)s->del[tb].len};
+			const struct pg_buf *arr[1] = {&s->del[tb]};
+			int sent;
 
 			snprintf(name, sizeof(name), "d%d", tb);
-			if (!PQsendQueryPrepared(c, name, 1, pv, pl, fmt, 0)) {
+			if ((sent = send_split(s, name, 1, arr, s->ndel[tb])) < 0) {
 				goto send_failed;
 			}
-			steps[nsteps++] = STEP_WRITE;
+			nsteps += sent;
 		}
 		if (s->nins[tb] > 0) {
-			const char *pv[2] = {(const char *)s->ink[tb].p, (const char *)s->inv[tb].p};
-			int pl[2] = {(int)s->ink[tb].len, (int)s->inv[tb].len};
+			const struct pg_buf *arr[2] = {&s->ink[tb], &s->inv[tb]};
+			int sent;
 
 			snprintf(name, sizeof(name), "i%d", tb);
-			if (!PQsendQueryPrepared(c, name, 2, pv, pl, fmt, 0)) {
+			if ((sent = send_split(s, name, 2, arr, s->nins[tb])) < 0) {
 				goto send_failed;
 			}
-			steps[nsteps++] = STEP_WRITE;
+			nsteps += sent;
 		}
 	}
 	/* All before COMMIT out first: a loss until here applied nothing. */
@@ -1330,7 +1426,7 @@ pg_round_trip(struct st_pg *s)
 		!PQpipelineSync(c)) {
 		goto send_failed;
 	}
-	steps[nsteps++] = STEP_COMMIT;
+	nsteps++; /* COMMIT */
 	rc = io_flush(s, dl);
 	if (rc != 0) {
 		lost = true;
@@ -1347,7 +1443,7 @@ pg_round_trip(struct st_pg *s)
 		switch (PQresultStatus(res)) {
 		case PGRES_COMMAND_OK:
 		case PGRES_TUPLES_OK:
-			if (steps[i] == STEP_COMMIT) {
+			if (step_at(i, nsteps) == STEP_COMMIT) {
 				/* A COMMIT of a failed txn answers ROLLBACK. */
 				const char *tag = PQcmdStatus(res);
 
@@ -1362,7 +1458,7 @@ pg_round_trip(struct st_pg *s)
 		default: {
 			const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
-			if (!failed && steps[i] == STEP_FENCE && st != NULL &&
+			if (!failed && step_at(i, nsteps) == STEP_FENCE && st != NULL &&
 				strcmp(st, "22012") == 0) {
 				fenced = true;
 			} else if (!failed) {
@@ -1493,8 +1589,12 @@ static int
 pg_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 	const struct st_buf *v, unsigned flags)
 {
-	int rc = storage_fwd_put(t, tb, k, v, flags);
+	int rc;
 
+	if (v->len > pg_value_max) {
+		return -EFBIG; /* PostgreSQL would refuse the whole commit */
+	}
+	rc = storage_fwd_put(t, tb, k, v, flags);
 	if (rc == 0 && !t->rdonly) {
 		rc = log_touch(pg_from(t->st), tb, k->data, k->len);
 	}

@@ -243,10 +243,22 @@ struct stream_idmp_info {
 	uint64_t duplicates; /* duplicates ever answered */
 };
 
-/* The iid IDMPAUTO derives from an entry's nfv field/value buffers: the
- * same pairs in any order give the same iid. Borrows fv. */
-void stream_idmp_auto_iid(const struct st_buf *fv, size_t nfv,
+/* The iid IDMPAUTO derives from an entry's nfv field/value buffers, keyed
+ * by m's secret: the same pairs in any order give the same iid, and
+ * without the secret no one can make two messages share one. make: a
+ * stream without a secret gets one (written to its settings row in t, a
+ * write transaction; def: the settings a new row takes); without make,
+ * such a stream returns ECHD_ENOTFOUND (no record of it is keyed). Borrows
+ * fv. Returns 0, ECHD_ENOTFOUND, -ENOMEM or the storage's error. */
+int stream_idmp_auto_iid(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_idmp_cfg *def, bool make, const struct st_buf *fv, size_t nfv,
 	unsigned char out[STREAM_IDMP_AUTO_LEN]);
+/* The hash under it, for the tests: the iid of fv's nfv / 2 pairs under
+ * key (scratch: 16 bytes a pair); and SipHash-2-4-128 of data. */
+void stream_idmp_keyed_iid(const unsigned char key[16], const struct st_buf *fv, size_t nfv,
+	unsigned char *scratch, unsigned char out[STREAM_IDMP_AUTO_LEN]);
+void stream_idmp_siphash128(const unsigned char key[16], const void *data, size_t n,
+	unsigned char out[16]);
 /* Looks up (pid, iid) in m's records, as of now_ms. Returns 0 with *out
  * (and counts a duplicate when count_dup), or ECHD_ENOTFOUND. Borrows pid
  * and iid. */

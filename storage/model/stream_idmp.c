@@ -6,6 +6,7 @@
  * Rows (all integers big-endian; see docs/architecture.md):
  *   sid(8) 'C'                     -> duration_s maxsize pids iids added
  *                                     duplicates next_pnum due_ms (u64 each)
+ *                                     [secret(16)]
  *   sid(8) 'P' form(1) pid-key     -> pnum count next_seq [whole pid]
  *   sid(8) 'I' pnum(8) form(1) iid-key -> id(16) time_ms(8) seq(8) [whole iid]
  *   sid(8) 'Q' pnum(8) seq(8)      -> time_ms(8) form(1) iid-key
@@ -22,19 +23,31 @@
  * its first KEY_PREFIX bytes and a 128-bit hash (form 'h'), and the whole
  * string in the value is compared on lookup.
  *
+ * IDMPAUTO's iid is keyed: a SipHash-2-4-128 of the pairs under the
+ * stream's secret, 16 random bytes made at its first IDMPAUTO and kept at
+ * the end of its C row (so COPY copies it and a restart keeps it). Without
+ * the secret nobody can craft two messages that share an iid, which would
+ * answer the second with the first's id. A C row of 64 bytes (written
+ * before the secret existed) reads as having none; the first IDMPAUTO then
+ * adds one, and the iids recorded before it (an unkeyed sum) no longer
+ * match.
+ *
  * Expiry is exact for lookups (a record past its duration is not a
  * duplicate) and lazy for rows: a producer's expired records go when it
  * adds again, and stream_idmp_expire_due() removes the others from the
  * E index, at most once a second per stream.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "echd.h"
 #include "stream.h"
 #include "stream_impl.h"
 
 #define CFG_LEN     (8 * 8)
+#define SECRET_LEN  16
 #define KEY_INLINE  400
 #define KEY_PREFIX  384
 #define KEY_MAXPART (KEY_PREFIX + 16)
@@ -44,6 +57,8 @@
 
 struct cfg {
 	uint64_t duration_s, maxsize, pids, iids, added, duplicates, next_pnum, due_ms;
+	bool has_secret;                  /* a row written before secrets has none */
+	unsigned char secret[SECRET_LEN]; /* IDMPAUTO's key */
 };
 
 /* ---- hashing ------------------------------------------------------------- */
@@ -91,23 +106,171 @@ hash128(const struct st_buf *b, unsigned char out[16])
 	st_put_u64(out + 8, hash_bytes(b->data, b->len, 0x13198a2e03707344ULL));
 }
 
-void
-stream_idmp_auto_iid(const struct st_buf *fv, size_t nfv, unsigned char out[STREAM_IDMP_AUTO_LEN])
-{
-	uint64_t a = 0, b = 0;
+/* ---- IDMPAUTO's keyed hash ------------------------------------------------ */
 
-	/* A sum over the pairs: the same pairs in any order give the same
-	 * iid, and a pair given twice is not cancelled as with XOR. */
-	for (size_t i = 0; i + 1 < nfv; i += 2) {
-		uint64_t f1 = hash_bytes(fv[i].data, fv[i].len, 0xa4093822299f31d0ULL);
-		uint64_t v1 = hash_bytes(fv[i + 1].data, fv[i + 1].len, 0x082efa98ec4e6c89ULL);
-		uint64_t f2 = hash_bytes(fv[i].data, fv[i].len, 0x452821e638d01377ULL);
-		uint64_t v2 = hash_bytes(fv[i + 1].data, fv[i + 1].len, 0xbe5466cf34e90c6cULL);
-		a += mix64(f1 ^ ((v1 << 17) | (v1 >> 47)));
-		b += mix64(f2 + v2 * 0xc0ac29b7c97c50ddULL);
+/* SipHash-2-4 with its 128-bit output (Aumasson and Bernstein), fed in
+ * pieces: a keyed function whose outputs, key unknown, cannot be steered
+ * into a collision as the sum of unkeyed hashes could. */
+struct sip {
+	uint64_t v[4];
+	unsigned char tail[8];
+	size_t ntail;
+	uint64_t total;
+};
+
+static uint64_t
+rotl(uint64_t x, int b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+static uint64_t
+load_le64(const unsigned char *p)
+{
+	uint64_t w = 0;
+
+	for (int i = 7; i >= 0; i--) {
+		w = (w << 8) | p[i];
 	}
-	st_put_u64(out, mix64(a ^ (uint64_t)nfv));
-	st_put_u64(out + 8, mix64(b + (uint64_t)nfv));
+	return w;
+}
+
+static void
+sip_rounds(uint64_t v[4], int n)
+{
+	for (int i = 0; i < n; i++) {
+		v[0] += v[1];
+		v[1] = rotl(v[1], 13);
+		v[1] ^= v[0];
+		v[0] = rotl(v[0], 32);
+		v[2] += v[3];
+		v[3] = rotl(v[3], 16);
+		v[3] ^= v[2];
+		v[0] += v[3];
+		v[3] = rotl(v[3], 21);
+		v[3] ^= v[0];
+		v[2] += v[1];
+		v[1] = rotl(v[1], 17);
+		v[1] ^= v[2];
+		v[2] = rotl(v[2], 32);
+	}
+}
+
+static void
+sip_word(struct sip *h, uint64_t m)
+{
+	h->v[3] ^= m;
+	sip_rounds(h->v, 2);
+	h->v[0] ^= m;
+}
+
+static void
+sip_init(struct sip *h, const unsigned char key[SECRET_LEN])
+{
+	uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
+
+	h->v[0] = k0 ^ 0x736f6d6570736575ULL;
+	h->v[1] = k1 ^ 0x646f72616e646f6dULL ^ 0xee; /* 0xee: the 128-bit output */
+	h->v[2] = k0 ^ 0x6c7967656e657261ULL;
+	h->v[3] = k1 ^ 0x7465646279746573ULL;
+	h->ntail = 0;
+	h->total = 0;
+}
+
+static void
+sip_update(struct sip *h, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	h->total += n;
+	while (n > 0 && h->ntail > 0) {
+		h->tail[h->ntail++] = *p++;
+		n--;
+		if (h->ntail == 8) {
+			sip_word(h, load_le64(h->tail));
+			h->ntail = 0;
+		}
+	}
+	for (; n >= 8; p += 8, n -= 8) {
+		sip_word(h, load_le64(p));
+	}
+	memcpy(h->tail + h->ntail, p, n);
+	h->ntail += n;
+}
+
+static void
+sip_u64(struct sip *h, uint64_t x)
+{
+	unsigned char b[8];
+
+	for (int i = 0; i < 8; i++) {
+		b[i] = (unsigned char)(x >> (8 * i));
+	}
+	sip_update(h, b, 8);
+}
+
+/* The 16 bytes of the hash, little-endian halves. */
+static void
+sip_final(struct sip *h, unsigned char out[16])
+{
+	uint64_t b = h->total << 56, r[2];
+
+	for (size_t i = 0; i < h->ntail; i++) {
+		b |= (uint64_t)h->tail[i] << (8 * i);
+	}
+	sip_word(h, b);
+	h->v[2] ^= 0xee;
+	sip_rounds(h->v, 4);
+	r[0] = h->v[0] ^ h->v[1] ^ h->v[2] ^ h->v[3];
+	h->v[1] ^= 0xdd;
+	sip_rounds(h->v, 4);
+	r[1] = h->v[0] ^ h->v[1] ^ h->v[2] ^ h->v[3];
+	for (int i = 0; i < 16; i++) {
+		out[i] = (unsigned char)(r[i / 8] >> (8 * (i % 8)));
+	}
+}
+
+void
+stream_idmp_siphash128(const unsigned char key[16], const void *data, size_t n,
+	unsigned char out[16])
+{
+	struct sip h;
+
+	sip_init(&h, key);
+	sip_update(&h, data, n);
+	sip_final(&h, out);
+}
+
+static int
+digest_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 16);
+}
+
+void
+stream_idmp_keyed_iid(const unsigned char key[16], const struct st_buf *fv, size_t nfv,
+	unsigned char *scratch, unsigned char out[STREAM_IDMP_AUTO_LEN])
+{
+	size_t npairs = nfv / 2;
+	struct sip h;
+
+	/* Each pair hashed alone (lengths first, so the split between field
+	 * and value counts), the digests sorted: the same pairs in any order
+	 * give the same iid, and a pair given twice counts twice. */
+	for (size_t i = 0; i < npairs; i++) {
+		sip_init(&h, key);
+		sip_u64(&h, fv[2 * i].len);
+		sip_update(&h, fv[2 * i].data, fv[2 * i].len);
+		sip_u64(&h, fv[2 * i + 1].len);
+		sip_update(&h, fv[2 * i + 1].data, fv[2 * i + 1].len);
+		sip_final(&h, scratch + 16 * i);
+	}
+	qsort(scratch, npairs, 16, digest_cmp);
+	sip_init(&h, key);
+	sip_update(&h, "IDMPAUTO", 8);
+	sip_u64(&h, npairs);
+	sip_update(&h, scratch, 16 * npairs);
+	sip_final(&h, out);
 }
 
 /* ---- keys ---------------------------------------------------------------- */
@@ -186,10 +349,14 @@ cfg_get(struct storage_txn *t, uint64_t sid, struct cfg *c)
 	if (rc != 0) {
 		return rc;
 	}
-	if (v.len != CFG_LEN) {
+	if (v.len != CFG_LEN && v.len != CFG_LEN + SECRET_LEN) {
 		return ECHD_ECORRUPT;
 	}
 	p = v.data;
+	c->has_secret = v.len == CFG_LEN + SECRET_LEN;
+	if (c->has_secret) {
+		memcpy(c->secret, p + CFG_LEN, SECRET_LEN);
+	}
 	c->duration_s = st_get_u64(p);
 	c->maxsize = st_get_u64(p + 8);
 	c->pids = st_get_u64(p + 16);
@@ -204,7 +371,7 @@ cfg_get(struct storage_txn *t, uint64_t sid, struct cfg *c)
 static int
 cfg_put(struct storage_txn *t, uint64_t sid, const struct cfg *c)
 {
-	unsigned char kb[9], vb[CFG_LEN];
+	unsigned char kb[9], vb[CFG_LEN + SECRET_LEN];
 	struct st_buf k = {kb, c_key(kb, sid)}, v = {vb, CFG_LEN};
 
 	st_put_u64(vb, c->duration_s);
@@ -215,6 +382,10 @@ cfg_put(struct storage_txn *t, uint64_t sid, const struct cfg *c)
 	st_put_u64(vb + 40, c->duplicates);
 	st_put_u64(vb + 48, c->next_pnum);
 	st_put_u64(vb + 56, c->due_ms);
+	if (c->has_secret) {
+		memcpy(vb + CFG_LEN, c->secret, SECRET_LEN);
+		v.len += SECRET_LEN;
+	}
 	return storage_put(t, STORAGE_T_IDMP, &k, &v, 0);
 }
 
@@ -232,6 +403,44 @@ cfg_load(struct storage_txn *t, uint64_t sid, const struct stream_idmp_cfg *def,
 		rc = 0;
 	}
 	return rc;
+}
+
+int
+stream_idmp_auto_iid(struct storage_txn *t, const struct stream_meta *m,
+	const struct stream_idmp_cfg *def, bool make, const struct st_buf *fv, size_t nfv,
+	unsigned char out[STREAM_IDMP_AUTO_LEN])
+{
+	unsigned char small[16 * 16], *scratch = small;
+	struct cfg c;
+	int rc = make ? cfg_load(t, m->sid, def, &c) : cfg_get(t, m->sid, &c);
+
+	if (rc != 0) {
+		return rc;
+	}
+	if (!c.has_secret) {
+		if (!make) {
+			return ECHD_ENOTFOUND; /* so no iid of this stream is keyed yet */
+		}
+		if (getrandom(c.secret, SECRET_LEN, 0) != SECRET_LEN) {
+			return errno != 0 ? -errno : -EIO;
+		}
+		c.has_secret = true;
+		rc = cfg_put(t, m->sid, &c);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	if (nfv / 2 > sizeof(small) / 16) {
+		scratch = echd_malloc(nfv / 2 * 16);
+		if (scratch == NULL) {
+			return -ENOMEM;
+		}
+	}
+	stream_idmp_keyed_iid(c.secret, fv, nfv, scratch, out);
+	if (scratch != small) {
+		echd_free(scratch);
+	}
+	return 0;
 }
 
 static int
@@ -757,7 +966,7 @@ stream_idmp_usage(struct storage_txn *t, const struct stream_meta *m, uint64_t *
 	if (rc != 0) {
 		return rc;
 	}
-	bytes = 9 + CFG_LEN + (cf.due_ms != 0 ? E_KEY_LEN : 0);
+	bytes = 9 + CFG_LEN + (cf.has_secret ? SECRET_LEN : 0) + (cf.due_ms != 0 ? E_KEY_LEN : 0);
 	for (size_t i = 0; i < sizeof(kinds); i++) {
 		uint64_t n = 0, sum = 0, total = kinds[i] == 'P' ? cf.pids : cf.iids;
 		rc = kind_first(t, m->sid, kinds[i], kb, &c, &key, &val);

@@ -8,6 +8,8 @@ XINFO CONSUMERS and XPENDING (the clock fields aside).
 """
 
 import os
+import pty
+import re
 import shutil
 import subprocess
 import time
@@ -109,6 +111,10 @@ def test_import_copies_streams_groups_and_pending(server):
         rc, out = run_import(r, server, "--batch", "500")
         assert rc == 0, out
         assert "4 stream(s) found, 0 not copied" in out, out
+        # the summary: what was copied, how fast; no progress line (stdout is not a terminal)
+        assert re.search(r"4 stream\(s\) found, 0 not copied; copied 1197 entries, 3 groups, "
+                         r"4 consumers, 49 pending in \d+\.\d s \(\d+ entries/s\)\n", out), out
+        assert "\r" not in out and "left" not in out, out
         assert "jobs: 1196 entries, 2 groups, 4 consumers, 49 pending; 1 pending entries not " \
                "carried over: their entries were deleted" in out, out
         assert e.call("EXISTS", "not-a-stream") == 0
@@ -164,6 +170,52 @@ def test_import_copies_streams_groups_and_pending(server):
         assert state(e, "gone") == state(rc_, "gone")
     finally:
         r.stop()
+
+
+def test_import_progress_on_a_terminal(server):
+    """On a terminal (a pty here) echd-import redraws one progress line: entries copied of
+    those to copy, entries a second, time left; it takes the line away before each report
+    line and the summary."""
+    r = redis_server()
+    try:
+        c = r.raw()
+        for i in range(30):
+            c.pipeline([("XADD", "big", "%d-%d" % (i + 1, j + 1), "n", str(j))
+                        for j in range(100)])
+        c.call("XADD", "small", "1-1", "f", "v")
+        master, slave = pty.openpty()
+        p = subprocess.Popen(["/usr/bin/python3", IMPORT, "--from",
+                              "redis://127.0.0.1:%d/0" % r.port, "--to",
+                              "redis://127.0.0.1:%d/0" % server.port, "--batch", "100"],
+                             stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:              # EIO once the child has closed the pty
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(master)
+        assert p.wait(timeout=TIMEOUT) == 0, p.stderr.read()
+        text = out.decode()
+        # the first batch is drawn at once, the last too
+        assert re.search(r"\r\x1b\[Kcopied \d+ of 3001 entries \(\d+%\), \d+ entries/s, "
+                         r"\d+[smh]\S* left", text), repr(text)
+        assert "copied 3000 of 3001 entries" in text or "copied 3001 of 3001 entries" in text, \
+            repr(text)
+        # each report line starts on a cleared line, and the summary on a line of its own
+        assert re.search(r"\r\x1b\[Kbig: 3000 entries", text), repr(text)
+        assert re.search(r"\r\x1b\[Ksmall: 1 entries", text), repr(text)
+        assert re.search(r"\n2 stream\(s\) found, 0 not copied; copied 3001 entries, 0 groups, "
+                         r"0 consumers, 0 pending in \d+\.\d s \(\d+ entries/s\)\r\n$", text), \
+            repr(text)
+    finally:
+        r.stop()
+        e = server.raw()
+        e.call("DEL", "big", "small")
 
 
 def test_import_usage_and_unreachable(server):

@@ -22,6 +22,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -225,6 +226,39 @@ def test_metrics_values_match_xinfo(server):
         assert value(m, "echd_storage_map_bytes") >= value(m, "echd_storage_used_bytes")
 
 
+def label_name(value):
+    """The name a label value stands for (docs/operations.md): \\\\ is a backslash, \\xHH
+    a byte; the rest is the name's own UTF-8."""
+    out = bytearray()
+    i = 0
+    while i < len(value):
+        if value[i] == "\\":
+            assert i + 1 < len(value), ("a lone backslash ends", value)
+            if value[i + 1] == "\\":
+                out += b"\\"
+                i += 2
+            else:
+                assert value[i + 1] == "x", value
+                out.append(int(value[i + 2:i + 4], 16))
+                i += 4
+        else:
+            out += value[i].encode()
+            i += 1
+    return bytes(out)
+
+
+def series_by_name(m, name, key):
+    """{decoded label key's name: value} of one family's series (db 0)."""
+    out = {}
+    for (n, labels), v in m.items():
+        if n == name:
+            d = dict(labels)
+            decoded = label_name(d[key])
+            assert decoded not in out, ("two series for one name", decoded)
+            out[decoded] = v
+    return out
+
+
 @echd_only(ECHD_ONLY)
 def test_metrics_label_escaping(server):
     s, port = http_server(server)
@@ -237,13 +271,45 @@ def test_metrics_label_escaping(server):
     r.call("XADD", b"bin\x00\xff\x01", "*", "a", "1")
     text, m = scrape(port)
     promtool_check(text)
-    for n in names:
+    for n in ["quo\"te", "new\nline", "ünïcödé ✓", "plain"]:
         assert value(m, "echd_stream_entries", db="0", stream=n) == 1, (n, text)
-    assert value(m, "echd_group_pending_entries", db="0", stream="plain", group='g"\\\n') == 1
-    assert value(m, "echd_consumer_pending_entries", db="0", stream="plain", group='g"\\\n',
-                 consumer='c\n"') == 1
+    # a backslash of a name reads as two in the value (after the format's own escaping)
+    assert value(m, "echd_stream_entries", db="0", stream="back\\\\slash") == 1, text
+    assert value(m, "echd_group_pending_entries", db="0", stream="plain",
+                 group='g"\\\\\n') == 1, text
+    assert value(m, "echd_consumer_pending_entries", db="0", stream="plain",
+                 group='g"\\\\\n', consumer='c\n"') == 1
     # bytes that are not UTF-8 (and control characters) read as \xHH
     assert value(m, "echd_stream_entries", db="0", stream="bin\\x00\\xff\\x01") == 1, text
+    got = series_by_name(m, "echd_stream_entries", "stream")
+    for n in names + [b"bin\x00\xff\x01"]:
+        n = n if isinstance(n, bytes) else n.encode()
+        assert got.get(n) == 1, (n, sorted(got))
+
+
+@echd_only(ECHD_ONLY)
+def test_metrics_labels_one_to_one(server):
+    """Names that read alike once escaped (issue 35: a\\xff and a\\\\xff both exported
+    stream="a\\\\xff") each get their own label value, which decodes back to the name's bytes."""
+    s, port = http_server(server)
+    r = s.raw()
+    names = [b"a\xff", b"a\\xff", b"a\\\\xff", b"a\\", b"a\\\\", b"\\x41", b"A", b"c\x01",
+             b"c\\x01", b"\xc3\xa9", b"\\xc3\\xa9", b"\xc3", b"\\xc3", b"n\n", b"n\\n",
+             b"\xed\xa0\x80", b"\x7f", b"\\x7f"]
+    assert len(set(names)) == len(names)
+    for i, n in enumerate(names):
+        for _ in range(i + 1):
+            r.call("XADD", n, "*", "a", "1")
+        r.call("XGROUP", "CREATE", "grouped", n, "0", "MKSTREAM")
+    text, m = scrape(port)
+    promtool_check(text)
+    got = series_by_name(m, "echd_stream_entries", "stream")
+    assert got.pop(b"grouped") == 0
+    assert len(got) == len(names), sorted(got)
+    for i, n in enumerate(names):
+        assert got.get(n) == i + 1, (n, sorted(got), text)
+    groups = series_by_name(m, "echd_group_pending_entries", "group")
+    assert sorted(groups) == sorted(names), sorted(groups)
 
 
 @echd_only(ECHD_ONLY)
@@ -564,12 +630,33 @@ def test_slow_request_cut_off(server):
     assert status == 200
 
 
+def keepalive(port, headers=None, path="/api/server"):
+    """An HTTP/1.1 connection that has had one request answered (kept open): (conn, status)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", path, headers=headers or {})
+    r = c.getresponse()
+    r.read()
+    return c, r.status
+
+
+def again(c, headers=None, path="/api/server"):
+    """Another request on a kept connection: its status, or None when it was closed."""
+    try:
+        c.request("GET", path, headers=headers or {})
+        r = c.getresponse()
+        r.read()
+        return r.status
+    except (OSError, http.client.HTTPException):
+        return None
+
+
 @echd_only(ECHD_ONLY)
 def test_maxclients(server):
     s, port = http_server(server, "--http-maxclients", "2")
-    held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
+    # two connections whose requests passed authentication hold their slots
+    held = [keepalive(port) for _ in range(2)]
+    assert [st for _, st in held] == [200, 200]
     try:
-        time.sleep(0.3)
         extra = socket.create_connection(("127.0.0.1", port), timeout=5)
         try:
             extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -582,11 +669,10 @@ def test_maxclients(server):
         assert got == b"" or got.startswith(b"HTTP/1.1 503"), got[:100]
         ping(s)
         # the held ones are served
-        held[0].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert held[0].recv(4096).startswith(b"HTTP/1.1 200")
+        assert again(held[0][0]) == 200 and again(held[1][0]) == 200
     finally:
-        for h in held:
-            h.close()
+        for c, _ in held:
+            c.close()
     # once they are gone (the sweep runs each second) new ones are let in
     deadline = time.monotonic() + 5
     while True:
@@ -604,6 +690,72 @@ def test_maxclients(server):
         get(port)
     time.sleep(1.5)
     assert len(os.listdir("/proc/%d/fd" % s.proc.pid)) <= fds + 2
+
+
+@echd_only(ECHD_ONLY)
+@timeout(120)
+def test_slow_clients_cannot_hold_the_slots(server):
+    """Issue 35: 70 connections sending their headers a byte a second held all 64
+    http-maxclients slots, and /metrics was down for everyone. Now a newcomer takes the slot
+    of the oldest connection none of whose requests passed authentication (as at the RESP
+    port's maxclients): the drippers and clients without credentials make way, a logged-in
+    keep-alive connection keeps its slot."""
+    s, port = http_server(server, "--requirepass", "sekret", "--http-timeout", "60")
+    auth = {"Authorization": basic_auth("default", "sekret")}
+    drips, lock, stop = [], threading.Lock(), threading.Event()
+
+    def open_drips(n):
+        for _ in range(n):
+            try:
+                c = socket.create_connection(("127.0.0.1", port), timeout=5)
+                c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Drip: ")
+            except OSError:
+                continue
+            with lock:
+                drips.append(c)
+
+    def drip():
+        while not stop.wait(1.0):
+            with lock:
+                socks = list(drips)
+            for c in socks:
+                try:
+                    c.sendall(b"z")
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=drip, daemon=True)
+    nocred = []
+    try:
+        open_drips(70)
+        t.start()
+        time.sleep(1.5)
+        for _ in range(3):
+            status, _, body = get(port, headers=auth)
+            assert status == 200 and b"echd_uptime_seconds" in body, (status, body[:200])
+        # complete requests without credentials are answered 401 and hold no slot either
+        for _ in range(3):
+            c, st = keepalive(port, path="/metrics")
+            assert st == 401, st
+            nocred.append(c)
+        keep, st = keepalive(port, headers=auth)
+        assert st == 200, st
+        open_drips(80)       # each takes the slot of an older dripper (or of a 401 one)
+        time.sleep(1.5)
+        assert again(keep, headers=auth) == 200, "a logged-in connection lost its slot"
+        status, _, _ = get(port, headers=auth)
+        assert status == 200
+        assert all(again(c, path="/metrics") is None for c in nocred), "a 401 kept its slot"
+        rc = RespConn(s.port, timeout=5)
+        try:
+            assert rc.call("AUTH", "sekret") == "OK" and rc.call("PING") == "PONG"
+        finally:
+            rc.close()
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        for c in drips + nocred:
+            c.close()
 
 
 @echd_only(ECHD_ONLY)

@@ -8,10 +8,12 @@ settings clears them; the records survive kill -9, go with the stream on DEL and
 COPY. Debian's Redis 7.0 has none of this, so every test is echd-only.
 """
 
+import os
 import signal
+import subprocess
 import time
 
-from echdtest import echd_only, wait_until
+from echdtest import echd_only, timeout, wait_until
 
 R86 = "Redis 8.6 command; 7.0 lacks it"
 SYNTAX = "ERR syntax error"
@@ -384,6 +386,45 @@ def test_records_survive_kill9(server):
         assert c.call("XADD", "s", "IDMP", "p%d" % (i % 3), "r%d" % i, "*", "f", "x") == ids[i]
     assert c.call("XADD", "s", "IDMPAUTO", "pa", "*", "k", "v") == auto
     assert c.call("XLEN", "s") == 32
+
+
+def crafted_pair(server):
+    """Two messages that shared an IDMPAUTO iid under echd's unkeyed hash of before issue 35,
+    made by tests/helpers/idmp_collide.c (beside echd in the build tree) in a few seconds."""
+    exe = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(server.exe))), "tests",
+                       "idmp-collide")
+    p = subprocess.run([exe], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    m1, m2 = [line.split() for line in p.stdout.splitlines()[:2]]
+    assert m1 != m2 and len(m1) == len(m2) == 2048, (len(m1), len(m2))
+    return m1, m2
+
+
+def reversed_pairs(m):
+    pairs = [m[i:i + 2] for i in range(0, len(m), 2)]
+    return [x for pair in reversed(pairs) for x in pair]
+
+
+@echd_only(R86)
+@timeout(180)
+def test_auto_iid_keyed(server):
+    """Issue 35: IDMPAUTO's iid was an unkeyed sum over the pairs, so two messages crafted
+    to share it (a k-sum, about 2^22 hashes) had the second answered with the first's id and
+    dropped. Keyed by a secret of the stream's own, they are two entries; a retry of either,
+    its pairs in another order, still gets its first id, after a kill -9 too."""
+    m1, m2 = crafted_pair(server)
+    c = server.raw()
+    id1 = c.call("XADD", "crafted", "IDMPAUTO", "p", "*", *m1)
+    id2 = c.call("XADD", "crafted", "IDMPAUTO", "p", "*", *m2)
+    assert id1 != id2, "the crafted messages share an iid"
+    assert c.call("XLEN", "crafted") == 2
+    assert c.call("XADD", "crafted", "IDMPAUTO", "p", "*", *reversed_pairs(m1)) == id1
+    server.restart(kill=signal.SIGKILL)
+    c = server.raw()
+    assert c.call("XADD", "crafted", "IDMPAUTO", "p", "*", *reversed_pairs(m2)) == id2
+    assert c.call("XADD", "crafted", "IDMPAUTO", "p", "*", *m1) == id1
+    assert c.call("XLEN", "crafted") == 2
+    assert idmp_fields(c, "crafted")[3:] == [2, 2, 3]
 
 
 @echd_only(R86)

@@ -20,6 +20,7 @@
 #include <libpq-fe.h>
 
 #include "echd.h"
+#include "engines/st_pg_test.h"
 #include "storage.h"
 #include "unit_assert.h"
 #include "unit_opts.h"
@@ -307,6 +308,108 @@ START_TEST(test_many_keys_one_commit)
 	storage_cursor_close(c);
 	OK(storage_txn_commit(t));
 	ck_assert_int_eq(rows_in(pc, "many", "entries"), 0);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Issue 35: PostgreSQL takes no value, nor message, past 1 GB, so a commit
+ * whose arrays passed it failed for every client of the batch. A value over
+ * the limit is refused at its put (that command fails, not the batch), and
+ * arrays over the per-statement limit go as several statements. Scaled
+ * down with st_pg_test_limits(); a statement-level trigger counts the
+ * statements PostgreSQL ran. */
+START_TEST(test_commit_split_under_limits)
+{
+	enum { N = 100 };
+	struct storage *st = open_pg("split", 7001);
+	struct storage_txn *t;
+	struct storage_cursor *c;
+	struct st_buf key, val, kb, vb;
+	PGconn *pc = side();
+	char k[32], v[1100];
+	int rc, n = 0;
+
+	sql_ok(pc, "CREATE TABLE split.stmts (op text)");
+	sql_ok(pc, "CREATE FUNCTION split.count_ins() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN INSERT INTO split.stmts VALUES ('i'); RETURN NULL; END$$");
+	sql_ok(pc, "CREATE FUNCTION split.count_del() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN INSERT INTO split.stmts VALUES ('d'); RETURN NULL; END$$");
+	sql_ok(pc, "CREATE TRIGGER ins AFTER INSERT ON split.entries FOR EACH STATEMENT "
+		   "EXECUTE FUNCTION split.count_ins()");
+	sql_ok(pc, "CREATE TRIGGER del AFTER DELETE ON split.entries FOR EACH STATEMENT "
+		   "EXECUTE FUNCTION split.count_del()");
+	st_pg_test_limits(1024, 4096);
+
+	/* a value over the limit is refused at its put; the rest commits */
+	memset(v, 'x', sizeof(v));
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	kb.data = "big";
+	kb.len = 3;
+	vb.data = v;
+	vb.len = 1025;
+	FAILS(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0), -EFBIG);
+	vb.len = 1024;
+	OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+	/* N rows of about 220 bytes: over 4096 bytes, in several statements */
+	for (int i = 0; i < N; i++) {
+		snprintf(k, sizeof(k), "k%08d", i);
+		memset(v, 'a' + i % 26, 200);
+		snprintf(v + 200, 20, "%d", i);
+		put_s(t, STORAGE_T_ENTRIES, k, v);
+	}
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "split", "entries"), N + 1);
+	/* (N * ~240 bytes + 1 KB) / 4096 bytes a statement */
+	ck_assert_int_ge(sql_int(pc, "SELECT count(*) FROM split.stmts WHERE op = 'i'"), 6);
+	/* an element alone over the statement limit goes alone */
+	st_pg_test_limits(1024, 512);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	vb.len = 1000;
+	OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+	put_s(t, STORAGE_T_ENTRIES, "small", "s");
+	OK(storage_txn_commit(t));
+	st_pg_test_limits(1024, 4096);
+	storage_close(st);
+
+	st = open_pg("split", 7001);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+	for (rc = storage_cursor_seek(c, NULL, &key, &val); rc == 0;
+		rc = storage_cursor_next(c, &key, &val)) {
+		if (key.len == 3) {
+			ck_assert_uint_eq(val.len, 1000); /* big */
+			continue;
+		}
+		if (key.len == 5) {
+			continue; /* small */
+		}
+		snprintf(k, sizeof(k), "k%08d", n);
+		memset(v, 'a' + n % 26, 200);
+		snprintf(v + 200, 20, "%d", n);
+		ck_assert(key.len == strlen(k) && memcmp(key.data, k, key.len) == 0);
+		ck_assert(val.len == strlen(v) && memcmp(val.data, v, val.len) == 0);
+		n++;
+	}
+	FAILS(rc, ECHD_ENOTFOUND);
+	ck_assert_int_eq(n, N);
+	storage_cursor_close(c);
+	storage_txn_abort(t);
+
+	/* deleting them: a key array (N * 13 bytes) over the limit, several statements too */
+	sql_ok(pc, "DELETE FROM split.stmts");
+	st_pg_test_limits(1024, 256);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (int i = 0; i < N; i++) {
+		snprintf(k, sizeof(k), "k%08d", i);
+		kb.data = k;
+		kb.len = strlen(k);
+		OK(storage_del(t, STORAGE_T_ENTRIES, &kb));
+	}
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "split", "entries"), 2);
+	ck_assert_int_ge(sql_int(pc, "SELECT count(*) FROM split.stmts WHERE op = 'd'"), 5);
+	st_pg_test_limits(0, 0);
 	PQfinish(pc);
 	storage_close(st);
 }
@@ -662,6 +765,7 @@ pg_suite(void)
 	tcase_add_test(tc, test_reopen_keeps_rows);
 	tcase_add_test(tc, test_aborts_write_nothing);
 	tcase_add_test(tc, test_many_keys_one_commit);
+	tcase_add_test(tc, test_commit_split_under_limits);
 	tcase_add_test(tc, test_binary_and_large);
 	tcase_add_test(tc, test_refused_commit);
 	suite_add_tcase(s, tc);

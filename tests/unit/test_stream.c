@@ -3254,6 +3254,39 @@ START_TEST(test_idmp_usage)
 }
 END_TEST
 
+/* SipHash-2-4-128 against the reference vectors (key 00..0f, message
+ * 00..len-1; the same as `openssl mac -macopt size:16 SIPHASH` prints). */
+START_TEST(test_idmp_siphash_vectors)
+{
+	static const struct {
+		size_t len;
+		const char *hex;
+	} v[] = {
+		{0, "a3817f04ba25a8e66df67214c7550293"},
+		{7, "a1f1ebbed8dbc153c0b84aa61ff08239"},
+		{8, "3b62a9ba6258f5610f83e264f31497b4"},
+		{15, "5493e99933b0a8117e08ec0f97cfc3d9"},
+		{63, "5150d1772f50834a503e069a973fbd7c"},
+	};
+	unsigned char key[16], msg[64], out[16];
+	char hex[33];
+
+	for (int i = 0; i < 16; i++) {
+		key[i] = (unsigned char)i;
+	}
+	for (int i = 0; i < 64; i++) {
+		msg[i] = (unsigned char)i;
+	}
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		stream_idmp_siphash128(key, msg, v[i].len, out);
+		for (int b = 0; b < 16; b++) {
+			snprintf(hex + 2 * b, 3, "%02x", out[b]);
+		}
+		ck_assert_str_eq(hex, v[i].hex);
+	}
+}
+END_TEST
+
 START_TEST(test_idmp_auto_iid)
 {
 	struct st_buf x[6] = {B("f1"), B("a"), B("f2"), B("b"), B("f3"), B("c")};
@@ -3261,17 +3294,86 @@ START_TEST(test_idmp_auto_iid)
 	struct st_buf z[6] = {B("f1"), B("b"), B("f2"), B("a"), B("f3"), B("c")};
 	struct st_buf w[8] = {B("f1"), B("a"), B("f2"), B("b"), B("f3"), B("c"), B("f3"),
 		B("c")};
-	unsigned char hx[16], hy[16], hz[16], hw[16], h4[16];
+	struct st_buf s1[2] = {B("ab"), B("c")}, s2[2] = {B("a"), B("bc")};
+	unsigned char k1[16] = {1}, k2[16] = {2}, scratch[16 * 4];
+	unsigned char hx[16], hy[16], hz[16], hw[16], h4[16], hk[16], a1[16], a2[16];
 
-	stream_idmp_auto_iid(x, 6, hx);
-	stream_idmp_auto_iid(y, 6, hy);
-	stream_idmp_auto_iid(z, 6, hz);
-	stream_idmp_auto_iid(w, 8, hw);
-	stream_idmp_auto_iid(x, 4, h4);
+	stream_idmp_keyed_iid(k1, x, 6, scratch, hx);
+	stream_idmp_keyed_iid(k1, y, 6, scratch, hy);
+	stream_idmp_keyed_iid(k1, z, 6, scratch, hz);
+	stream_idmp_keyed_iid(k1, w, 8, scratch, hw);
+	stream_idmp_keyed_iid(k1, x, 4, scratch, h4);
+	stream_idmp_keyed_iid(k2, x, 6, scratch, hk);
+	stream_idmp_keyed_iid(k1, s1, 2, scratch, a1);
+	stream_idmp_keyed_iid(k1, s2, 2, scratch, a2);
 	ck_assert(memcmp(hx, hy, 16) == 0);  /* order does not matter */
 	ck_assert(memcmp(hx, hz, 16) != 0);  /* which value goes with which field does */
 	ck_assert(memcmp(hx, hw, 16) != 0);  /* a repeated pair counts */
 	ck_assert(memcmp(hx, h4, 16) != 0);
+	ck_assert(memcmp(hx, hk, 16) != 0);  /* another key, another iid */
+	ck_assert(memcmp(a1, a2, 16) != 0);  /* where the field ends counts */
+}
+END_TEST
+
+/* The stream's secret: made at the first IDMPAUTO that records, kept in
+ * its C row (after a reopen too, and by COPY), read by the next; a C row
+ * of before the secret reads and gets one. */
+START_TEST(test_idmp_auto_secret)
+{
+	struct stream_meta a, b, c;
+	struct st_buf fv[4] = {B("f"), B("1"), B("g"), B("2")}, rev[4] = {B("g"), B("2"), B("f"),
+		B("1")};
+	struct st_buf p = B("p"), iid;
+	unsigned char h1[16], h2[16], hb[16], hc[16];
+	struct stream_id id = ID(9, 1), got;
+	unsigned char kb[9];
+	struct st_buf k = {kb, 9}, v;
+	unsigned char legacy[64];
+
+	create(0, "a", &a);
+	create(0, "b", &b);
+	/* no secret yet: nothing can match, and a lookup writes nothing */
+	FAILS(stream_idmp_auto_iid(tx, &a, &idmp_def, false, fv, 4, h1), ECHD_ENOTFOUND);
+	U64_EQ(rows_all(STORAGE_T_IDMP), 0);
+	OK(stream_idmp_auto_iid(tx, &a, &idmp_def, true, fv, 4, h1));
+	iid.data = h1;
+	iid.len = 16;
+	OK(stream_idmp_record(tx, &a, &p, &iid, &id, 1000, &idmp_def));
+	OK(stream_idmp_auto_iid(tx, &a, &idmp_def, false, rev, 4, h2));
+	ck_assert(memcmp(h1, h2, 16) == 0);
+	OK(stream_idmp_find(tx, &a, &p, &iid, 1000, false, &got));
+	ID_EQ(got, 9, 1);
+	/* another stream, another secret */
+	OK(stream_idmp_auto_iid(tx, &b, &idmp_def, true, fv, 4, hb));
+	ck_assert(memcmp(h1, hb, 16) != 0);
+	/* the row: the 64 bytes of settings and counters, then 16 of secret */
+	st_put_u64(kb, a.sid);
+	kb[8] = 'C';
+	OK(storage_get(tx, STORAGE_T_IDMP, &k, &v));
+	U64_EQ(v.len, 80);
+	/* a restart keeps it */
+	reopen();
+	OK(stream_idmp_auto_iid(tx, &a, &idmp_def, false, fv, 4, h2));
+	ck_assert(memcmp(h1, h2, 16) == 0);
+	/* COPY copies it: the copy's records match the same message */
+	{
+		struct st_buf from = B("a"), to = B("c");
+		OK(stream_copy(tx, 0, &from, 0, &to, &c));
+	}
+	OK(stream_idmp_auto_iid(tx, &c, &idmp_def, false, fv, 4, hc));
+	ck_assert(memcmp(h1, hc, 16) == 0);
+	/* a row written before secrets (64 bytes) still reads, and gets one */
+	OK(storage_get(tx, STORAGE_T_IDMP, &k, &v));
+	memcpy(legacy, v.data, 64);
+	v.data = legacy;
+	v.len = 64;
+	OK(storage_put(tx, STORAGE_T_IDMP, &k, &v, 0));
+	U64_EQ(idmp_info(&a).iids, 1);
+	FAILS(stream_idmp_auto_iid(tx, &a, &idmp_def, false, fv, 4, h2), ECHD_ENOTFOUND);
+	OK(stream_idmp_auto_iid(tx, &a, &idmp_def, true, fv, 4, h2));
+	OK(storage_get(tx, STORAGE_T_IDMP, &k, &v));
+	U64_EQ(v.len, 80);
+	U64_EQ(idmp_info(&a).iids, 1); /* the counters kept */
 }
 END_TEST
 
@@ -3290,7 +3392,9 @@ idmp_suite(void)
 	tcase_add_test(tc, test_idmp_configure_clears);
 	tcase_add_test(tc, test_idmp_copy_delete);
 	tcase_add_test(tc, test_idmp_usage);
+	tcase_add_test(tc, test_idmp_siphash_vectors);
 	tcase_add_test(tc, test_idmp_auto_iid);
+	tcase_add_test(tc, test_idmp_auto_secret);
 	suite_add_tcase(s, tc);
 	return s;
 }

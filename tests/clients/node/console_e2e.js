@@ -9,10 +9,12 @@
 // page, and checks the charts have points; it saves a screenshot of each
 // view into DIR. On success it prints one JSON line: what it saw and the id
 // it acknowledged (the caller checks XPENDING over RESP). Exit status 1 and
-// the message on stderr on the first failed check.
+// the message on stderr on the first failed check. With --probe 1 it checks
+// what the page's Content-Security-Policy refuses instead (probe() below).
 "use strict";
 
 const assert = require("node:assert/strict");
+const http = require("node:http");
 const path = require("node:path");
 const { chromium } = require("playwright-core");
 
@@ -21,12 +23,63 @@ for (let i = 2; i + 1 < process.argv.length; i += 2) {
   opts[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
 }
 
+// --probe: what the console's CSP refuses, on a server that needs no login (a
+// cross-origin frame gets no HTTP credentials): a script injected into the page
+// does not run (and the browser reports it), and a page of another origin that
+// frames the console gets none of it.
+async function probe(browser) {
+  const seen = {};
+  const ctx = await browser.newContext();
+  const page = await ctx.newPage();
+  const reports = [];
+  page.on("console", (m) => { if (m.type() === "error") reports.push(m.text()); });
+  await page.goto(opts.url);
+  await page.waitForSelector("#streams");
+  seen.injected = await page.evaluate(() => {
+    const s = document.createElement("script");
+    s.textContent = "window.injected = 'ran';";
+    document.body.appendChild(s);
+    return window.injected === undefined ? null : window.injected;
+  });
+  await page.waitForTimeout(300);
+  seen.injectionReported = reports.some((r) => r.includes("Content Security Policy"));
+  // the framing page comes from another origin on loopback (a port of its own)
+  const framer = http.createServer((req, res) => {
+    res.writeHead(200, { "Content-Type": "text/html" });
+    res.end(`<iframe id="f" src="${opts.url}" width="800" height="600"></iframe>`);
+  });
+  await new Promise((ok) => framer.listen(0, "127.0.0.1", ok));
+  await page.goto(`http://127.0.0.1:${framer.address().port}/`);
+  await page.waitForTimeout(3000);
+  framer.close();
+  const child = page.frames().find((f) => f !== page.mainFrame());
+  seen.frameUrl = child ? child.url() : null;
+  seen.framed = false;
+  if (child) {
+    try {
+      seen.framed = (await child.$("#streams")) !== null;
+    } catch (e) {
+      seen.framed = false; // an error page of the browser's own
+    }
+  }
+  await ctx.close();
+  return seen;
+}
+
 async function main() {
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
   });
+  if (opts.probe) {
+    try {
+      process.stdout.write(JSON.stringify(await probe(browser)) + "\n");
+    } finally {
+      await browser.close();
+    }
+    return;
+  }
   const errors = [];
   const seen = {};
   try {
@@ -63,6 +116,8 @@ async function main() {
         document.querySelectorAll("svg path.series").length === s.length;
     }, null, { timeout: 15000 });
     seen.chartPoints = await page.$$eval("svg[data-points]", (s) => s.map((x) => Number(x.dataset.points)));
+    // the legend's swatches take their colours from the style sheet, under the CSP
+    seen.legend = await page.$$eval(".chart .sw", (s) => [...new Set(s.map((x) => getComputedStyle(x).backgroundColor))]);
     await shot("2-stream");
     // left open, the page redraws itself without growing: the same number of
     // elements after two more refreshes (the footer's time says one happened)
