@@ -175,6 +175,9 @@ opts_default(void)
 		ck_assert_msg(url != NULL, "ECHD_TEST_PG_URL is not set (run under pgtmp.py)");
 		opt_str(&o, "postgres.url", url);
 		opt_str(&o, "postgres.schema", pg_schema);
+		/* The contract suites are not about lost connections (test-pg is): a
+		 * big commit of theirs on a loaded machine may take seconds. */
+		opt_u64(&o, "postgres.timeout-ms", 60000);
 	}
 	return o;
 }
