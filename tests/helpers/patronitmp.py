@@ -25,8 +25,8 @@ Timing (dynamic configuration in the DCS): ttl 10, loop_wait 2, retry_timeout 4 
 rule: loop_wait + 2 * retry_timeout <= ttl), so a failover after a dead primary takes about
 ttl: the leader key expires, the synchronous standby takes it and promotes. Patroni's
 defaults (ttl 30, loop_wait 10, retry_timeout 10) are what production should start from:
-a short ttl fails over on a leader that was only slow; releases after 3.0 refuse a ttl under
-20. The clusters run with fsync off (as pgtmp.py's do): a test kills processes, it never
+a short ttl fails over on a leader that was only slow, and Patroni 3.2 and later raise a ttl
+under 20 to 20. The clusters run with fsync off (as pgtmp.py's do): a test kills processes, it never
 cuts the power.
 
 Teardown is bounded: every process started here (etcd, the Patroni daemons, and the
