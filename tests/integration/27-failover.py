@@ -271,7 +271,10 @@ class PatroniFailover:
             # The primary's WAL senders stopped first: it then holds commits that no standby
             # has when it dies. With synchronous_mode none of them was acknowledged (they
             # wait for the synchronous standby); without, some were, and are lost.
-            patronitmp.signal_pids(self.pc.node(self.killed).pids("walsender"), signal.SIGSTOP)
+            senders = self.pc.node(self.killed).pids("walsender")
+            if not senders:
+                raise driver.Violation("the primary %s has no WAL sender to stop" % self.killed)
+            patronitmp.signal_pids(senders, signal.SIGSTOP)
             time.sleep(REPLICATION_STALL)
             t_kill = time.monotonic()
             self.nprocs = self.pc.kill_node(self.killed)
