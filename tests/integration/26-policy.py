@@ -448,10 +448,12 @@ def test_admin_shows_policy(server):
 def test_rename_move_copy_keep_deadlines(server):
     """A policy group's timer follows its stream through RENAME, MOVE and COPY."""
     c = server.raw()
+    # ACKWAIT long enough that the three moves below come first, even under ASan on a
+    # loaded machine (at 200 ms 'a' was once dead-lettered before its RENAME)
     for k in ("a", "b", "c"):
         c.call("XADD", k, "1-1", "f", k)
         c.call("XGROUP", "CREATE", k, "g", "0")
-        c.call("XGROUP", "SETPOLICY", k, "g", "ACKWAIT", "200", "MAXDELIVER", "1",
+        c.call("XGROUP", "SETPOLICY", k, "g", "ACKWAIT", "2000", "MAXDELIVER", "1",
                "DEADLETTER", "dlq")
         assert ids(read(c, "w", key=k)) == ["1-1"]
     assert c.call("RENAME", "a", "a2") == "OK"
