@@ -26,7 +26,7 @@ import uuid
 import redis
 from redis.sentinel import Sentinel
 
-from echdtest import (RespError, ServerError, echd_only, free_port, lmdb_only, timeout,
+from echdtest import (Closed, RespError, ServerError, echd_only, free_port, lmdb_only, timeout,
                       wait_until)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
@@ -298,6 +298,16 @@ def test_storage_url_password_never_shown(server):
     got = pairs(s.raw().call("CONFIG", "GET", "storage-url"))["storage-url"]
     assert got == "host=127.0.0.1 port=1 password=(redacted) user=echd", got
     s.stop()
+    # issue 34: the client key's password too (sslpassword), in both forms
+    s = server.spawn("--storage-url", uri + "&sslpassword=%s&sslmode=require" % secret)
+    got = pairs(s.raw().call("CONFIG", "GET", "storage-url"))["storage-url"]
+    assert got == ("postgresql://echd:(redacted)@127.0.0.1:1/db?sslmode=disable"
+                   "&sslpassword=(redacted)&sslmode=require"), got
+    s.stop()
+    s = server.spawn("--storage-url", "host=127.0.0.1 SSLPassword = %s user=echd" % secret)
+    got = pairs(s.raw().call("CONFIG", "GET", "storage-url"))["storage-url"]
+    assert got == "host=127.0.0.1 SSLPassword = (redacted) user=echd", got
+    s.stop()
     # a postgres that cannot be reached: the start fails, and the log names the URL without
     # the password
     out = start_fails(server, "--storage", "postgres", "--storage-url", uri)
@@ -534,3 +544,167 @@ def test_pg_policy_deadlines_after_failover(server):
         assert cb.call("XPENDING", "r", "g", "-", "+", "10")[0][1:4:2] == [b"w2", 2]
         wait_until(lambda: cb.call("XLEN", "dlq") == 1, 10, what="the spent entry dead-lettered")
         assert cb.call("XPENDING", "d", "g")[0] == 0
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_hung_active_replaced_and_serves_nothing_stale(server):
+    """Issue 34: a hung active front end (SIGSTOP: a VM pause, swapping) kept its PostgreSQL
+    session and so its lock, and no standby took over. With ha-lease-ms PostgreSQL ends a
+    session idle that long: a standby takes over within the lease and a poll. The hung one,
+    resumed, must not answer a read from its old state (reads sent while it was stopped): an
+    error, never the old answer; then it is a
+    standby. (On resume its overdue poll runs before the commands read meanwhile; reads
+    after a lease without a poll ask PostgreSQL first: storage_ha_confirm, test_pg.c.)"""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        a = pg_spawn(server, pg, schema, "--ha-lease-ms", "1000")
+        wait_until(lambda: role_of(a) == "master", 5, what="the first front end active")
+        b = pg_spawn(server, pg, schema, "--ha-lease-ms", "1000")
+        ca = a.raw()
+        ca.call("XADD", "s", "1-1", "f", "v")
+        # healthy, it keeps its place over several leases
+        time.sleep(2.5)
+        assert role_of(a) == "master" and role_of(b) == "standby"
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            wait_until(lambda: role_of(b) == "master", 10, interval=0.05,
+                       what="the standby active while the active one hangs")
+            took = time.monotonic() - t0
+            cb = b.raw()
+            cb.call("XADD", "s", "2-1", "f", "v")
+            ca.send("XLEN", "s")
+            ca.send("XRANGE", "s", "-", "+")
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        assert took < 3, took
+        ca.sock.settimeout(5)
+        for stale in (1, [[b"1-1", [b"f", b"v"]]]):
+            got = ca.read()
+            assert got != stale, "a deposed front end served its old state: %r" % (got,)
+            assert isinstance(got, RespError), got
+        wait_until(lambda: role_of(a) == "standby", 10, what="the resumed one a standby")
+        assert cb.call("XLEN", "s") == 2
+
+
+def held_lock(pg, sql):
+    """A psql session that ran sql (a LOCK) in a transaction it keeps open; close its stdin to
+    end it."""
+    p = subprocess.Popen(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(pg.port), "-U",
+                          pg.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    p.stdin.write("BEGIN;\n%s;\nSELECT pg_sleep(0);\n" % sql)
+    p.stdin.flush()
+    return p
+
+
+def waits_on(pg, what):
+    return pg.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'echd' "
+                   "AND %s" % what) == "1"
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_in_doubt_closed_nothing_applied_answered(server):
+    """Issue 34: a commit whose connection was lost before COMMIT ran (the server ended the
+    session while it waited on a lock) applied nothing: its client gets an error. One lost
+    after COMMIT was sent (held by a synchronous standby that is not there, past
+    storage-timeout-ms) is in doubt: its client is closed unanswered -- and PostgreSQL did
+    commit it."""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        a = pg_spawn(server, pg, schema, "--storage-timeout-ms", "1000")
+        wait_until(lambda: role_of(a) == "master", 5, what="the front end active")
+        ca = a.raw()
+        ca.call("XADD", "s", "1-1", "f", "v")
+        # nothing applied: an error reply
+        lock = held_lock(pg, "LOCK TABLE %s.entries IN SHARE MODE" % schema)
+        try:
+            wait_until(lambda: pg.psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON "
+                                       "c.oid = l.relation WHERE c.relname = 'entries' AND "
+                                       "l.mode = 'ShareLock' AND l.granted") == "1", 5,
+                       what="the lock held")
+            ca.send("XADD", "s", "2-1", "f", "v")
+            wait_until(lambda: waits_on(pg, "wait_event_type = 'Lock'"), 5,
+                       what="the commit waiting on the lock")
+            pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'echd'")
+            ca.sock.settimeout(5)
+            got = ca.read()
+            assert isinstance(got, RespError) and "nothing of this command was applied" in \
+                got.msg, got
+        finally:
+            lock.stdin.close()
+            lock.wait(10)
+        wait_until(lambda: role_of(a) == "master", 10, what="active again")
+        ca = a.raw()
+        assert ca.call("XLEN", "s") == 1
+        # in doubt: closed unanswered, and there afterwards
+        pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        pg.psql("SELECT pg_reload_conf()")
+        try:
+            time.sleep(0.5)
+            ca.send("XADD", "s", "3-1", "f", "v")
+            ca.sock.settimeout(10)
+            try:
+                got = ca.read()
+                raise AssertionError("an in-doubt commit was answered: %r" % (got,))
+            except (Closed, ConnectionError):
+                pass
+            assert waits_on(pg, "wait_event = 'SyncRep'")
+            pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'echd' AND wait_event = 'SyncRep'")
+        finally:
+            pg.psql("ALTER SYSTEM RESET synchronous_standby_names")
+            pg.psql("SELECT pg_reload_conf()")
+        wait_until(lambda: role_of(a) == "master", 10, what="active again")
+        assert [e[0] for e in a.raw().call("XRANGE", "s", "-", "+")] == [b"1-1", b"3-1"]
+
+
+def scrape(port, path="/metrics"):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def series(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return line.split()[1]
+    return None
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_standby_metrics(server):
+    """Issue 34: /metrics on a standby answered 503, so Prometheus marked a healthy standby
+    down. It serves the server-wide series there, and echd_ha_active says which is active;
+    the per-stream series (the store's) only the active one has."""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        ha, hb = free_port(), free_port()
+        a = pg_spawn(server, pg, schema, "--http-port", str(ha))
+        wait_until(lambda: role_of(a) == "master", 5, what="the first front end active")
+        b = pg_spawn(server, pg, schema, "--http-port", str(hb))
+        a.raw().call("XADD", "s", "1-1", "f", "v")
+        code, text = scrape(ha)
+        assert code == 200 and series(text, "echd_ha_active") == "1", (code, text[:300])
+        assert 'echd_stream_entries{db="0",stream="s"} 1' in text
+        code, text = scrape(hb)
+        assert code == 200, (code, text)
+        assert series(text, "echd_ha_active") == "0"
+        assert series(text, "echd_connected_clients") is not None
+        assert "echd_stream_entries{" not in text
+        code, body = scrape(hb, "/api/server")
+        assert code == 200 and json.loads(body)["ha_role"] == "standby", (code, body)
+        assert scrape(hb, "/api/streams")[0] == 503
+        a.kill(signal.SIGKILL)
+        wait_until(lambda: role_of(b) == "master", 5, what="the standby active")
+        code, text = scrape(hb)
+        assert code == 200 and series(text, "echd_ha_active") == "1"
+        assert 'echd_stream_entries{db="0",stream="s"} 1' in text
