@@ -531,22 +531,6 @@ notice(void *ud, const char *msg)
 	echd_log(ECHD_LOG_DEBUG, "st_pg: %.*s", (int)strcspn(msg, "\n"), msg);
 }
 
-/* Marks our session with a token of its own (echd.session), which the
- * statements that depend on the session check (session_check()). */
-static int
-session_mark(struct st_pg *s)
-{
-	static unsigned seq;
-	struct timespec ts;
-	char sql[128];
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(s->token, sizeof(s->token), "%lx.%lx.%lx.%x", (unsigned long)getpid(),
-		(unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec, ++seq);
-	snprintf(sql, sizeof(sql), "SELECT set_config('echd.session', '%s', false)", s->token);
-	return run(s, "session set-up", sql, 0, NULL, NULL);
-}
-
 /* A transaction-mode pooler (PgBouncer's pool_mode=transaction) runs each
  * statement on whichever server session is free: a session-level lock is
  * then not ours, nor our prepared statements. col of res's first row is
@@ -571,6 +555,34 @@ session_check(struct st_pg *s, PGresult *res, int col)
 	s->pooled = true;
 	conn_lost(s, "the PostgreSQL session changed between statements (a transaction-mode pooler)");
 	return ECHD_EOFFLINE;
+}
+
+/* Marks our session with a token of its own (echd.session), which the
+ * statements that depend on the session check (session_check()). */
+static int
+session_mark(struct st_pg *s)
+{
+	static unsigned seq;
+	struct timespec ts;
+	PGresult *res = NULL;
+	char sql[128];
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(s->token, sizeof(s->token), "%lx.%lx.%lx.%x", (unsigned long)getpid(),
+		(unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec, ++seq);
+	snprintf(sql, sizeof(sql), "SELECT set_config('echd.session', '%s', false)", s->token);
+	rc = run(s, "session set-up", sql, 0, NULL, NULL);
+	if (rc == 0) {
+		/* at once: a pooler handing statements round robin shows here */
+		rc = run(s, "session set-up", "SELECT current_setting('echd.session', true)", 0,
+			NULL, &res);
+	}
+	if (rc == 0) {
+		rc = session_check(s, res, 0);
+	}
+	PQclear(res);
+	return rc;
 }
 
 /* Connects (without blocking past the timeout) and prepares the session.
@@ -1270,6 +1282,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	rc = conn_open(s);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "st_pg: cannot connect to PostgreSQL: %s", s->why);
+		rc = s->pooled ? -EPROTO : rc;
 		goto fail;
 	}
 	s->qschema = PQescapeIdentifier(s->conn, s->schema, strlen(s->schema));

@@ -588,11 +588,11 @@ def test_pg_hung_active_replaced_and_serves_nothing_stale(server):
         assert cb.call("XLEN", "s") == 2
 
 
-def held_lock(pg, sql):
+def held_lock(pg, sql, port=None):
     """A psql session that ran sql (a LOCK) in a transaction it keeps open; close its stdin to
-    end it."""
-    p = subprocess.Popen(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(pg.port), "-U",
-                          pg.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1"],
+    end it. port: another than pg's (a pooler's)."""
+    p = subprocess.Popen(["psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(port or pg.port),
+                          "-U", pg.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1"],
                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     p.stdin.write("BEGIN;\n%s;\nSELECT pg_sleep(0);\n" % sql)
     p.stdin.flush()
@@ -708,3 +708,86 @@ def test_pg_standby_metrics(server):
         code, text = scrape(hb)
         assert code == 200 and series(text, "echd_ha_active") == "1"
         assert 'echd_stream_entries{db="0",stream="s"} 1' in text
+
+
+PGBOUNCER = "/usr/sbin/pgbouncer"   # Debian's pgbouncer (tools/echd-dev deps)
+
+
+class Bouncer:
+    """PgBouncer in front of pg in pool_mode mode, as the postgres user (it refuses root); the
+    idle server connections are handed out in turn (server_round_robin)."""
+
+    def __init__(self, pg, mode):
+        import pwd
+        import socket
+        self.port = free_port()
+        self.dir = os.path.join(pg.root, "bouncer-" + mode)
+        os.makedirs(self.dir)
+        with open(os.path.join(self.dir, "users.txt"), "w") as f:
+            f.write('"%s" ""\n' % pg.user)
+        with open(os.path.join(self.dir, "pgbouncer.ini"), "w") as f:
+            f.write("[databases]\npostgres = host=127.0.0.1 port=%d dbname=postgres\n"
+                    "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %d\n"
+                    "unix_socket_dir =\nauth_type = trust\nauth_file = %s/users.txt\n"
+                    "pool_mode = %s\nserver_round_robin = 1\ndefault_pool_size = 4\n"
+                    "logfile = %s/pgbouncer.log\n"
+                    "ignore_startup_parameters = extra_float_digits,options\n"
+                    % (pg.port, self.port, self.dir, mode, self.dir))
+        if os.getuid() == 0:
+            pw = pwd.getpwnam("postgres")
+            for name in ("", "users.txt", "pgbouncer.ini"):
+                os.chown(os.path.join(self.dir, name), pw.pw_uid, pw.pw_gid)
+        self.proc = subprocess.Popen([PGBOUNCER, os.path.join(self.dir, "pgbouncer.ini")],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL,
+                                     preexec_fn=pgtmp._as_postgres())
+
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_until(up, 10, what="pgbouncer listening")
+        self.url = "postgresql://%s@127.0.0.1:%d/postgres?connect_timeout=5" % (pg.user,
+                                                                               self.port)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_transaction_pooler_refused(server):
+    """Issue 34: a pooler in transaction mode (PgBouncer pool_mode=transaction) runs each
+    statement on whichever server session is free, which breaks the session advisory lock (and
+    the prepared statements): echd refuses to start through one, saying why. Session pooling
+    keeps a session per client and works. (Through a pooler that hands the same session back
+    every time, the check sees nothing until it does not: docs/operations.md.)"""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        tx = Bouncer(pg, "transaction")
+        try:
+            # two server sessions in the pool, so that consecutive statements alternate
+            held = [held_lock(pg, "SELECT 1", port=tx.port) for _ in range(2)]
+            wait_until(lambda: int(pg.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()")) >= 2, 10, what="two pooled server sessions")
+            for h in held:
+                h.stdin.write("COMMIT;\n")   # the sessions go back to the pool
+                h.stdin.close()
+                h.wait(10)
+            out = start_fails(server, "--storage", "postgres", "--storage-url", tx.url,
+                              "--storage-pg-schema", schema)
+            assert "pooler in transaction mode" in out, out
+            assert pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == "0"
+        finally:
+            tx.stop()
+        se = Bouncer(pg, "session")
+        try:
+            a = pg_spawn(server, pg, schema, "--storage-url", se.url)
+            wait_until(lambda: role_of(a) == "master", 5, what="active through session pooling")
+            assert a.raw().call("XADD", "s", "1-1", "f", "v") == b"1-1"
+        finally:
+            se.stop()
