@@ -224,7 +224,7 @@ def test_command_docs(server):
 @echd_only(ECHD)
 def test_ha_options_announce(server):
     s = server.spawn("--ha-name", "orders", "--ha-announce-ip", "192.0.2.7",
-                     "--ha-announce-port", "7001", "--ha-retry-ms", "250")
+                     "--ha-announce-port", "7001", "--ha-retry-ms", "250", "--ha-lease-ms", "3000")
     c = s.raw()
     assert c.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "orders") == [b"192.0.2.7", b"7001"]
     assert c.call("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "echd") is None
@@ -233,11 +233,13 @@ def test_ha_options_announce(server):
     assert r["ha_active_addr"] == "192.0.2.7:7001" and r["ha_name"] == "orders"
     got = c.call("CONFIG", "GET", "ha-*")
     assert pairs(got) == {"ha-name": "orders", "ha-announce-ip": "192.0.2.7",
-                          "ha-announce-port": "7001", "ha-retry-ms": "250"}
+                          "ha-announce-port": "7001", "ha-retry-ms": "250",
+                          "ha-lease-ms": "3000"}
     # ha-retry-ms changes at run time, in its range; the others at a restart
     assert c.call("CONFIG", "SET", "ha-retry-ms", "10") == "OK"
     assert "between 10 and 60000" in c.err("CONFIG", "SET", "ha-retry-ms", "9")
     assert "immutable" in c.err("CONFIG", "SET", "ha-name", "x")
+    assert "immutable" in c.err("CONFIG", "SET", "ha-lease-ms", "1000")
 
 
 @echd_only(ECHD)
@@ -277,6 +279,7 @@ def test_bad_option_values_refused(server):
             (("--ha-retry-ms", "5"), "'ha-retry-ms': argument must be between 10 and 60000"),
             (("--ha-retry-ms", "60001"), "between 10 and 60000"),
             (("--ha-announce-port", "65536"), "'ha-announce-port': argument must be between"),
+            (("--ha-lease-ms", "-1"), "'ha-lease-ms': argument must be between 0 and 3600000"),
             (("--storage-timeout-ms", "soon"), "'storage-timeout-ms': argument couldn't be"),
             (("--storage", "postgres"), "storage postgres needs storage-url"),
             (("--storage", "nosuch"), "cannot open storage 'nosuch'")]:

@@ -820,7 +820,8 @@ sync_standby(const char *names)
 	sql_ok(c, "SELECT pg_reload_conf()");
 	PQfinish(c);
 	while (commits_wait() != (names != NULL)) {
-		ck_assert_msg(now_ms() < end, "synchronous_standby_names %s not in effect", names ? names : "(reset)");
+		ck_assert_msg(now_ms() < end, "synchronous_standby_names %s not in effect",
+			names != NULL ? names : "(reset)");
 		usleep(50 * 1000);
 	}
 }
