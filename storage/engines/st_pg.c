@@ -26,7 +26,12 @@
  * per connection; an array over PG_PARAM_MAX bytes goes as several
  * statements, because PostgreSQL takes no value (and no message) past
  * 1 GB, and one row's value over PG_VALUE_MAX is refused at its put
- * (-EFBIG: that command fails, not its batch). Only when COMMIT's result is in does the inner
+ * (-EFBIG: that command fails, not its batch). Each write statement checks
+ * its row count (rows written against those sent, rows deleted against
+ * those there were) and divides by zero on a mismatch, so that a trigger or
+ * rule that drops rows fails the transaction before its COMMIT; tables with
+ * triggers, rules or row level security are refused at open and takeover
+ * (check_plain()). Only when COMMIT's result is in does the inner
  * transaction commit; on any failure it is aborted, so the cache equals
  * PostgreSQL again. A commit that touched nothing sends nothing.
  *
@@ -46,16 +51,27 @@
  * schema); standbys try it on every poll, and PostgreSQL releases it when
  * the active one's session dies.
  *
+ * The lease. With lease-ms, PostgreSQL (14+) ends a session idle that long
+ * (idle_session_timeout): a hung active front end loses its lock, and the
+ * broker polls at least three times a lease. Reads are served from the
+ * cache while the session is known alive: within lease-ms of the send of
+ * the last statement it answered; past that storage_ha_confirm() asks. A
+ * transaction-mode pooler would break the session's lock: the session
+ * carries a token (echd.session) that the polls check (session_check()).
+ *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
- * which the connection counts as lost and is closed.
+ * which (after one more look: a stall of this process is not a lost
+ * answer) the connection counts as lost and is closed.
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
- * ha-name ("echd"), announce-host, announce-port, timeout-ms.
+ * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
+ * none).
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
- *   -EIO           PostgreSQL refused a statement (logged); still ACTIVE
+ *   -EIO           PostgreSQL refused a statement, or stored other rows than
+ *                  sent (logged); still ACTIVE
  *   ECHD_EOFFLINE  the connection was lost (or timed out) before COMMIT was
  *                  sent: nothing applied; now OFFLINE
  *   ECHD_EINDOUBT  lost after COMMIT was sent, before its answer: applied or
@@ -173,7 +189,7 @@ struct st_pg {
 	struct pg_buf del[STORAGE_T__COUNT], ink[STORAGE_T__COUNT], inv[STORAGE_T__COUNT];
 	uint32_t ndel[STORAGE_T__COUNT], nins[STORAGE_T__COUNT];
 	struct pg_buf part[2]; /* a piece of an array too big for one statement */
-	int *step_tb;          /* the table of each statement of a commit (-1: none) */
+	int *step_tb;          /* the table of each write statement of a commit */
 	size_t cap_steps;
 	uint64_t commits;
 };
