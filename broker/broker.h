@@ -775,6 +775,11 @@ bool brk_ha_serving(const struct brk_server *srv);
 /* After a failed commit or abort: if the storage says this front end is
  * no longer active, the loop's next step answers the blocked clients. */
 void brk_ha_check(struct brk_server *srv);
+/* Before reads are answered from the store: 0 while this front end is
+ * known to be the active one (storage_ha_confirm(): may cost a round
+ * trip), else ECHD_ESTANDBY, ECHD_EOFFLINE or another error, after which
+ * brk_ha_check() has been called. 0 without HA. */
+int brk_ha_confirm(struct brk_server *srv);
 /* INFO replication's lines. */
 void brk_ha_info(struct brk_server *srv, struct resp_buf *b);
 

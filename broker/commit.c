@@ -69,6 +69,10 @@ brk_view_begin(struct brk_server *srv, int *rc)
 		*rc = brk_ha_role(srv) == STORAGE_ROLE_OFFLINE ? ECHD_EOFFLINE : ECHD_ESTANDBY;
 		return NULL;
 	}
+	*rc = brk_ha_confirm(srv); /* nor a deposed one's, which may not know yet */
+	if (*rc != 0) {
+		return NULL;
+	}
 	*rc = storage_txn_begin(srv->st, NULL, STORAGE_TXN_RDONLY, &t);
 	if (*rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cannot begin a read transaction: %s", echd_strerror(*rc));
@@ -172,6 +176,9 @@ brk_batch_commit(struct brk_server *srv)
 	}
 	if (srv->batch_writes == 0) {
 		storage_txn_abort(srv->batch);
+		/* reads: answered only while known current (a deposed front end
+		 * must not serve its old state) */
+		rc = brk_ha_confirm(srv);
 	} else {
 		uint64_t t0 = brk_now_us();
 		rc = storage_txn_commit(srv->batch);

@@ -136,6 +136,11 @@ static const struct opt opts[] = {
 	{"ha-retry-ms", OPT_INT, true, "1000", OFF(ha_retry_ms), 10, 60000, NULL,
 		"postgres: milliseconds between two checks of who is the active front end (a "
 		"standby's try to take over, a reconnect)"},
+	{"ha-lease-ms", OPT_INT, false, "5000", OFF(ha_lease_ms), 0, 3600000, NULL,
+		"postgres: the active front end's lease: PostgreSQL ends its session after this "
+		"many idle milliseconds (a hung front end loses its place), and reads are served "
+		"from memory only this long after its last round trip; 0 = none",
+		"postgres.lease-ms"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
 	{"batch-max-reply-bytes", OPT_MEM, true, "4mb", OFF(batch_max_reply_bytes), 1024, LLMAX,
@@ -877,12 +882,14 @@ brk_url_redact(const char *url, char *out, size_t len)
 			p = at;
 		}
 	}
-	/* password=secret, as a key=value word or a URI parameter */
+	/* password=secret and sslpassword=secret (a client key's), as a
+	 * key=value word or a URI parameter */
 	while (*p) {
 		const char *k = p;
 		bool start = k == url || strchr(" \t?&", k[-1]) != NULL;
-		if (start && strncasecmp(k, "password", 8) == 0) {
-			const char *v = k + 8;
+		size_t kl = start && strncasecmp(k, "ssl", 3) == 0 ? 3 : 0;
+		if (start && strncasecmp(k + kl, "password", 8) == 0) {
+			const char *v = k + kl + 8;
 			while (*v == ' ' || *v == '\t') {
 				v++;
 			}

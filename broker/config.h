@@ -67,6 +67,7 @@ struct brk_config {
 	char *ha_announce_ip;    /* "": the first bind address */
 	long long ha_announce_port; /* 0: port */
 	long long ha_retry_ms;
+	long long ha_lease_ms;   /* 0: none */
 	long long batch_max_commands; /* commands in one group commit */
 	long long batch_max_reply_bytes; /* one connection's replies per loop turn */
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */

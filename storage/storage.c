@@ -519,6 +519,19 @@ storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out)
 }
 
 int
+storage_ha_confirm(struct storage_ha *ha)
+{
+	enum storage_role r;
+
+	if (ha->ops->confirm != NULL) {
+		return ha->ops->confirm(ha->st);
+	}
+	r = ha->ops->role(ha->st);
+	return r == STORAGE_ROLE_ACTIVE ? 0 : r == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY :
+									ECHD_EOFFLINE;
+}
+
+int
 storage_sync(struct storage *st)
 {
 	return OP(st, sync)(st);

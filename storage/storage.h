@@ -303,6 +303,13 @@ enum storage_role storage_ha_role(const struct storage_ha *ha);
  * reads the active front end's address. Returns 0 and *out, or a negative
  * error (then *out still says the role). */
 int storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out);
+/* Before answering reads from what it loaded: whether this front end is
+ * still known to be the active one. The engine may need a round trip for
+ * that (postgres: when its session was last heard of longer ago than its
+ * lease), which may change the role. Returns 0 (active), ECHD_ESTANDBY,
+ * ECHD_EOFFLINE, or another error (nothing known). No write transaction
+ * need be closed. */
+int storage_ha_confirm(struct storage_ha *ha);
 
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);

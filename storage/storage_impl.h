@@ -110,6 +110,7 @@ struct storage_capacity {
 struct storage_ha_ops {
 	int (*poll)(struct storage *st, struct storage_ha_state *out);
 	enum storage_role (*role)(const struct storage *st);
+	int (*confirm)(struct storage *st); /* NULL: the role says */
 };
 struct storage_ha {
 	const struct storage_ha_ops *ops;

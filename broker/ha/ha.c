@@ -170,12 +170,28 @@ ha_poll(struct brk_server *srv)
 	}
 }
 
+/* Between two polls: ha-retry-ms, but at least three a lease, which a
+ * healthy front end renews by polling (st_pg.c: PostgreSQL ends a session
+ * idle for the lease). */
+static struct timeval
+poll_interval(const struct brk_server *srv)
+{
+	long long ms = srv->cfg.ha_retry_ms;
+	struct timeval tv;
+
+	if (srv->cfg.ha_lease_ms > 0 && ms > srv->cfg.ha_lease_ms / 3) {
+		ms = srv->cfg.ha_lease_ms / 3 > 0 ? srv->cfg.ha_lease_ms / 3 : 1;
+	}
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000 * 1000);
+	return tv;
+}
+
 static void
 ha_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct brk_server *srv = arg;
-	struct timeval tv = {(time_t)(srv->cfg.ha_retry_ms / 1000),
-		(suseconds_t)(srv->cfg.ha_retry_ms % 1000 * 1000)};
+	struct timeval tv = poll_interval(srv);
 
 	(void)fd;
 	(void)what;
@@ -218,8 +234,7 @@ brk_ha_init(struct brk_server *srv)
 			role_name(srv->ha.role), (unsigned long long)srv->ha.gen,
 			srv->ha.active_host[0] ? srv->ha.active_host : "unknown", srv->ha.active_port);
 	}
-	tv.tv_sec = (time_t)(srv->cfg.ha_retry_ms / 1000);
-	tv.tv_usec = (suseconds_t)(srv->cfg.ha_retry_ms % 1000 * 1000);
+	tv = poll_interval(srv);
 	evtimer_add(srv->ha_timer, &tv);
 	return 0;
 }
@@ -232,6 +247,22 @@ brk_ha_check(struct brk_server *srv)
 	if (srv->ha_timer != NULL && srv->ha_was_active && !brk_ha_serving(srv)) {
 		evtimer_add(srv->ha_timer, &now); /* act from the loop, not mid-command */
 	}
+}
+
+int
+brk_ha_confirm(struct brk_server *srv)
+{
+	struct storage_ha *ha = srv->st != NULL ? storage_ha(srv->st) : NULL;
+	int rc;
+
+	if (ha == NULL) {
+		return 0;
+	}
+	rc = storage_ha_confirm(ha);
+	if (rc != 0) {
+		brk_ha_check(srv);
+	}
+	return rc;
 }
 
 void

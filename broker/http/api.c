@@ -418,6 +418,10 @@ brk_api_server(struct brk_http_req *r, struct evbuffer *out, const char **ctype)
 			evbuffer_add_printf(out, ",\"map_bytes\":%llu", (unsigned long long)cs.map_size);
 		}
 	}
+	evbuffer_add_printf(out, ",\"ha_role\":\"%s\"",
+		brk_ha_role(srv) == STORAGE_ROLE_ACTIVE	 ? "active" :
+		brk_ha_role(srv) == STORAGE_ROLE_STANDBY ? "standby" :
+							   "offline");
 	evbuffer_add(out, ",\"user\":", 8);
 	json_cstr(out, brk_user_name(r->user));
 	evbuffer_add_printf(out, ",\"actions\":%s,\"csrf\":\"%s\"}\n",

@@ -496,6 +496,10 @@ finish(struct brk_scrape *s)
 		(unsigned long long)srv->nconns);
 	gauge(out, "echd_blocked_clients", "Clients blocked in XREAD, XREADGROUP or WAIT.",
 		(unsigned long long)srv->blocked_clients);
+	gauge(out, "echd_ha_active",
+		"1 on the active front end (always without a shared store), 0 on a standby or one "
+		"that cannot reach the store: a standby's scrape has the server-wide series only.",
+		brk_ha_serving(srv) ? 1 : 0);
 	commands(srv, out);
 	counter(out, "echd_command_errors_total", "Error replies (INFO total_error_replies).",
 		(unsigned long long)srv->stats.total_error_replies);
@@ -559,6 +563,13 @@ turn(struct brk_scrape *s)
 	s->t = brk_view_begin(srv, &rc);
 	if (s->t != NULL) {
 		rc = walk_turn(s);
+	} else if (rc == ECHD_ESTANDBY || rc == ECHD_EOFFLINE) {
+		/* not the active front end: its store is not its to show, but
+		 * Prometheus should see it up, and which it is (echd_ha_active) */
+		for (int f = 0; f < NFAM; f++) {
+			evbuffer_drain(s->fam[f], evbuffer_get_length(s->fam[f]));
+		}
+		rc = 0;
 	}
 	brk_view_end(srv, s->t);
 	s->t = NULL;

@@ -26,7 +26,12 @@
  * per connection; an array over PG_PARAM_MAX bytes goes as several
  * statements, because PostgreSQL takes no value (and no message) past
  * 1 GB, and one row's value over PG_VALUE_MAX is refused at its put
- * (-EFBIG: that command fails, not its batch). Only when COMMIT's result is in does the inner
+ * (-EFBIG: that command fails, not its batch). Each write statement checks
+ * its row count (rows written against those sent, rows deleted against
+ * those there were) and divides by zero on a mismatch, so that a trigger or
+ * rule that drops rows fails the transaction before its COMMIT; tables with
+ * triggers, rules or row level security are refused at open and takeover
+ * (check_plain()). Only when COMMIT's result is in does the inner
  * transaction commit; on any failure it is aborted, so the cache equals
  * PostgreSQL again. A commit that touched nothing sends nothing.
  *
@@ -46,16 +51,27 @@
  * schema); standbys try it on every poll, and PostgreSQL releases it when
  * the active one's session dies.
  *
+ * The lease. With lease-ms, PostgreSQL (14+) ends a session idle that long
+ * (idle_session_timeout): a hung active front end loses its lock, and the
+ * broker polls at least three times a lease. Reads are served from the
+ * cache while the session is known alive: within lease-ms of the send of
+ * the last statement it answered; past that storage_ha_confirm() asks. A
+ * transaction-mode pooler would break the session's lock: the session
+ * carries a token (echd.session) that the polls check (session_check()).
+ *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
- * which the connection counts as lost and is closed.
+ * which (after one more look: a stall of this process is not a lost
+ * answer) the connection counts as lost and is closed.
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
- * ha-name ("echd"), announce-host, announce-port, timeout-ms.
+ * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
+ * none).
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
- *   -EIO           PostgreSQL refused a statement (logged); still ACTIVE
+ *   -EIO           PostgreSQL refused a statement, or stored other rows than
+ *                  sent (logged); still ACTIVE
  *   ECHD_EOFFLINE  the connection was lost (or timed out) before COMMIT was
  *                  sent: nothing applied; now OFFLINE
  *   ECHD_EINDOUBT  lost after COMMIT was sent, before its answer: applied or
@@ -78,6 +94,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -100,12 +117,19 @@
 #define PG_PARAM_MAX ((size_t)256 << 20)
 
 static size_t pg_value_max = PG_VALUE_MAX, pg_param_max = PG_PARAM_MAX;
+static unsigned pg_stall_ms;
 
 void
 st_pg_test_limits(size_t value_max, size_t param_max)
 {
 	pg_value_max = value_max != 0 ? value_max : PG_VALUE_MAX;
 	pg_param_max = param_max != 0 ? param_max : PG_PARAM_MAX;
+}
+
+void
+st_pg_test_stall(unsigned ms)
+{
+	pg_stall_ms = ms;
 }
 
 static const char *const pg_tables[] = {
@@ -138,6 +162,7 @@ struct st_pg {
 	char *url, *schema, *ha_name, *host; /* owned copies of the opts */
 	int port;
 	unsigned timeout_ms;
+	unsigned lease_ms;   /* idle_session_timeout of the session; 0: none */
 	char *qschema;       /* the schema quoted as an identifier */
 	int64_t lock_key;    /* the advisory lock that makes a front end active */
 	int64_t create_key;  /* the one that serializes creating the schema */
@@ -149,6 +174,12 @@ struct st_pg {
 	int64_t next_try_ms;
 	unsigned backoff_ms;
 	bool warned;         /* this back-off step's failure was logged */
+	bool refused_logged; /* check_plain()'s refusal was logged */
+	bool pooled;         /* session_check() failed: a transaction-mode pooler */
+	/* The session is known alive (and so holds the lock, when active) as
+	 * of alive_ms: the send time of the last statement it answered. */
+	int64_t sent_ms, alive_ms;
+	char token[40];      /* our session's echd.session setting (a pooler check) */
 	/* The write log of the open top-level write transaction. */
 	struct pg_touch *log;
 	size_t nlog, caplog;
@@ -158,6 +189,8 @@ struct st_pg {
 	struct pg_buf del[STORAGE_T__COUNT], ink[STORAGE_T__COUNT], inv[STORAGE_T__COUNT];
 	uint32_t ndel[STORAGE_T__COUNT], nins[STORAGE_T__COUNT];
 	struct pg_buf part[2]; /* a piece of an array too big for one statement */
+	int *step_tb;          /* the table of each write statement of a commit */
+	size_t cap_steps;
 	uint64_t commits;
 };
 
@@ -344,11 +377,10 @@ wait_sock(struct st_pg *s, short events, int64_t deadline)
 		return -EIO;
 	}
 	for (;;) {
+		/* Past the deadline, look once more: a stall of this process (a
+		 * VM pause, SIGSTOP) may have outlasted it with the answer there. */
 		left = deadline - now_ms();
-		if (left <= 0) {
-			return -ETIMEDOUT;
-		}
-		rc = poll(&pfd, 1, (int)left);
+		rc = poll(&pfd, 1, left > 0 ? (int)left : 0);
 		if (rc > 0) {
 			return 0;
 		}
@@ -469,6 +501,7 @@ collect(struct st_pg *s, const char *what, PGresult **out, char sqlstate[6])
 		conn_lost(s, "connection lost");
 		return ECHD_EOFFLINE;
 	}
+	s->alive_ms = s->sent_ms; /* answered: the session lived then */
 	if (err != 0 || out == NULL) {
 		PQclear(last);
 		last = NULL;
@@ -490,6 +523,7 @@ run(struct st_pg *s, const char *what, const char *sql, int nparams, const char 
 	if (s->conn == NULL) {
 		return ECHD_EOFFLINE;
 	}
+	s->sent_ms = now_ms();
 	if (nparams == 0) {
 		ok = PQsendQuery(s->conn, sql);
 	} else {
@@ -511,6 +545,60 @@ notice(void *ud, const char *msg)
 {
 	(void)ud;
 	echd_log(ECHD_LOG_DEBUG, "st_pg: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
+/* A transaction-mode pooler (PgBouncer's pool_mode=transaction) runs each
+ * statement on whichever server session is free: a session-level lock is
+ * then not ours, nor our prepared statements. col of res's first row is
+ * echd.session as the statement saw it: another value than ours means
+ * another session. Returns 0, or ECHD_EOFFLINE (connection closed). */
+static int
+session_check(struct st_pg *s, PGresult *res, int col)
+{
+	const char *v;
+
+	if (s->token[0] == '\0' || res == NULL || PQntuples(res) != 1 || PQnfields(res) <= col) {
+		return 0;
+	}
+	v = PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col);
+	if (strcmp(v, s->token) == 0) {
+		return 0;
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"st_pg: two statements ran in different PostgreSQL sessions: a pooler in "
+		"transaction mode (PgBouncer pool_mode=transaction?) is between echd and "
+		"PostgreSQL; echd needs a session of its own (connect directly, or pool_mode=session)");
+	s->pooled = true;
+	conn_lost(s, "the PostgreSQL session changed between statements (a transaction-mode pooler)");
+	return ECHD_EOFFLINE;
+}
+
+/* Marks our session with a token of its own (echd.session), which the
+ * statements that depend on the session check (session_check()). */
+static int
+session_mark(struct st_pg *s)
+{
+	static unsigned seq;
+	struct timespec ts;
+	PGresult *res = NULL;
+	char sql[128];
+	int rc;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(s->token, sizeof(s->token), "%lx.%lx.%lx.%x", (unsigned long)getpid(),
+		(unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec, ++seq);
+	snprintf(sql, sizeof(sql), "SELECT set_config('echd.session', '%s', false)", s->token);
+	rc = run(s, "session set-up", sql, 0, NULL, NULL);
+	if (rc == 0) {
+		/* at once: a pooler handing statements round robin shows here */
+		rc = run(s, "session set-up", "SELECT current_setting('echd.session', true)", 0,
+			NULL, &res);
+	}
+	if (rc == 0) {
+		rc = session_check(s, res, 0);
+	}
+	PQclear(res);
+	return rc;
 }
 
 /* Connects (without blocking past the timeout) and prepares the session.
@@ -553,18 +641,26 @@ conn_open(struct st_pg *s)
 		return ECHD_EOFFLINE;
 	}
 	/* PostgreSQL 14+ notices a vanished client during a long statement:
-	 * a dead front end's session then ends (and frees its lock) sooner. */
+	 * a dead front end's session then ends (and frees its lock) sooner.
+	 * And it ends a session idle past lease_ms: a hung front end (SIGSTOP,
+	 * a VM pause) loses its lock to a standby then, as a healthy one polls
+	 * more often than that (ha.c); fencing covers it when it resumes. */
 	if (PQserverVersion(s->conn) >= 140000) {
-		char sql[96];
+		char sql[128];
 
-		snprintf(sql, sizeof(sql), "SET client_connection_check_interval = %u",
-			s->timeout_ms);
+		snprintf(sql, sizeof(sql),
+			"SET client_connection_check_interval = %u; SET idle_session_timeout = %u",
+			s->timeout_ms, s->read_only ? 0 : s->lease_ms);
 		rc = run(s, "session set-up", sql, 0, NULL, NULL);
 		if (rc == ECHD_EOFFLINE) {
 			return rc;
 		}
+	} else if (s->lease_ms > 0 && !s->read_only && !s->warned) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: PostgreSQL %d has no idle_session_timeout (14 "
+					   "has): no lease, a hung active front end keeps its place",
+			PQserverVersion(s->conn));
 	}
-	return 0;
+	return s->read_only ? 0 : session_mark(s);
 }
 
 /* Prepares the statements of a commit on this connection. Returns 0, -EIO
@@ -574,7 +670,7 @@ prepare_all(struct st_pg *s)
 {
 	const Oid arr[2] = {PG_OID_BYTEA_ARRAY, PG_OID_BYTEA_ARRAY};
 	const Oid i8 = PG_OID_INT8;
-	char sql[512], name[16];
+	char sql[1024], name[16];
 	int rc;
 
 	snprintf(sql, sizeof(sql),
@@ -590,8 +686,15 @@ prepare_all(struct st_pg *s)
 	}
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 		snprintf(name, sizeof(name), "d%d", tb);
-		snprintf(sql, sizeof(sql), "DELETE FROM %s.%s WHERE k = ANY($1::bytea[])",
-			s->qschema, pg_tables[tb]);
+		/* Each statement checks its row count and divides by zero on a
+		 * mismatch, failing the transaction before its COMMIT: the rows
+		 * it deleted against those there were (its snapshot's), the rows
+		 * it wrote against those sent (check_plain()'s belt and braces). */
+		snprintf(sql, sizeof(sql),
+			"WITH d AS (DELETE FROM %s.%s WHERE k = ANY($1::bytea[]) RETURNING 1) "
+			"SELECT 1 / ((SELECT count(*) FROM d) = (SELECT count(*) FROM %s.%s "
+			"WHERE k = ANY($1::bytea[])))::int",
+			s->qschema, pg_tables[tb], s->qschema, pg_tables[tb]);
 		if (!PQsendPrepare(s->conn, name, sql, 1, arr)) {
 			goto lost;
 		}
@@ -601,8 +704,9 @@ prepare_all(struct st_pg *s)
 		}
 		snprintf(name, sizeof(name), "i%d", tb);
 		snprintf(sql, sizeof(sql),
-			"INSERT INTO %s.%s (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) "
-			"ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+			"WITH i AS (INSERT INTO %s.%s (k, v) SELECT * FROM unnest($1::bytea[], "
+			"$2::bytea[]) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v RETURNING 1) "
+			"SELECT 1 / ((SELECT count(*) FROM i) = cardinality($1::bytea[]))::int",
 			s->qschema, pg_tables[tb]);
 		if (!PQsendPrepare(s->conn, name, sql, 2, arr)) {
 			goto lost;
@@ -618,9 +722,12 @@ lost:
 	return ECHD_EOFFLINE;
 }
 
+static int check_plain(struct st_pg *s);
+
 /* Creates the schema if missing (under a transaction-level advisory lock,
  * so front ends starting together do not race) and checks its version.
- * Read-only: only checks. Returns 0, -EIO, -ENOENT, -EPROTO or
+ * Read-only: only checks; else refuses triggers and rules too
+ * (check_plain()). Returns 0, -EIO, -ENOENT, -EPROTO, -EPERM or
  * ECHD_EOFFLINE. */
 static int
 schema_ensure(struct st_pg *s)
@@ -691,7 +798,7 @@ schema_ensure(struct st_pg *s)
 			s->schema, v, PG_SCHEMA_VERSION);
 		return -EPROTO;
 	}
-	return 0;
+	return s->read_only ? 0 : check_plain(s);
 }
 
 /* ---- loading the cache ------------------------------------------------------ */
@@ -801,18 +908,75 @@ ha_row_read(struct st_pg *s, PGresult *res)
 	s->active_port = PQgetisnull(res, 0, 2) ? 0 : atoi(PQgetvalue(res, 0, 2));
 }
 
-/* Reads the ha row: gen and the active front end's address. */
+/* Reads the ha row: gen and the active front end's address (and checks
+ * the session, session_check()). */
 static int
 ha_row(struct st_pg *s)
 {
 	PGresult *res = NULL;
-	char sql[160];
+	char sql[192];
 	int rc;
 
-	snprintf(sql, sizeof(sql), "SELECT gen, host, port FROM %s.ha WHERE id = 1", s->qschema);
+	snprintf(sql, sizeof(sql),
+		"SELECT gen, host, port, current_setting('echd.session', true) FROM %s.ha "
+		"WHERE id = 1",
+		s->qschema);
 	rc = run(s, "ha", sql, 0, NULL, &res);
 	if (rc == 0) {
+		rc = session_check(s, res, 3);
+	}
+	if (rc == 0) {
 		ha_row_read(s, res);
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* Refuses tables whose writes PostgreSQL may change behind echd's back: a
+ * trigger or rule may drop, alter or add rows, row level security hide
+ * them. echd serves what it sent from memory, so each would lose
+ * acknowledged data at the next takeover. Returns 0, -EPERM (logged once
+ * until it passes again), or a run() error. */
+static int
+check_plain(struct st_pg *s)
+{
+	char names[512], *p = names;
+	const char *params[2] = {s->schema, names};
+	PGresult *res = NULL;
+	int rc;
+
+	*p++ = '{';
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		p += snprintf(p, sizeof(names) - (size_t)(p - names), "%s,", pg_tables[tb]);
+	}
+	snprintf(p, sizeof(names) - (size_t)(p - names), "ha,version}");
+	rc = run(s, "table check",
+		"SELECT string_agg(what, ', ' ORDER BY what) FROM ("
+		"SELECT format('trigger %I on %I', t.tgname, c.relname) AS what FROM pg_trigger t "
+		"JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+		"WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND NOT t.tgisinternal "
+		"UNION ALL SELECT format('rule %I on %I', r.rulename, c.relname) FROM pg_rewrite r "
+		"JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace "
+		"WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND r.rulename <> '_RETURN' "
+		"UNION ALL SELECT format('row level security on %I', c.relname) FROM pg_class c "
+		"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 "
+		"AND c.relname = ANY($2::text[]) AND c.relrowsecurity) x",
+		2, params, &res);
+	if (rc != 0) {
+		PQclear(res);
+		return rc;
+	}
+	if (res != NULL && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+		if (!s->refused_logged) {
+			echd_log(ECHD_LOG_WARNING,
+				"st_pg: schema %s refused: %s; what PostgreSQL stores must be what "
+				"echd sent (drop them)",
+				s->schema, PQgetvalue(res, 0, 0));
+		}
+		s->refused_logged = true;
+		rc = -EPERM;
+	} else {
+		s->refused_logged = false;
 	}
 	PQclear(res);
 	return rc;
@@ -832,7 +996,7 @@ unlock(struct st_pg *s)
 static int
 try_takeover(struct st_pg *s, bool *became)
 {
-	char sql[320], port[16];
+	char sql[384], port[16];
 	const char *params[3];
 	PGresult *res = NULL;
 	bool got;
@@ -857,12 +1021,18 @@ try_takeover(struct st_pg *s, bool *became)
 	params[2] = port;
 	snprintf(sql, sizeof(sql),
 		"UPDATE %s.ha SET gen = gen + 1, name = $1, host = $2, port = $3, since = now() "
-		"WHERE id = 1 RETURNING gen, host, port",
+		"WHERE id = 1 RETURNING gen, host, port, current_setting('echd.session', true)",
 		s->qschema);
-	rc = run(s, "takeover", sql, 3, params, &res);
+	rc = check_plain(s);
+	if (rc == 0) {
+		rc = run(s, "takeover", sql, 3, params, &res);
+	}
 	if (rc == 0 && (res == NULL || PQntuples(res) != 1)) {
 		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s has no ha row", s->schema);
 		rc = -EIO;
+	}
+	if (rc == 0) {
+		rc = session_check(s, res, 3);
 	}
 	if (rc == 0) {
 		ha_row_read(s, res);
@@ -945,6 +1115,55 @@ ha_fill(const struct st_pg *s, struct storage_ha_state *out, bool became)
 	}
 }
 
+/* ACTIVE: checks in the ha row that no one took over. Returns 0 (the role
+ * says the outcome), or an error. */
+static int
+still_ours(struct st_pg *s)
+{
+	int64_t ours = s->gen;
+	int rc = ha_row(s);
+
+	if (rc == 0 && s->gen != ours) {
+		echd_log(ECHD_LOG_WARNING,
+			"st_pg: schema %s was taken over (generation %" PRId64 " > %" PRId64
+			"): standby",
+			s->schema, s->gen, ours);
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+	} else if (rc != 0 && s->conn != NULL) {
+		s->gen = ours; /* a SQL error: keep our place */
+	}
+	return rc;
+}
+
+/* What the cache shows is current while no one else can have taken over:
+ * while our session, and with it the lock, lives. It lived at alive_ms,
+ * and the lease cannot end it before alive_ms + lease_ms; past that, a
+ * round trip says. (Without a lease, only a commit or poll says.) */
+static int
+pg_ha_confirm(struct storage *st)
+{
+	struct st_pg *s = pg_from(st);
+	int rc;
+
+	if (s->read_only) {
+		return 0;
+	}
+	if (s->role == STORAGE_ROLE_ACTIVE && s->lease_ms > 0 &&
+		now_ms() - s->alive_ms >= (int64_t)s->lease_ms) {
+		rc = still_ours(s);
+		if (rc != 0 && s->conn != NULL) {
+			return rc; /* a SQL error: nothing known */
+		}
+		if (s->conn == NULL) {
+			s->role = STORAGE_ROLE_OFFLINE;
+		}
+	}
+	return s->role == STORAGE_ROLE_ACTIVE	 ? 0 :
+	       s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY :
+						 ECHD_EOFFLINE;
+}
+
 static int
 pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 {
@@ -957,19 +1176,7 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 		return 0;
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE) {
-		int64_t ours = s->gen;
-
-		rc = ha_row(s);
-		if (rc == 0 && s->gen != ours) {
-			echd_log(ECHD_LOG_WARNING,
-				"st_pg: schema %s was taken over (generation %" PRId64 " > %" PRId64
-				"): standby",
-				s->schema, s->gen, ours);
-			s->role = STORAGE_ROLE_STANDBY;
-			(void)unlock(s);
-		} else if (rc != 0 && s->conn != NULL) {
-			s->gen = ours; /* a SQL error: keep our place */
-		}
+		rc = still_ours(s);
 	} else {
 		if (s->role == STORAGE_ROLE_OFFLINE) {
 			rc = reconnect(s);
@@ -1009,6 +1216,7 @@ pg_close(struct storage *st)
 	}
 	echd_free(s->part[0].p);
 	echd_free(s->part[1].p);
+	echd_free(s->step_tb);
 	echd_free(s->log);
 	echd_free(s->log_bytes);
 	echd_free(s->url);
@@ -1024,7 +1232,7 @@ pg_close(struct storage *st)
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
 	const char *url, *schema, *ha_name, *host;
-	uint64_t port, timeout_ms;
+	uint64_t port, timeout_ms, lease_ms;
 };
 static const struct storage_optdef pg_optdefs[] = {
 	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
@@ -1034,6 +1242,8 @@ static const struct storage_optdef pg_optdefs[] = {
 	{"announce-port", STORAGE_OPTDEF_U64, 0, 65535, offsetof(struct pg_settings, port)},
 	/* 0: the default */
 	{"timeout-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, timeout_ms)},
+	/* 0: no lease */
+	{"lease-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, lease_ms)},
 };
 
 static const struct storage_ha_ops pg_ha_ops;
@@ -1042,7 +1252,7 @@ static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
 	struct storage_opts mo = {0};
-	struct pg_settings set = {NULL, NULL, "echd", "", 0, 0};
+	struct pg_settings set = {NULL, NULL, "echd", "", 0, 0, 0};
 	struct st_pg *s;
 	struct storage_ha_state ha;
 	int rc;
@@ -1072,6 +1282,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->host = dup_or_null(set.host);
 	s->port = (int)set.port;
 	s->timeout_ms = set.timeout_ms != 0 ? (unsigned)set.timeout_ms : PG_TIMEOUT_MS_DEFAULT;
+	s->lease_ms = (unsigned)set.lease_ms;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;
@@ -1087,6 +1298,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	rc = conn_open(s);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "st_pg: cannot connect to PostgreSQL: %s", s->why);
+		rc = s->pooled ? -EPROTO : rc;
 		goto fail;
 	}
 	s->qschema = PQescapeIdentifier(s->conn, s->schema, strlen(s->schema));
@@ -1119,8 +1331,9 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
 	/* A lone echd starts active. */
 	rc = pg_ha_poll(&s->fwd.base, &ha);
-	if (rc != 0 && s->conn != NULL) {
-		goto fail; /* a SQL error: not something a retry fixes */
+	if (rc != 0 && (s->conn != NULL || s->pooled)) {
+		rc = s->pooled ? -EPROTO : rc;
+		goto fail; /* a SQL error, a pooler: not something a retry fixes */
 	}
 	if (ha.role == STORAGE_ROLE_STANDBY) {
 		echd_log(ECHD_LOG_NOTICE, "st_pg: standby: %s:%d is active on schema %s",
@@ -1359,6 +1572,31 @@ send_split(struct st_pg *s, const char *name, int nparams, const struct pg_buf *
 	return sent;
 }
 
+/* Notes that statements [from, to) of a commit write table tb. Returns
+ * false without memory. */
+static bool
+note_steps(struct st_pg *s, int from, int to, int tb)
+{
+	if ((size_t)to > s->cap_steps) {
+		size_t cap = s->cap_steps != 0 ? s->cap_steps : 64;
+		int *p;
+
+		while (cap < (size_t)to) {
+			cap *= 2;
+		}
+		p = echd_realloc(s->step_tb, cap * sizeof(*p));
+		if (p == NULL) {
+			return false;
+		}
+		s->step_tb = p;
+		s->cap_steps = cap;
+	}
+	for (int i = from; i < to; i++) {
+		s->step_tb[i] = tb;
+	}
+	return true;
+}
+
 /* The step of result i of nsteps: BEGIN, the fence, the writes, COMMIT. */
 static enum pg_step
 step_at(int i, int nsteps)
@@ -1383,6 +1621,7 @@ pg_round_trip(struct st_pg *s)
 		conn_lost(s, "cannot enter pipeline mode");
 		return ECHD_EOFFLINE;
 	}
+	s->sent_ms = now_ms();
 	snprintf(gen, sizeof(gen), "%" PRId64, s->gen);
 	if (!PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) {
 		goto send_failed;
@@ -1401,6 +1640,9 @@ pg_round_trip(struct st_pg *s)
 			if ((sent = send_split(s, name, 1, arr, s->ndel[tb])) < 0) {
 				goto send_failed;
 			}
+			if (!note_steps(s, nsteps, nsteps + sent, tb)) {
+				goto send_failed;
+			}
 			nsteps += sent;
 		}
 		if (s->nins[tb] > 0) {
@@ -1409,6 +1651,9 @@ pg_round_trip(struct st_pg *s)
 
 			snprintf(name, sizeof(name), "i%d", tb);
 			if ((sent = send_split(s, name, 2, arr, s->nins[tb])) < 0) {
+				goto send_failed;
+			}
+			if (!note_steps(s, nsteps, nsteps + sent, tb)) {
 				goto send_failed;
 			}
 			nsteps += sent;
@@ -1431,6 +1676,9 @@ pg_round_trip(struct st_pg *s)
 	if (rc != 0) {
 		lost = true;
 		goto out;
+	}
+	if (pg_stall_ms > 0) {
+		usleep(pg_stall_ms * 1000); /* a test's stall of this process */
 	}
 	for (int i = 0; i < nsteps && !lost; i++) {
 		PGresult *res;
@@ -1461,6 +1709,12 @@ pg_round_trip(struct st_pg *s)
 			if (!failed && step_at(i, nsteps) == STEP_FENCE && st != NULL &&
 				strcmp(st, "22012") == 0) {
 				fenced = true;
+			} else if (!failed && step_at(i, nsteps) == STEP_WRITE && st != NULL &&
+				   strcmp(st, "22012") == 0) {
+				echd_log(ECHD_LOG_WARNING,
+					"st_pg: commit: PostgreSQL did not store the rows sent to "
+					"%s.%s (a trigger, rule or policy on it?): nothing committed",
+					s->schema, pg_tables[s->step_tb[i]]);
 			} else if (!failed) {
 				echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s",
 					PQresultErrorMessage(res));
@@ -1493,6 +1747,9 @@ pg_round_trip(struct st_pg *s)
 	}
 	if (!lost && !PQexitPipelineMode(c)) {
 		lost = true;
+	}
+	if (!lost) {
+		s->alive_ms = s->sent_ms; /* answered: the session lived then */
 	}
 	/* A statement that failed left the transaction block open, aborted. */
 	if (!lost && PQtransactionStatus(c) != PQTRANS_IDLE &&
@@ -1676,6 +1933,7 @@ pg_cursor_del(struct storage_cursor *base)
 static const struct storage_ha_ops pg_ha_ops = {
 	.poll = pg_ha_poll,
 	.role = pg_ha_role,
+	.confirm = pg_ha_confirm,
 };
 
 /* Reads (get, cursor open and close, cursor_ahead) and the txn abort: the

@@ -11,6 +11,8 @@
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +171,164 @@ poll_until_active(struct storage *st, int ms)
 		usleep(50 * 1000);
 	}
 	return ha;
+}
+
+/* Opens front end port on schema with a lease (postgres.lease-ms). */
+static struct storage *
+open_leased(const char *schema, int port, unsigned lease_ms)
+{
+	struct storage_opts o = opts(schema, port, 0);
+	struct storage *st;
+
+	opt_u64(&o, "postgres.lease-ms", lease_ms);
+	OK(storage_open("postgres", &o, &st));
+	return st;
+}
+
+/* The first column of the first row of sql run on c, or -1 when c failed. */
+static long long
+try_int(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	long long v = -1;
+
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	}
+	PQclear(r);
+	return v;
+}
+
+/* Runs sql on c; false (no assertion: for threads) when it failed. */
+static bool
+try_sql(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType s = PQresultStatus(r);
+
+	PQclear(r);
+	return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+}
+
+/* Waits up to 10 s until the engine's session (application_name echd)
+ * waits on a lock: its commit is in flight, held there. */
+static bool
+engine_waits_on_lock(PGconn *c)
+{
+	int64_t end = now_ms() + 10000;
+
+	while (try_int(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'echd' "
+			  "AND wait_event_type = 'Lock'") != 1) {
+		if (now_ms() > end) {
+			return false;
+		}
+		usleep(10 * 1000);
+	}
+	return true;
+}
+
+/* What a test does from a thread while the main one commits: c[0] watches,
+ * c[1] holds the table lock the commit waits on (SHARE: its transaction
+ * open; readers pass), c[2] acts. Failures go to err (Check asserts from the main thread). */
+struct inflight {
+	PGconn *c[3];
+	const char *schema;
+	bool bumped_in_flight; /* the takeover's UPDATE returned while the commit waited */
+	long long seen;        /* the commit's rows in the takeover's snapshot */
+	char err[256];
+};
+
+/* A takeover while the commit is in flight, as try_takeover() does it once
+ * it has the lock: bump gen (autocommit), then load in a snapshot. */
+static void *
+takeover_thread(void *arg)
+{
+	struct inflight *f = arg;
+	char sql[256];
+	int64_t end;
+
+	if (!engine_waits_on_lock(f->c[0])) {
+		snprintf(f->err, sizeof(f->err), "the commit never waited on the lock");
+		(void)try_sql(f->c[1], "COMMIT");
+		return NULL;
+	}
+	snprintf(sql, sizeof(sql), "UPDATE \"%s\".ha SET gen = gen + 1", f->schema);
+	if (!PQsendQuery(f->c[2], sql)) {
+		snprintf(f->err, sizeof(f->err), "send: %s", PQerrorMessage(f->c[2]));
+		(void)try_sql(f->c[1], "COMMIT");
+		return NULL;
+	}
+	/* FOR SHARE makes it wait for the commit; without, it is through at once */
+	end = now_ms() + 500;
+	while (now_ms() < end && PQconsumeInput(f->c[2]) && PQisBusy(f->c[2])) {
+		usleep(5 * 1000);
+	}
+	f->bumped_in_flight = !PQisBusy(f->c[2]);
+	if (!f->bumped_in_flight) {
+		(void)try_sql(f->c[1], "COMMIT"); /* let the commit go on */
+	}
+	for (PGresult *r; (r = PQgetResult(f->c[2])) != NULL;) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+			snprintf(f->err, sizeof(f->err), "%.100s: %.100s", sql, PQresultErrorMessage(r));
+		}
+		PQclear(r);
+	}
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM \"%s\".keys WHERE k = 'inflight'",
+		f->schema);
+	if (!try_sql(f->c[2], "BEGIN ISOLATION LEVEL REPEATABLE READ")) {
+		snprintf(f->err, sizeof(f->err), "BEGIN failed");
+	}
+	f->seen = try_int(f->c[2], sql);
+	(void)try_sql(f->c[2], "COMMIT");
+	if (f->bumped_in_flight) {
+		(void)try_sql(f->c[1], "COMMIT");
+	}
+	return NULL;
+}
+
+/* The engine's session ended while its commit waits, before COMMIT ran. */
+static void *
+terminate_thread(void *arg)
+{
+	struct inflight *f = arg;
+
+	if (!engine_waits_on_lock(f->c[0])) {
+		snprintf(f->err, sizeof(f->err), "the commit never waited on the lock");
+	} else if (try_int(f->c[2], "SELECT count(pg_terminate_backend(pid)) FROM "
+				   "pg_stat_activity WHERE application_name = 'echd'") != 1) {
+		snprintf(f->err, sizeof(f->err), "no session to terminate");
+	}
+	usleep(100 * 1000);
+	(void)try_sql(f->c[1], "COMMIT");
+	return NULL;
+}
+
+/* Commits one row into table keys of st while fn runs in a thread with
+ * keys locked by f->c[1]. Returns the commit's result. */
+static int
+commit_held(struct storage *st, struct inflight *f, void *(*fn)(void *))
+{
+	struct storage_txn *t;
+	pthread_t th;
+	char sql[128];
+	int rc;
+
+	for (int i = 0; i < 3; i++) {
+		f->c[i] = side();
+	}
+	sql_ok(f->c[1], "BEGIN");
+	snprintf(sql, sizeof(sql), "LOCK TABLE \"%s\".keys IN SHARE MODE", f->schema);
+	sql_ok(f->c[1], sql);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "inflight", "1");
+	ck_assert_int_eq(pthread_create(&th, NULL, fn, f), 0);
+	rc = storage_txn_commit(t);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(f->err[0] == '\0', "%s", f->err);
+	for (int i = 0; i < 3; i++) {
+		PQfinish(f->c[i]);
+	}
+	return rc;
 }
 
 /* ---- tests ----------------------------------------------------------------- */
@@ -372,7 +532,12 @@ START_TEST(test_commit_split_under_limits)
 	st_pg_test_limits(1024, 4096);
 	storage_close(st);
 
+	/* echd opens no schema whose tables have triggers (check_plain()) */
+	sql_ok(pc, "DROP TRIGGER ins ON split.entries");
+	sql_ok(pc, "DROP TRIGGER del ON split.entries");
 	st = open_pg("split", 7001);
+	sql_ok(pc, "CREATE TRIGGER del AFTER DELETE ON split.entries FOR EACH STATEMENT "
+		   "EXECUTE FUNCTION split.count_del()");
 	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
 	OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
 	for (rc = storage_cursor_seek(c, NULL, &key, &val); rc == 0;
@@ -555,6 +720,343 @@ START_TEST(test_fenced_commit)
 	ck_assert_int_eq((long long)ha.gen, sql_int(pc, "SELECT gen FROM fence.ha"));
 	PQfinish(pc);
 	storage_close(st);
+}
+END_TEST
+
+/* Issue 34: a takeover while a commit is in flight (between its fence
+ * check and its COMMIT). The takeover bumps gen and then loads a snapshot;
+ * the fence's FOR SHARE makes the bump wait for the commit, so whatever
+ * the old active was told committed is in what the new one loaded. (Without
+ * FOR SHARE the bump goes through at once, the snapshot misses the row, and
+ * the commit still succeeds: acknowledged and lost.) */
+START_TEST(test_takeover_during_commit)
+{
+	struct storage *st = open_pg("race", 7001);
+	struct storage_txn *t;
+	struct inflight f = {.schema = "race"};
+	PGconn *pc = side();
+	int rc;
+
+	rc = commit_held(st, &f, takeover_thread);
+	if (rc == 0) {
+		ck_assert_msg(f.seen == 1, "committed, and not in the takeover's snapshot (%lld)",
+			f.seen);
+	} else {
+		FAILS(rc, ECHD_ESTANDBY);
+		ck_assert_int_eq(rows_in(pc, "race", "keys"), 0);
+	}
+	ck_assert_msg(!f.bumped_in_flight, "the takeover's UPDATE did not wait for the commit");
+	/* It committed under the old generation: the next commit is fenced. */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "after", "1");
+	FAILS(storage_txn_commit(t), ECHD_ESTANDBY);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM race.keys WHERE k = 'after'"), 0);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Issue 34: the session ended while the commit waited in PostgreSQL (the
+ * server said so, before COMMIT ran): nothing applied, ECHD_EOFFLINE, which
+ * the broker answers with an error rather than closing the clients. */
+START_TEST(test_lost_before_commit_ran)
+{
+	struct storage *st = open_pg("lostearly", 7001);
+	struct inflight f = {.schema = "lostearly"};
+	PGconn *pc = side();
+
+	FAILS(commit_held(st, &f, terminate_thread), ECHD_EOFFLINE);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
+	ck_assert_int_eq(rows_in(pc, "lostearly", "keys"), 0);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Whether a commit that wrote WAL waits over 150 ms on a fresh connection
+ * (synchronous_commit on): waiting for a synchronous standby. The wait is
+ * cancelled then (the commit is kept locally). */
+static bool
+commits_wait(void)
+{
+	PGconn *c = side();
+	int64_t end = now_ms() + 150;
+	bool busy;
+
+	ck_assert(PQsendQuery(c, "CREATE TEMP TABLE probe (x int)"));
+	while ((busy = PQconsumeInput(c) && PQisBusy(c)) && now_ms() < end) {
+		usleep(5 * 1000);
+	}
+	if (busy) {
+		PGcancel *cn = PQgetCancel(c);
+		char err[256];
+
+		(void)PQcancel(cn, err, sizeof(err));
+		PQfreeCancel(cn);
+	}
+	for (PGresult *r; (r = PQgetResult(c)) != NULL;) {
+		PQclear(r);
+	}
+	PQfinish(c);
+	return busy;
+}
+
+/* Sets synchronous_standby_names (NULL: resets it) and waits until commits
+ * wait for the standby named, or no longer do. */
+static void
+sync_standby(const char *names)
+{
+	PGconn *c = side();
+	char sql[128];
+	int64_t end = now_ms() + 10000;
+
+	sql_ok(c, "SET synchronous_commit = local");
+	if (names != NULL) {
+		snprintf(sql, sizeof(sql), "ALTER SYSTEM SET synchronous_standby_names = '%s'", names);
+		sql_ok(c, sql);
+	} else {
+		sql_ok(c, "ALTER SYSTEM RESET synchronous_standby_names");
+	}
+	sql_ok(c, "SELECT pg_reload_conf()");
+	PQfinish(c);
+	while (commits_wait() != (names != NULL)) {
+		ck_assert_msg(now_ms() < end, "synchronous_standby_names %s not in effect",
+			names != NULL ? names : "(reset)");
+		usleep(50 * 1000);
+	}
+}
+
+/* The teardown of the "indoubt" case (in the parent): never leave the
+ * server waiting for a standby. */
+static void
+sync_standby_reset(void)
+{
+	const char *keys[] = {"dbname", NULL};
+	const char *vals[] = {pg_url, NULL};
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
+
+	(void)try_sql(c, "SET synchronous_commit = local");
+	(void)try_sql(c, "ALTER SYSTEM RESET synchronous_standby_names");
+	(void)try_sql(c, "SELECT pg_reload_conf()");
+	PQfinish(c);
+}
+
+/* Issue 34: the connection lost after COMMIT was sent, its answer never
+ * read: ECHD_EINDOUBT, and rightly, as PostgreSQL did commit it. COMMIT is
+ * held by a synchronous standby that is not there (the commit is durable
+ * locally and shown once the wait ends); storage-timeout-ms passes. */
+START_TEST(test_lost_during_commit_in_doubt)
+{
+	struct storage_opts o = opts("indoubt", 7001, 500);
+	struct storage *st;
+	struct storage_txn *t;
+	struct storage_ha_state ha;
+	PGconn *pc = side();
+
+	OK(storage_open("postgres", &o, &st));
+	sql_ok(pc, "SET synchronous_commit = local");
+	sync_standby("nobody");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "doubt", "1");
+	FAILS(storage_txn_commit(t), ECHD_EINDOUBT);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
+	/* its backend still waits for the standby; ended, it shows the commit */
+	ck_assert_int_eq(sql_int(pc, "SELECT count(pg_terminate_backend(pid)) FROM "
+				     "pg_stat_activity WHERE application_name = 'echd' AND "
+				     "wait_event = 'SyncRep'"),
+		1);
+	sync_standby(NULL);
+	ck_assert_int_eq(rows_in(pc, "indoubt", "keys"), 1);
+	/* so a front end that takes over serves it */
+	ha = poll_until_active(st, 10000);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "doubt", "1");
+	storage_txn_abort(t);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Issue 34: a stall of the process between sending COMMIT and reading its
+ * answer, longer than timeout-ms: the answer is there, so the commit
+ * succeeded, and is not declared in doubt. */
+START_TEST(test_stall_after_commit_sent)
+{
+	struct storage_opts o = opts("stall", 7001, 300);
+	struct storage *st;
+	struct storage_txn *t;
+	PGconn *pc = side();
+
+	OK(storage_open("postgres", &o, &st));
+	st_pg_test_stall(800);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "k", "1");
+	OK(storage_txn_commit(t));
+	st_pg_test_stall(0);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(rows_in(pc, "stall", "keys"), 1);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Issue 34: rows PostgreSQL did not store were acknowledged. A trigger
+ * that drops them (RETURN NULL) answers INSERT 0 0; each statement now
+ * checks its row count, and the commit fails (nothing of it anywhere, the
+ * front end still active). Deletes likewise. */
+START_TEST(test_rows_not_stored_fail_the_commit)
+{
+	struct storage *st = open_pg("dropped", 7001);
+	struct storage_txn *t;
+	struct st_buf kb = {"kept", 4};
+	PGconn *pc = side();
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "kept", "1");
+	OK(storage_txn_commit(t));
+	sql_ok(pc, "CREATE FUNCTION dropped.drop_row() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN RETURN NULL; END$$");
+	sql_ok(pc, "CREATE TRIGGER drop_ins BEFORE INSERT OR UPDATE ON dropped.keys FOR EACH ROW "
+		   "EXECUTE FUNCTION dropped.drop_row()");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_PEL, "p", "1");
+	put_s(t, STORAGE_T_KEYS, "new", "1");
+	FAILS(storage_txn_commit(t), -EIO);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(rows_in(pc, "dropped", "pel"), 0);
+	/* an update dropped too */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_KEYS, "new", NULL);
+	put_s(t, STORAGE_T_KEYS, "kept", "2");
+	FAILS(storage_txn_commit(t), -EIO);
+	sql_ok(pc, "DROP TRIGGER drop_ins ON dropped.keys");
+	sql_ok(pc, "CREATE TRIGGER drop_del BEFORE DELETE ON dropped.keys FOR EACH ROW "
+		   "EXECUTE FUNCTION dropped.drop_row()");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_KEYS, "kept", "1");
+	OK(storage_del(t, STORAGE_T_KEYS, &kb));
+	put_s(t, STORAGE_T_KEYS, "gone", "1");
+	OK(storage_del(t, STORAGE_T_KEYS, &(struct st_buf){"gone", 4})); /* never in PostgreSQL */
+	FAILS(storage_txn_commit(t), -EIO);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "kept", "1");
+	storage_txn_abort(t);
+	sql_ok(pc, "DROP TRIGGER drop_del ON dropped.keys");
+	/* without them, the same commits go through */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_del(t, STORAGE_T_KEYS, &kb));
+	put_s(t, STORAGE_T_KEYS, "gone", "1");
+	OK(storage_del(t, STORAGE_T_KEYS, &(struct st_buf){"gone", 4}));
+	put_s(t, STORAGE_T_KEYS, "new", "1");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "dropped", "keys"), 1);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM dropped.keys WHERE k = 'new'"), 1);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Issue 34: echd refuses to start on tables whose writes PostgreSQL may
+ * change (a trigger, a rule, row level security), and a standby refuses
+ * to take over on them. */
+START_TEST(test_triggers_and_rules_refused)
+{
+	static const char *const bad[][2] = {
+		{"CREATE TRIGGER t AFTER INSERT ON plain.pel FOR EACH STATEMENT "
+		 "EXECUTE FUNCTION plain.nop()", "DROP TRIGGER t ON plain.pel"},
+		{"CREATE RULE r AS ON INSERT TO plain.entries DO INSTEAD NOTHING",
+			"DROP RULE r ON plain.entries"},
+		{"ALTER TABLE plain.keys ENABLE ROW LEVEL SECURITY",
+			"ALTER TABLE plain.keys DISABLE ROW LEVEL SECURITY"},
+		{"CREATE TRIGGER t BEFORE UPDATE ON plain.ha FOR EACH ROW "
+		 "EXECUTE FUNCTION plain.nop()", "DROP TRIGGER t ON plain.ha"},
+	};
+	struct storage_opts o = opts("plain", 7001, 0);
+	struct storage *st = open_pg("plain", 7001), *b;
+	struct storage_ha_state ha;
+	PGconn *pc = side();
+
+	storage_close(st);
+	sql_ok(pc, "CREATE FUNCTION plain.nop() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN RETURN NEW; END$$");
+	/* a table of the user's own in the schema may have them */
+	sql_ok(pc, "CREATE TABLE plain.mine (x int)");
+	sql_ok(pc, "CREATE TRIGGER t AFTER INSERT ON plain.mine FOR EACH ROW "
+		   "EXECUTE FUNCTION plain.nop()");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sql_ok(pc, bad[i][0]);
+		st = NULL;
+		o = opts("plain", 7001, 0);
+		FAILS(storage_open("postgres", &o, &st), -EPERM);
+		ck_assert_ptr_null(st);
+		sql_ok(pc, bad[i][1]);
+	}
+	/* a standby finds one at takeover: it stays a standby */
+	st = open_pg("plain", 7001);
+	b = open_pg("plain", 7002);
+	ck_assert_int_eq(role(b), STORAGE_ROLE_STANDBY);
+	sql_ok(pc, bad[0][0]);
+	storage_close(st);
+	usleep(200 * 1000);
+	FAILS(storage_ha_poll(ha_of(b), &ha), -EPERM);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(poll_role(b, NULL), STORAGE_ROLE_STANDBY);
+	sql_ok(pc, bad[0][1]);
+	ha = poll_until_active(b, 3000);
+	ck_assert_int_eq(ha.role, STORAGE_ROLE_ACTIVE);
+	PQfinish(pc);
+	storage_close(b);
+}
+END_TEST
+
+/* Issue 34: a hung active front end (SIGSTOP, a VM pause) kept its session
+ * and so its lock: no standby took over. With a lease PostgreSQL ends a
+ * session idle that long; a standby takes over; the hung one, resumed,
+ * serves no read from its old state (storage_ha_confirm()) and commits
+ * nothing. A healthy one, polling, keeps its place. */
+START_TEST(test_lease_replaces_hung_active)
+{
+	struct storage *a = open_leased("lease", 7001, 600), *b;
+	struct storage_txn *t;
+	struct storage_ha_state hb;
+	PGconn *pc = side();
+	int64_t t0;
+	int rc;
+
+	b = open_leased("lease", 7002, 600);
+	ck_assert_int_eq(role(b), STORAGE_ROLE_STANDBY);
+	/* healthy: both poll every 100 ms for three leases */
+	for (t0 = now_ms(); now_ms() - t0 < 1800; usleep(100 * 1000)) {
+		ck_assert_int_eq(poll_role(a, NULL), STORAGE_ROLE_ACTIVE);
+		ck_assert_int_eq(poll_role(b, NULL), STORAGE_ROLE_STANDBY);
+	}
+	OK(storage_ha_confirm(ha_of(a)));
+	/* a hangs: only b polls */
+	t0 = now_ms();
+	hb = poll_until_active(b, 5000);
+	ck_assert_int_eq(hb.role, STORAGE_ROLE_ACTIVE);
+	ck_assert_msg(now_ms() - t0 < 1500, "takeover %lld ms after the hang",
+		(long long)(now_ms() - t0));
+	OK(storage_txn_begin(b, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "from b", "1");
+	OK(storage_txn_commit(t));
+	/* a resumes: still active as far as it knows, but past its lease it
+	 * must ask before answering a read */
+	ck_assert_int_eq(role(a), STORAGE_ROLE_ACTIVE);
+	rc = storage_ha_confirm(ha_of(a));
+	ck_assert_msg(rc == ECHD_EOFFLINE || rc == ECHD_ESTANDBY, "confirm: %d", rc);
+	ck_assert_int_ne(role(a), STORAGE_ROLE_ACTIVE);
+	FAILS(storage_txn_begin(a, NULL, 0, &t), rc);
+	ck_assert_int_eq(rows_in(pc, "lease", "keys"), 1);
+	/* and it comes back as a standby */
+	for (t0 = now_ms(); poll_role(a, NULL) != STORAGE_ROLE_STANDBY && now_ms() - t0 < 5000;) {
+		usleep(50 * 1000);
+	}
+	ck_assert_int_eq(role(a), STORAGE_ROLE_STANDBY);
+	PQfinish(pc);
+	storage_close(a);
+	storage_close(b);
 }
 END_TEST
 
@@ -768,6 +1270,8 @@ pg_suite(void)
 	tcase_add_test(tc, test_commit_split_under_limits);
 	tcase_add_test(tc, test_binary_and_large);
 	tcase_add_test(tc, test_refused_commit);
+	tcase_add_test(tc, test_rows_not_stored_fail_the_commit);
+	tcase_add_test(tc, test_triggers_and_rules_refused);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("ha");
@@ -778,6 +1282,18 @@ pg_suite(void)
 	tcase_add_test(tc, test_killed_session);
 	tcase_add_test(tc, test_killed_session_poll);
 	tcase_add_test(tc, test_commit_times_out);
+	tcase_add_test(tc, test_takeover_during_commit);
+	tcase_add_test(tc, test_lost_before_commit_ran);
+	tcase_add_test(tc, test_stall_after_commit_sent);
+	tcase_add_test(tc, test_lease_replaces_hung_active);
+	suite_add_tcase(s, tc);
+
+	/* alone: it makes the server wait for a synchronous standby; the
+	 * teardown (in the parent) undoes that even when the test fails */
+	tc = tcase_create("indoubt");
+	tcase_set_timeout(tc, 120);
+	tcase_add_unchecked_fixture(tc, NULL, sync_standby_reset);
+	tcase_add_test(tc, test_lost_during_commit_in_doubt);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("open");
