@@ -24,6 +24,12 @@ static void block_timeout_cb(evutil_socket_t fd, short what, void *arg);
 static void
 ready_push(struct brk_server *srv, struct brk_conn *w)
 {
+	brk_block_ready(srv, w);
+}
+
+void
+brk_block_ready(struct brk_server *srv, struct brk_conn *w)
+{
 	if (w->blk == NULL || w->blk->ready) {
 		return;
 	}
@@ -471,6 +477,7 @@ brk_unblock(struct brk_conn *c)
 	if (b == NULL) {
 		return;
 	}
+	brk_fetch_forget(c);
 	for (int i = 0; i < b->nkeys; i++) {
 		wk_remove_waiter(srv, b->keys[i], c);
 	}
@@ -501,9 +508,11 @@ brk_unblock(struct brk_conn *c)
 	argv_free(&b->req);
 	argv_free(&b->orig);
 	echd_free(b->keys);
+	if (b->kind != BRK_BLOCK_FETCH) {
+		srv->blocked_clients--;
+	}
 	echd_free(b);
 	c->blk = NULL;
-	srv->blocked_clients--;
 }
 
 int
@@ -527,7 +536,9 @@ brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms)
 	}
 	c->blk = b;
 	x->blocked = true;
-	x->srv->blocked_clients++;
+	if (kind != BRK_BLOCK_FETCH) {
+		x->srv->blocked_clients++; /* a fetch wait is not a blocking command */
+	}
 	return 0;
 oom:
 	argv_free(&b->req);
@@ -659,7 +670,18 @@ brk_serve_ready(struct brk_server *srv)
 		head = b->next_ready;
 		b->ready = false;
 		b->next_ready = NULL;
-		brk_conn_execute(c, b->req.argc, b->req.argv, true);
+		if (b->kind == BRK_BLOCK_FETCH) {
+			/* a command that waited for rows runs again as it came */
+			struct brk_argv a = b->req;
+
+			b->req.argc = 0;
+			b->req.argv = NULL;
+			brk_unblock(c);
+			brk_conn_execute(c, a.argc, a.argv, false);
+			argv_free(&a);
+		} else {
+			brk_conn_execute(c, b->req.argc, b->req.argv, true);
+		}
 		if (c->blk == NULL) {
 			brk_conn_mark_pending(c); /* run what it pipelined meanwhile */
 		}
