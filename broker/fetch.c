@@ -21,10 +21,15 @@
 #include <event2/event.h>
 
 #include "broker.h"
+#include "http.h"
 #include "server.h"
 
-/* Rounds one command may wait for fetches before it is answered an error. */
-#define BRK_FETCH_ROUNDS_MAX 64
+/* Rounds one command may wait for fetches before it is answered an error.
+ * A long scan needs many (fetches grow to 16384 rows: an XRANGE - + of a
+ * million cold entries takes some 70); one whose rows are evicted between
+ * its rounds (which only a busy cache under other fetches can do) would
+ * never end. */
+#define BRK_FETCH_ROUNDS_MAX 1024
 
 static void
 fetch_cb(evutil_socket_t fd, short what, void *arg)
@@ -118,6 +123,7 @@ brk_fetch_turn(struct brk_server *srv)
 			brk_block_ready(srv, c);
 			c = next;
 		}
+		brk_http_fetch_landed(srv);
 	}
 	watch(srv, &fs);
 }

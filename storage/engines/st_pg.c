@@ -1647,7 +1647,6 @@ send_failed:
 #define PG_ROW_COST       96    /* a cached row's bytes besides key and value (mem's node and row) */
 #define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
 #define PG_FETCH_ROWS_MAX 16384
-#define PG_FETCH_ROWS_MIN 32
 #define PG_EVICT_ROWS     8192  /* rows one poll drops at most */
 #define PG_FETCH_ERR_MS   1000  /* misses answer a failed fetch's error this long */
 #define PG_FETCH_POLL_MS  100
@@ -1852,15 +1851,19 @@ fetch_send(struct st_pg *s)
 	return 0;
 }
 
-/* How many rows r asks for: hint (0: PG_FETCH_ROWS), more when it goes on
- * where the last forward one ended, within what a quarter of the cache
- * holds of rows of ~64 bytes. */
+/* How many rows r asks for: the hint, at least PG_FETCH_ROWS, twice as many as
+ * last time when it goes on where the last forward one ended (a long scan
+ * gets there in a few rounds), within what a quarter of the cache holds of
+ * rows of ~64 bytes, but never fewer than PG_FETCH_ROWS. */
 static unsigned
 fetch_rows(const struct st_pg *s, const struct pg_req *r, unsigned hint)
 {
 	uint64_t cap = s->cache_max / 4 / (PG_ROW_COST + 64);
-	uint64_t rows = hint != 0 ? hint : PG_FETCH_ROWS;
+	uint64_t rows = hint > PG_FETCH_ROWS ? hint : PG_FETCH_ROWS;
 
+	if (cap < PG_FETCH_ROWS) {
+		cap = PG_FETCH_ROWS;
+	}
 	if (!r->back && r->ix == s->seq_ix && pgc_bound_cmp(&r->lo, &s->seq_end) == 0 &&
 		rows < (uint64_t)s->seq_rows * 2) {
 		rows = (uint64_t)s->seq_rows * 2;
@@ -1871,7 +1874,7 @@ fetch_rows(const struct st_pg *s, const struct pg_req *r, unsigned hint)
 	if (rows > cap) {
 		rows = cap;
 	}
-	return rows < PG_FETCH_ROWS_MIN ? PG_FETCH_ROWS_MIN : (unsigned)rows;
+	return (unsigned)rows;
 }
 
 /* A read of lazy table ix needs what is at `at` and has not got it: queues
