@@ -118,6 +118,7 @@ _Static_assert(sizeof(pg_tables) / sizeof(pg_tables[0]) == STORAGE_T__COUNT,
 
 /* The lazy tables of the partial cache: read by range when needed. */
 #define PG_NLAZY 2
+#define PG_NSEQ  8
 static const enum storage_table pg_lazy_tb[PG_NLAZY] = {STORAGE_T_ENTRIES, STORAGE_T_NODES};
 
 /* A fetch: the rows of [lo, hi) of a lazy table, the first (back: the
@@ -188,10 +189,14 @@ struct st_pg {
 	int64_t fconn_retry_ms;  /* no new connection before this */
 	int fetch_err;           /* the last failure, answered to misses ... */
 	int64_t fetch_err_ms;    /* ... until this time */
-	/* a forward fetch that starts where the last one ended fetches more */
-	int seq_ix;
-	struct pgc_bound seq_end;
-	unsigned seq_rows;
+	/* a forward fetch that starts where a recent one ended fetches more
+	 * (scans of several clients interleave: a few are remembered) */
+	struct pg_seq {
+		int ix; /* -1: none */
+		struct pgc_bound end;
+		unsigned rows;
+	} seq[PG_NSEQ];
+	unsigned seq_next;
 	uint64_t landed, misses, fetched_rows, evicted_rows;
 };
 
@@ -1146,7 +1151,9 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->fetch.st = &s->fwd.base;
 	s->cache_max = set.cache_size;
 	s->lazy = set.cache_size > 0 && !o->read_only;
-	s->seq_ix = -1;
+	for (int i = 0; i < PG_NSEQ; i++) {
+		s->seq[i].ix = -1;
+	}
 	s->role = STORAGE_ROLE_OFFLINE;
 	s->read_only = o->read_only;
 	s->url = dup_or_null(set.url);
@@ -1777,7 +1784,9 @@ lazy_reset(struct st_pg *s, struct pgc_spans *fresh)
 	fconn_close(s);
 	s->nq = 0;
 	s->fetch_err = 0;
-	s->seq_ix = -1;
+	for (int i = 0; i < PG_NSEQ; i++) {
+		s->seq[i].ix = -1;
+	}
 	s->landed++;
 }
 
@@ -1864,9 +1873,13 @@ fetch_rows(const struct st_pg *s, const struct pg_req *r, unsigned hint)
 	if (cap < PG_FETCH_ROWS) {
 		cap = PG_FETCH_ROWS;
 	}
-	if (!r->back && r->ix == s->seq_ix && pgc_bound_cmp(&r->lo, &s->seq_end) == 0 &&
-		rows < (uint64_t)s->seq_rows * 2) {
-		rows = (uint64_t)s->seq_rows * 2;
+	for (int i = 0; i < PG_NSEQ && !r->back; i++) {
+		const struct pg_seq *q = &s->seq[i];
+
+		if (q->ix == r->ix && pgc_bound_cmp(&r->lo, &q->end) == 0 &&
+			rows < (uint64_t)q->rows * 2) {
+			rows = (uint64_t)q->rows * 2;
+		}
 	}
 	if (cap > PG_FETCH_ROWS_MAX) {
 		cap = PG_FETCH_ROWS_MAX;
@@ -1980,9 +1993,11 @@ fetch_apply(struct st_pg *s, const struct pg_req *r, PGresult *res)
 	}
 	storage_txn_abort(t);
 	if (rc == 0 && !r->back) {
-		s->seq_ix = r->ix;
-		s->seq_end = hi;
-		s->seq_rows = r->rows;
+		struct pg_seq *q = &s->seq[s->seq_next++ % PG_NSEQ];
+
+		q->ix = r->ix;
+		q->end = hi;
+		q->rows = r->rows;
 	}
 	return rc;
 }
