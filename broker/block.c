@@ -656,18 +656,29 @@ brk_block_claim_at(struct brk_ctx *x, uint64_t at_ms)
 	return 0;
 }
 
-/* Runs the commands of clients whose keys changed, in arrival order. */
+/* Runs the commands of clients whose keys changed (or whose rows were
+ * fetched), in arrival order: those queued when it begins, taken off the
+ * queue one at a time (a command run here may end another's block, which
+ * unlinks it), within batch-max-commands but one at least. */
 void
 brk_serve_ready(struct brk_server *srv)
 {
-	struct brk_conn *head = srv->ready_head;
+	size_t n = 0;
 
-	srv->ready_head = srv->ready_tail = NULL;
-	while (head != NULL) {
-		struct brk_conn *c = head;
+	for (struct brk_conn *r = srv->ready_head; r != NULL; r = r->blk->next_ready) {
+		n++;
+	}
+	for (size_t ran = 0; ran < n && srv->ready_head != NULL; ran++) {
+		struct brk_conn *c = srv->ready_head;
 		struct brk_block *b = c->blk;
 
-		head = b->next_ready;
+		if (ran > 0 && srv->batch_cmds >= (uint64_t)srv->cfg.batch_max_commands) {
+			break; /* the rest next turn, first */
+		}
+		srv->ready_head = b->next_ready;
+		if (srv->ready_head == NULL) {
+			srv->ready_tail = NULL;
+		}
 		b->ready = false;
 		b->next_ready = NULL;
 		if (b->kind == BRK_BLOCK_FETCH) {

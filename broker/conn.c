@@ -1149,9 +1149,10 @@ again:
 	if (rc < 0 && queued) {
 		return rc; /* EXEC undoes its transaction and says why */
 	}
-	if (!queued && (rc == ECHD_EWOULDFETCH || (rc == 0 && missed(srv, misses0)))) {
+	if (!queued && (rc == ECHD_EWOULDFETCH || missed(srv, misses0))) {
 		/* rows not in memory yet: nothing of it stands (a write ran
-		 * nested); it waits for them and runs again (fetch.c) */
+		 * nested), whatever it answered (an error made of a miss too);
+		 * it waits for them and runs again (fetch.c) */
 		resp_buf_truncate(&c->out, mark);
 		rc = brk_fetch_park(x);
 		if (rc == 0) {

@@ -252,7 +252,7 @@ again:
 		}
 	}
 	if (rc == ECHD_EWOULDFETCH ||
-		(rc == 0 && srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0)) {
+		(srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0)) {
 		/* Rows not in memory yet: nothing of it stands, and EXEC runs
 		 * again, whole, once they are (conn.c parks it: fetch.c). */
 		storage_txn_abort(child);

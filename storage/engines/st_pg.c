@@ -1655,6 +1655,7 @@ send_failed:
 #define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
 #define PG_FETCH_ROWS_MAX 16384
 #define PG_EVICT_ROWS     8192  /* rows one poll drops at most */
+#define PG_FETCH_BYTES_MIN ((uint64_t)1 << 20)
 #define PG_FETCH_ERR_MS   1000  /* misses answer a failed fetch's error this long */
 #define PG_FETCH_POLL_MS  100
 
@@ -1828,6 +1829,14 @@ fail:
 	return ECHD_EOFFLINE;
 }
 
+/* The bytes of values one fetch brings at most: a quarter of the cache,
+ * but PG_FETCH_BYTES_MIN at least. */
+static uint64_t
+fetch_bytes(const struct st_pg *s)
+{
+	return s->cache_max / 4 > PG_FETCH_BYTES_MIN ? s->cache_max / 4 : PG_FETCH_BYTES_MIN;
+}
+
 /* Sends q[0]. Returns 0, or ECHD_EOFFLINE (the connection closed). */
 static int
 fetch_send(struct st_pg *s)
@@ -1837,7 +1846,8 @@ fetch_send(struct st_pg *s)
 	const int pf[2] = {1, 1};
 	const char *pv[2];
 	int pl[2], n = 0;
-	char sql[512], cond[64] = "";
+	char sql[768], cond[64] = "";
+	const char *dir = r->back ? " DESC" : "";
 	size_t clen = 0;
 
 	if (r->lo.len > 0) {
@@ -1850,8 +1860,15 @@ fetch_send(struct st_pg *s)
 		pl[n++] = r->hi.len;
 		snprintf(cond + clen, sizeof(cond) - clen, " AND k < $%d", n);
 	}
-	snprintf(sql, sizeof(sql), "SELECT k, v FROM %s.%s WHERE true%s ORDER BY k%s LIMIT %u",
-		s->qschema, pg_tables[pg_lazy_tb[r->ix]], cond, r->back ? " DESC" : "", r->rows);
+	/* r->rows rows, but no more than fetch_bytes() of values (one row at
+	 * least): n says how many rows there were before that cut */
+	snprintf(sql, sizeof(sql),
+		"SELECT k, v, n FROM (SELECT k, v, count(*) OVER () AS n, sum(octet_length(v)) "
+		"OVER (ORDER BY k%s ROWS UNBOUNDED PRECEDING) - octet_length(v) AS before FROM "
+		"(SELECT k, v FROM %s.%s WHERE true%s ORDER BY k%s LIMIT %u) i) j "
+		"WHERE before < %" PRIu64 " ORDER BY k%s",
+		dir, s->qschema, pg_tables[pg_lazy_tb[r->ix]], cond, dir, r->rows, fetch_bytes(s),
+		dir);
 	if (!PQsendQueryParams(s->fconn, sql, n, pt, pv, pl, pf, 1) || PQflush(s->fconn) < 0) {
 		return ECHD_EOFFLINE;
 	}
@@ -1947,6 +1964,24 @@ need(struct st_pg *s, int ix, const struct pgc_bound *lo, const struct pgc_bound
 	return miss(s, ix, back, back ? hi : lo, hint);
 }
 
+/* How many rows the answer had before fetch_bytes() cut it (column n,
+ * an int8 in binary). */
+static unsigned
+inner_rows(PGresult *res)
+{
+	const unsigned char *p;
+	uint64_t v = 0;
+
+	if (PQntuples(res) == 0 || PQgetlength(res, 0, 2) != 8) {
+		return 0;
+	}
+	p = (const unsigned char *)PQgetvalue(res, 0, 2);
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return (unsigned)v;
+}
+
 /* Puts the rows of answer res to r in the cache, but for those it holds
  * (newer) and those deleted since r left; the range r covers becomes a
  * span. No transaction is open. */
@@ -1979,8 +2014,9 @@ fetch_apply(struct st_pg *s, const struct pg_req *r, PGresult *res)
 			rc = pgc_parts_touch(&s->parts, k.data, k.len);
 		}
 	}
-	if (rc == 0 && n > 0 && (unsigned)n >= r->rows) {
-		/* as far as the last row it got */
+	if (rc == 0 && n > 0 && ((unsigned)n >= r->rows || (unsigned)n < inner_rows(res))) {
+		/* as far as the last row it got (all it asked for, or all its
+		 * bytes allowed) */
 		const char *p = PQgetvalue(res, n - 1, 0);
 		rc = bound_at(r->back ? &lo : &hi, p, (size_t)PQgetlength(res, n - 1, 0), !r->back);
 	}

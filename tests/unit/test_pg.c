@@ -1042,6 +1042,59 @@ START_TEST(test_lazy_delete_during_fetch)
 }
 END_TEST
 
+/* Big rows: one fetch brings about a megabyte of values, whatever rows it
+ * asked for, and a scan still gets every row in order. */
+START_TEST(test_lazy_big_rows)
+{
+	struct storage *st = open_pg("lazyb", 7001);
+	struct storage_fetch_state fs;
+	struct storage_txn *t;
+	unsigned char k[24];
+	static char big[64 * 1024];
+	int rounds;
+
+	memset(big, 'x', sizeof(big));
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (uint64_t n = 0; n < 100; n++) {
+		struct st_buf kb = ekey(k, 5, n), vb = {big, sizeof(big)};
+		OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+	}
+	OK(storage_txn_commit(t));
+	storage_close(st);
+	st = open_lazy("lazyb", 64 * 1024);
+	ck_assert_int_eq(get_fetched(st, 5, 0), 0);
+	OK(storage_fetch_poll(storage_fetch(st), &fs));
+	ck_assert_msg(fs.fetched_rows <= 17, "one fetch brought %llu rows of 64 KiB",
+		(unsigned long long)fs.fetched_rows);
+	for (rounds = 0;; rounds++) {
+		struct storage_cursor *c;
+		struct st_buf key, val, seek = ekey(k, 5, 0);
+		uint64_t n = 0;
+		int rc;
+
+		seek.len = 8;
+		OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+		OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+		rc = storage_cursor_seek(c, &seek, &key, &val);
+		while (rc == 0 && memcmp(key.data, k, 8) == 0) {
+			struct st_buf wk = ekey(k, 5, n++);
+			ck_assert(memcmp(key.data, wk.data, 24) == 0 && val.len == sizeof(big));
+			rc = storage_cursor_next(c, &key, &val);
+		}
+		storage_cursor_close(c);
+		storage_txn_abort(t);
+		if (rc != ECHD_EWOULDFETCH) {
+			ck_assert_uint_eq(n, 100);
+			break;
+		}
+		ck_assert_int_lt(rounds, 100);
+		(void)fetch_wait(st);
+	}
+	ck_assert_int_ge(rounds, 5);
+	storage_close(st);
+}
+END_TEST
+
 /* The spans: merged, cut, and the gaps a fetch asks for. */
 START_TEST(test_cache_spans)
 {
@@ -1115,6 +1168,7 @@ pg_suite(void)
 	tcase_add_test(tc, test_lazy_reads);
 	tcase_add_test(tc, test_lazy_back_and_writes);
 	tcase_add_test(tc, test_lazy_delete_during_fetch);
+	tcase_add_test(tc, test_lazy_big_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }
