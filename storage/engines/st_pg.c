@@ -1878,18 +1878,15 @@ fetch_send(struct st_pg *s)
 }
 
 /* How many rows r asks for: the hint, at least PG_FETCH_ROWS, twice as many as
- * last time when it goes on where the last forward one ended (a long scan
- * gets there in a few rounds), within what a quarter of the cache holds of
- * rows of ~64 bytes, but never fewer than PG_FETCH_ROWS. */
+ * last time when it goes on where a recent forward one ended (a long scan
+ * gets there in a few rounds), PG_FETCH_ROWS_MAX at most; fetch_bytes()
+ * bounds what they bring. */
 static unsigned
 fetch_rows(const struct st_pg *s, const struct pg_req *r, unsigned hint)
 {
-	uint64_t cap = s->cache_max / 4 / (PG_ROW_COST + 64);
+	uint64_t cap = PG_FETCH_ROWS_MAX;
 	uint64_t rows = hint > PG_FETCH_ROWS ? hint : PG_FETCH_ROWS;
 
-	if (cap < PG_FETCH_ROWS) {
-		cap = PG_FETCH_ROWS;
-	}
 	for (int i = 0; i < PG_NSEQ && !r->back; i++) {
 		const struct pg_seq *q = &s->seq[i];
 
@@ -1897,9 +1894,6 @@ fetch_rows(const struct st_pg *s, const struct pg_req *r, unsigned hint)
 			rows < (uint64_t)q->rows * 2) {
 			rows = (uint64_t)q->rows * 2;
 		}
-	}
-	if (cap > PG_FETCH_ROWS_MAX) {
-		cap = PG_FETCH_ROWS_MAX;
 	}
 	if (rows > cap) {
 		rows = cap;
