@@ -114,7 +114,8 @@ struct storage_opts {
 	 * recorded is shrunk to it, never below the data). postgres: url (a
 	 * libpq URI or key=value string), schema ("echd"), ha-name ("echd"),
 	 * announce-host and announce-port (this front end's address for
-	 * clients), timeout-ms (a longer round trip is a lost connection). */
+	 * clients), timeout-ms (a longer round trip is a lost connection),
+	 * cache-size (bytes of entries held in memory; 0: the whole schema). */
 	const struct storage_opt *opt;
 	size_t nopt;
 };

@@ -3,10 +3,12 @@
  *
  * The cache. Exactly one front end is active per schema (an advisory lock,
  * and fencing, below), so what it loaded when it became active plus what it
- * committed since is the schema's state. The whole schema is therefore kept
- * in an inner "mem" storage (st_mem.c) that this backend owns: every get and
+ * committed since is the schema's state. The schema is therefore kept in an
+ * inner "mem" storage (st_mem.c) that this backend owns: every get and
  * cursor is served from memory, and PostgreSQL sees only the load at
- * takeover and the writes at commit. Transactions, rows and cursors are
+ * takeover and the writes at commit. With cache-size, the entries and
+ * nodes tables are held only in part and read by range when needed ("The
+ * partial cache" below, issue 34); without, the whole schema. Transactions, rows and cursors are
  * forwarded to the inner storage by the forwarding base (forward.h), as
  * st_fault.c's are to lmdb; nested transactions and their aborts are the
  * inner engine's. What this file changes: the begin (only when active), the
@@ -51,7 +53,8 @@
  * which the connection counts as lost and is closed.
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
- * ha-name ("echd"), announce-host, announce-port, timeout-ms.
+ * ha-name ("echd"), announce-host, announce-port, timeout-ms, cache-size
+ * (0: the whole schema).
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
@@ -1651,7 +1654,7 @@ send_failed:
  * then nodes), and cuts the spans where it dropped.
  */
 
-#define PG_ROW_COST       96    /* a cached row's bytes besides key and value (mem's node and row) */
+#define PG_ROW_COST       96    /* a row's bytes besides key and value (mem's node, row) */
 #define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
 #define PG_FETCH_ROWS_MAX 16384
 #define PG_EVICT_ROWS     8192  /* rows one poll drops at most */
