@@ -25,10 +25,10 @@
 #include "server.h"
 
 /* Rounds one command may wait for fetches before it is answered an error.
- * A long scan needs many (fetches grow to 16384 rows: an XRANGE - + of a
- * million cold entries takes some 70); one whose rows are evicted between
- * its rounds (which only a busy cache under other fetches can do) would
- * never end. */
+ * A long scan needs many (fetches grow to 4096 rows: an XRANGE - + of a
+ * million cold entries takes some 250, each running the command again);
+ * one whose rows are evicted between its rounds (which only a busy cache
+ * under other fetches can do) would never end. */
 #define BRK_FETCH_ROUNDS_MAX 1024
 
 static void

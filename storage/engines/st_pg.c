@@ -1656,8 +1656,8 @@ send_failed:
 
 #define PG_ROW_COST       96    /* a row's bytes besides key and value (mem's node, row) */
 #define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
-#define PG_FETCH_ROWS_MAX 16384
-#define PG_EVICT_ROWS     8192  /* rows one poll drops at most */
+#define PG_FETCH_ROWS_MAX 4096  /* what one poll puts in (and so stalls the loop for) */
+#define PG_EVICT_ROWS     4096  /* rows one poll drops at most */
 #define PG_FETCH_BYTES_MIN ((uint64_t)1 << 20)
 #define PG_FETCH_ERR_MS   1000  /* misses answer a failed fetch's error this long */
 #define PG_FETCH_POLL_MS  100
