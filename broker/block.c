@@ -24,6 +24,12 @@ static void block_timeout_cb(evutil_socket_t fd, short what, void *arg);
 static void
 ready_push(struct brk_server *srv, struct brk_conn *w)
 {
+	brk_block_ready(srv, w);
+}
+
+void
+brk_block_ready(struct brk_server *srv, struct brk_conn *w)
+{
 	if (w->blk == NULL || w->blk->ready) {
 		return;
 	}
@@ -471,6 +477,7 @@ brk_unblock(struct brk_conn *c)
 	if (b == NULL) {
 		return;
 	}
+	brk_fetch_forget(c);
 	for (int i = 0; i < b->nkeys; i++) {
 		wk_remove_waiter(srv, b->keys[i], c);
 	}
@@ -501,9 +508,11 @@ brk_unblock(struct brk_conn *c)
 	argv_free(&b->req);
 	argv_free(&b->orig);
 	echd_free(b->keys);
+	if (b->kind != BRK_BLOCK_FETCH) {
+		srv->blocked_clients--;
+	}
 	echd_free(b);
 	c->blk = NULL;
-	srv->blocked_clients--;
 }
 
 int
@@ -527,7 +536,9 @@ brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms)
 	}
 	c->blk = b;
 	x->blocked = true;
-	x->srv->blocked_clients++;
+	if (kind != BRK_BLOCK_FETCH) {
+		x->srv->blocked_clients++; /* a fetch wait is not a blocking command */
+	}
 	return 0;
 oom:
 	argv_free(&b->req);
@@ -645,21 +656,43 @@ brk_block_claim_at(struct brk_ctx *x, uint64_t at_ms)
 	return 0;
 }
 
-/* Runs the commands of clients whose keys changed, in arrival order. */
+/* Runs the commands of clients whose keys changed (or whose rows were
+ * fetched), in arrival order: those queued when it begins, taken off the
+ * queue one at a time (a command run here may end another's block, which
+ * unlinks it), within batch-max-commands but one at least. */
 void
 brk_serve_ready(struct brk_server *srv)
 {
-	struct brk_conn *head = srv->ready_head;
+	size_t n = 0;
 
-	srv->ready_head = srv->ready_tail = NULL;
-	while (head != NULL) {
-		struct brk_conn *c = head;
+	for (struct brk_conn *r = srv->ready_head; r != NULL; r = r->blk->next_ready) {
+		n++;
+	}
+	for (size_t ran = 0; ran < n && srv->ready_head != NULL; ran++) {
+		struct brk_conn *c = srv->ready_head;
 		struct brk_block *b = c->blk;
 
-		head = b->next_ready;
+		if (ran > 0 && srv->batch_cmds >= (uint64_t)srv->cfg.batch_max_commands) {
+			break; /* the rest next turn, first */
+		}
+		srv->ready_head = b->next_ready;
+		if (srv->ready_head == NULL) {
+			srv->ready_tail = NULL;
+		}
 		b->ready = false;
 		b->next_ready = NULL;
-		brk_conn_execute(c, b->req.argc, b->req.argv, true);
+		if (b->kind == BRK_BLOCK_FETCH) {
+			/* a command that waited for rows runs again as it came */
+			struct brk_argv a = b->req;
+
+			b->req.argc = 0;
+			b->req.argv = NULL;
+			brk_unblock(c);
+			brk_conn_execute(c, a.argc, a.argv, false);
+			argv_free(&a);
+		} else {
+			brk_conn_execute(c, b->req.argc, b->req.argv, true);
+		}
 		if (c->blk == NULL) {
 			brk_conn_mark_pending(c); /* run what it pipelined meanwhile */
 		}

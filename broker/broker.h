@@ -67,7 +67,11 @@ struct brk_block {
 	const struct brk_cmd *cmd; /* counted in commandstats when it answers */
 	/* WAIT/WAITAOF wait for replicas echd never has: they block on no key
 	 * until their timeout, then answer what they have. */
-	enum { BRK_BLOCK_READ, BRK_BLOCK_WAIT, BRK_BLOCK_WAITAOF } kind;
+	enum { BRK_BLOCK_READ, BRK_BLOCK_WAIT, BRK_BLOCK_WAITAOF, BRK_BLOCK_FETCH } kind;
+	/* fetch.c: waiting for rows the storage is fetching (BRK_BLOCK_FETCH:
+	 * only that; a reader: that too), on the list srv->fetch_head */
+	bool fetch_wait;
+	struct brk_conn *fetch_next;
 	bool numlocal;          /* WAITAOF asked for the local flush */
 	uint64_t run_us;        /* time its runs took, for SLOWLOG */
 	struct brk_conn *next_ready;
@@ -129,6 +133,7 @@ struct brk_conn {
 	uint64_t obuf_soft_since; /* when the soft limit was first exceeded */
 	char last_cmd[32];
 	struct brk_block *blk;   /* non-NULL while blocked */
+	int fetch_rounds;        /* fetch.c: fetches its command has waited for in a row */
 	/* MULTI/EXEC */
 	bool multi;              /* queueing */
 	bool multi_dirty;        /* a command was refused while queueing: EXEC aborts */
@@ -296,7 +301,15 @@ struct brk_server {
 	size_t wk_size, wk_count;
 	struct brk_waitkey *touched;
 	struct brk_conn *ready_head, *ready_tail;
-	uint64_t blocked_clients;
+	uint64_t blocked_clients;   /* by blocking commands (not fetch waits) */
+	/* fetching (fetch.c): NULL when the storage holds all it has */
+	struct storage_fetch *fetch;
+	struct storage_fetch_state fetch_state; /* the last poll's */
+	uint64_t fetch_landed;      /* fetch_state.landed when the waiters last ran */
+	struct brk_conn *fetch_head; /* clients waiting for a fetch */
+	struct event *fetch_ev, *fetch_timer;
+	int fetch_fd;
+	short fetch_what;
 	/* statistics */
 	struct brk_stats stats;
 	uint64_t syncs_at_reset; /* storage flushes before CONFIG RESETSTAT */
@@ -480,6 +493,22 @@ int brk_block_claim_at(struct brk_ctx *x, uint64_t at_ms);
  * whose replicas never come. kind is BRK_BLOCK_WAIT or _WAITAOF. */
 int brk_block_wait(struct brk_ctx *x, int kind, bool numlocal, uint64_t timeout_ms);
 void brk_unblock(struct brk_conn *c);
+/* Queues blocked client c to run its command again in the next turn. */
+void brk_block_ready(struct brk_server *srv, struct brk_conn *c);
+
+/* fetch.c: commands waiting for rows the storage is fetching (storage.h's
+ * fetch interface). brk_fetch_init() after the storage and the loop are
+ * up: 0 or -ENOMEM. brk_fetch_turn() at the end of each turn, with no
+ * batch open: polls the storage, and queues the waiting commands to run
+ * again once a fetch landed. brk_fetch_park() parks x's command (its
+ * reply not written, its work undone): 0, ECHD_ELIMIT when it has waited
+ * too many rounds already, or -ENOMEM. brk_fetch_forget() takes a
+ * client whose block ends off the list. */
+int brk_fetch_init(struct brk_server *srv);
+void brk_fetch_finish(struct brk_server *srv);
+void brk_fetch_turn(struct brk_server *srv);
+int brk_fetch_park(struct brk_ctx *x);
+void brk_fetch_forget(struct brk_conn *c);
 /* The blocked command as its client sent it. */
 static inline const struct brk_argv *
 brk_block_argv(const struct brk_block *b)

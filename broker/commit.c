@@ -483,6 +483,7 @@ brk_batch_end(struct brk_server *srv)
 		answered += release_or_wait(srv, c);
 	}
 	srv->held = NULL;
+	brk_fetch_turn(srv); /* no transaction open: fetched rows go in, waiters wake */
 	/* a turn that touched no storage still ends a batch of commands */
 	srv->batch_cmds = 0;
 	answered += brk_release_durable(srv, 0);

@@ -123,6 +123,10 @@ static const struct opt opts[] = {
 	{"storage-timeout-ms", OPT_INT, false, "5000", OFF(storage_timeout_ms), 10, 3600000, NULL,
 		"postgres: a round trip longer than this many milliseconds is a lost connection",
 		"postgres.timeout-ms"},
+	{"storage-cache-size", OPT_MEM, false, "64mb", OFF(storage_cache_size), 0, LLMAX, NULL,
+		"postgres: memory the active front end keeps stream entries in (estimated); the "
+		"rest is read from PostgreSQL when needed; 0 = the whole schema, loaded at takeover",
+		"postgres.cache-size"},
 	{"ha-name", OPT_STR, false, "echd", OFF(ha_name), 0, 0, NULL,
 		"the service's name for SENTINEL (get-master-addr-by-name, masters)",
 		"postgres.ha-name"},

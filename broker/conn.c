@@ -778,6 +778,14 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
  * map fails only them. */
 #define NEST_ARG_BYTES (1024 * 1024)
 
+/* Whether the storage answered a read of this command "not here yet"
+ * (fetch.c), even when the command did not pass that on. */
+static bool
+missed(const struct brk_server *srv, uint64_t misses0)
+{
+	return srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0;
+}
+
 /* Runs the handler inside the right transaction; returns its result.
  *
  * A write command runs straight on the batch transaction: each command
@@ -786,13 +794,15 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
  * holds becomes an error), which keeps each command all-or-nothing. Nested
  * transactions cost a copy of every page a command touches, so they are
  * kept for when a failure is likely: a near-full map at maxdisk, a large
- * command, or one that writes rows without bound (BRK_CMD_BULK: COPY).
- * *nested says which way it ran. */
+ * command, one that writes rows without bound (BRK_CMD_BULK: COPY), or a
+ * storage that may answer a read ECHD_EWOULDFETCH (fetch.c: the command
+ * is undone and runs again later). *nested says which way it ran. */
 static int
 run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 {
 	struct brk_server *srv = x->srv;
 	struct storage_txn *batch = NULL, *child = NULL;
+	uint64_t misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
 	size_t bytes = 0;
 	int rc;
 
@@ -814,7 +824,8 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	for (int i = 0; i < x->argc && bytes <= NEST_ARG_BYTES; i++) {
 		bytes += x->argv[i].len;
 	}
-	if (!srv->savepoints && bytes <= NEST_ARG_BYTES && !(cmd->flags & BRK_CMD_BULK)) {
+	if (!srv->savepoints && srv->fetch == NULL && bytes <= NEST_ARG_BYTES &&
+		!(cmd->flags & BRK_CMD_BULK)) {
 		rc = cmd->fn(x);
 		if (rc == 0 && (x->dirty > 0 || brk_cmd_wrote(x))) {
 			brk_batch_wrote(srv, x->c);
@@ -830,6 +841,9 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	x->txn = child;
 	x->writes0 = 0;
 	rc = cmd->fn(x);
+	if (rc == 0 && missed(srv, misses0)) {
+		rc = ECHD_EWOULDFETCH; /* a miss it did not pass on: its reply may be wrong */
+	}
 	if (rc != 0 || (x->dirty == 0 && !brk_cmd_wrote(x))) {
 		storage_txn_abort(child);
 		return rc;
@@ -1112,7 +1126,7 @@ run_command(struct brk_ctx *x, const struct brk_cmd *cmd, struct brk_cmdstat *st
 	struct brk_server *srv = x->srv;
 	struct brk_conn *c = x->c;
 	bool queued = x->in_exec, nested = false;
-	uint64_t t0;
+	uint64_t t0, misses0;
 	int rc, tries = 0;
 
 	if (!queued) {
@@ -1130,9 +1144,28 @@ run_command(struct brk_ctx *x, const struct brk_cmd *cmd, struct brk_cmdstat *st
 again:
 	x->dirty = 0;
 	x->blocked = false;
+	misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
 	rc = queued ? run_in_exec(x, cmd) : run_handler(x, cmd, &nested);
 	if (rc < 0 && queued) {
 		return rc; /* EXEC undoes its transaction and says why */
+	}
+	if (!queued && (rc == ECHD_EWOULDFETCH || missed(srv, misses0))) {
+		/* rows not in memory yet: nothing of it stands (a write ran
+		 * nested), whatever it answered (an error made of a miss too);
+		 * it waits for them and runs again (fetch.c) */
+		resp_buf_truncate(&c->out, mark);
+		rc = brk_fetch_park(x);
+		if (rc == 0) {
+			return 1;
+		}
+		if (rc == ECHD_ELIMIT) {
+			resp_add_error(x->w, "ERR storage-cache-size is too small for this command: "
+					     "the rows it reads did not stay in memory until it ran");
+			rc = 0;
+		}
+	}
+	if (!queued) {
+		c->fetch_rounds = 0;
 	}
 	if (rc < 0) {
 		resp_buf_truncate(&c->out, mark);

@@ -33,7 +33,8 @@ brk_gc_step(struct brk_server *srv)
 	rc = stream_gc_step(child, (unsigned)srv->cfg.gc_batch_rows, &more);
 	if (rc != 0) {
 		storage_txn_abort(child);
-		if (rc != ECHD_EMAPFULL) {
+		/* not here yet: the rows are being fetched; the next turn goes on */
+		if (rc != ECHD_EMAPFULL && rc != ECHD_EWOULDFETCH) {
 			echd_log(ECHD_LOG_WARNING, "deleting rows of dropped streams: %s",
 				echd_strerror(rc));
 		}
@@ -111,7 +112,7 @@ brk_expire_step(struct brk_server *srv)
 		storage_txn_abort(child);
 	}
 	if (rc != 0) {
-		if (rc != ECHD_EMAPFULL) {
+		if (rc != ECHD_EMAPFULL && rc != ECHD_EWOULDFETCH) {
 			echd_log(ECHD_LOG_WARNING, "dropping expired keys: %s", echd_strerror(rc));
 		}
 		return; /* the next tick tries again */

@@ -311,7 +311,7 @@ brk_server_init(struct brk_server *srv)
 		echd_log(ECHD_LOG_WARNING, "cannot load group policies: %s", echd_strerror(rc));
 		return -1;
 	}
-	if (brk_ha_init(srv) != 0) {
+	if (brk_ha_init(srv) != 0 || brk_fetch_init(srv) != 0) {
 		return -1;
 	}
 	activated = brk_sd_listen_fds();
@@ -510,6 +510,7 @@ brk_server_finish(struct brk_server *srv)
 	brk_pubsub_finish(srv);
 	brk_policy_finish(srv);
 	brk_ha_finish(srv);
+	brk_fetch_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);
 	if (srv->st != NULL) {

@@ -110,6 +110,8 @@ echd_strerror(int err)
 		return "connection to the store lost during commit: outcome unknown";
 	case ECHD_EOFFLINE:
 		return "the store cannot be reached";
+	case ECHD_EWOULDFETCH:
+		return "rows not in memory yet: being fetched";
 	}
 	if (err < 0 && err > -4096) {
 		return strerror(-err);

@@ -27,6 +27,7 @@
 #define ECHD_ESTANDBY  -1008 /* this front end is not the active one of a shared store */
 #define ECHD_EINDOUBT  -1009 /* the store was lost during a commit: its outcome is unknown */
 #define ECHD_EOFFLINE  -1010 /* the store cannot be reached (reconnecting) */
+#define ECHD_EWOULDFETCH -1011 /* rows not in memory yet: fetching (storage_fetch()) */
 
 /* Returns borrowed static text for -errno values and ECHD_E* codes. */
 const char *echd_strerror(int err);

@@ -518,6 +518,28 @@ storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out)
 	return ha->ops->poll(ha->st, out);
 }
 
+struct storage_fetch *
+storage_fetch(struct storage *st)
+{
+	struct storage_fetch *f = storage_iface(st, STORAGE_IFACE_FETCH);
+
+	assert(f == NULL || (f->ops != NULL && f->st != NULL));
+	return f;
+}
+
+int
+storage_fetch_poll(struct storage_fetch *f, struct storage_fetch_state *out)
+{
+	assert(f->st->writer == NULL);
+	return f->ops->poll(f->st, out);
+}
+
+uint64_t
+storage_fetch_misses(const struct storage_fetch *f)
+{
+	return f->ops->misses(f->st);
+}
+
 int
 storage_ha_confirm(struct storage_ha *ha)
 {

@@ -35,11 +35,17 @@
  *    the last top-level commit, which may not be durable yet.
  *  - What only some engines have is an optional interface the caller asks
  *    for, never a field every engine fills: capacity (a bounded store:
- *    storage_capacity()) and high availability (a store several front ends
- *    share: storage_ha()). Each getter returns NULL for an engine without
- *    the interface, and the caller then does without (every write admitted,
- *    never ECHD_EMAPFULL; always active). A wrapper may pass on the
- *    interfaces of the engine it wraps (st_fault.c: lmdb's capacity).
+ *    storage_capacity()), high availability (a store several front ends
+ *    share: storage_ha()) and fetching (an engine that holds only part of
+ *    its store in memory: storage_fetch()). Each getter returns NULL for an
+ *    engine without the interface, and the caller then does without (every
+ *    write admitted, never ECHD_EMAPFULL; always active; never
+ *    ECHD_EWOULDFETCH). A wrapper may pass on the interfaces of the engine
+ *    it wraps (st_fault.c: lmdb's capacity).
+ *  - "Not here yet": only an engine with the fetch interface, and only once
+ *    its caller asked for that by an option (postgres: cache-size), may
+ *    answer a get, a del, or a cursor's seek, seek_last, next or prev with
+ *    ECHD_EWOULDFETCH (see storage_fetch()). lmdb and mem never do.
  *  - Engine options travel opaque: struct storage_opts carries what every
  *    engine takes (dir, sync mode, read-only) and a list of name/value
  *    strings named "<engine>.<option>"; each engine reads its own, refuses
@@ -108,7 +114,8 @@ struct storage_opts {
 	 * recorded is shrunk to it, never below the data). postgres: url (a
 	 * libpq URI or key=value string), schema ("echd"), ha-name ("echd"),
 	 * announce-host and announce-port (this front end's address for
-	 * clients), timeout-ms (a longer round trip is a lost connection). */
+	 * clients), timeout-ms (a longer round trip is a lost connection),
+	 * cache-size (bytes of entries held in memory; 0: the whole schema). */
 	const struct storage_opt *opt;
 	size_t nopt;
 };
@@ -209,6 +216,8 @@ struct storage_stat {
 	uint64_t last_txn_id; /* the backend's own commit counter (LMDB's txn id), 0 if none */
 	uint64_t used_bytes;  /* bytes the data take (LMDB: pages in use, free ones inside
 			       * included; mem: keys and values) */
+	uint64_t rows;        /* rows held, when the engine counts them (mem; postgres: its
+			       * cache's); 0 otherwise */
 };
 int storage_stat(struct storage *st, struct storage_stat *out);
 
@@ -310,6 +319,55 @@ int storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out);
  * ECHD_EOFFLINE, or another error (nothing known). No write transaction
  * need be closed. */
 int storage_ha_confirm(struct storage_ha *ha);
+
+/* Fetching: an optional interface, of an engine that keeps a bounded part
+ * of its store in memory and reads the rest when it is needed, without
+ * blocking the thread that asked (postgres with postgres.cache-size: the
+ * entries and nodes tables are read by range from PostgreSQL). Returns it
+ * (borrowed: valid until storage_close(st)), or NULL when st has none or
+ * holds its whole store (then nothing is ever fetched).
+ *
+ * The rule. A get, a del, or a cursor seek, seek_last, next or prev that
+ * needs rows the engine does not hold answers ECHD_EWOULDFETCH: the engine
+ * has queued a fetch of those rows (and of rows near them). Nothing it
+ * returned before in that transaction was wrong, but what the caller did
+ * since it began the work at hand must be undone (abort the nested
+ * transaction it ran in: a read may fail half-way through a write) and
+ * the work run again once a fetch landed: storage_fetch_poll()'s landed
+ * changed. The cursor that answered it stands nowhere (seek again). A row
+ * fetched stays until evicted, which happens only inside
+ * storage_fetch_poll(), so the run after a landing usually finds its rows;
+ * one that misses again waits again.
+ *
+ * The caller's loop: watch fd (readable, and writable when want_write)
+ * while busy, and call storage_fetch_poll() with no write transaction open
+ * after the fd fires, at the end of each turn, and at least every
+ * poll_ms while busy (a fetch that takes too long fails there). */
+struct storage_fetch;
+struct storage_fetch *storage_fetch(struct storage *st);
+
+struct storage_fetch_state {
+	int fd;            /* the socket to watch (-1: none now); it may change */
+	bool want_write;   /* a request is not all sent: watch fd for writing too */
+	bool busy;         /* fetches queued or in flight */
+	unsigned poll_ms;  /* while busy, poll again within this many ms */
+	uint64_t landed;   /* fetches ended since open (landed, or failed: the
+			    * run again then fails with the error); a change
+			    * means: run again what waited */
+	uint64_t misses;   /* ECHD_EWOULDFETCH answers since open */
+	uint64_t fetched_rows; /* rows read from the store since open */
+	uint64_t evicted_rows; /* rows dropped from memory since open */
+	uint64_t cache_bytes;  /* the memory the rows held take (estimated) */
+	uint64_t cache_max;    /* what they may take before eviction */
+};
+/* Reads what arrived and puts those rows in memory, evicts down to the
+ * limit, and sends what is queued. No write transaction may be open.
+ * Returns 0 and *out, or a negative error (*out still filled). */
+int storage_fetch_poll(struct storage_fetch *f, struct storage_fetch_state *out);
+/* The misses so far (storage_fetch_state.misses), without any I/O: a
+ * caller that compares it before and after some work knows whether the
+ * work met a miss, even one a caller below it did not pass on. */
+uint64_t storage_fetch_misses(const struct storage_fetch *f);
 
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);

@@ -17,6 +17,7 @@
 enum storage_iface {
 	STORAGE_IFACE_CAPACITY, /* returns a struct storage_capacity * */
 	STORAGE_IFACE_HA,       /* returns a struct storage_ha * */
+	STORAGE_IFACE_FETCH,    /* returns a struct storage_fetch * */
 };
 
 struct storage_ops {
@@ -114,6 +115,16 @@ struct storage_ha_ops {
 };
 struct storage_ha {
 	const struct storage_ha_ops *ops;
+	struct storage *st;
+};
+
+/* Fetching (storage.h), the same way: iface(STORAGE_IFACE_FETCH). */
+struct storage_fetch_ops {
+	int (*poll)(struct storage *st, struct storage_fetch_state *out);
+	uint64_t (*misses)(const struct storage *st);
+};
+struct storage_fetch {
+	const struct storage_fetch_ops *ops;
 	struct storage *st;
 };
 

@@ -194,7 +194,7 @@ brk_cmd_exec(struct brk_ctx *x)
 	struct storage_txn *batch, *child = NULL;
 	size_t mark = x->w->out->len;
 	bool wrote = false;
-	uint64_t dirty = 0;
+	uint64_t dirty = 0, misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
 	int rc = 0, tries = 0;
 	int counted = 0; /* commands already in the stats, SLOWLOG and MONITOR */
 
@@ -250,6 +250,15 @@ again:
 		if (rc == 0 && i >= counted) {
 			counted = i + 1;
 		}
+	}
+	if (rc == ECHD_EWOULDFETCH ||
+		(srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0)) {
+		/* Rows not in memory yet: nothing of it stands, and EXEC runs
+		 * again, whole, once they are (conn.c parks it: fetch.c). */
+		storage_txn_abort(child);
+		resp_buf_truncate(x->w->out, mark);
+		c->multi = true;
+		return ECHD_EWOULDFETCH;
 	}
 	if (rc != 0) {
 		/* A storage failure: nothing of the transaction stands. */

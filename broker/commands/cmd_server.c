@@ -217,6 +217,17 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 			srv->disk_full ? 1 : 0, (unsigned long long)s->map_grows);
 		resp_buf_printf(b, "storage_fs_full:%d\r\nstorage_reserve_bytes:%llu\r\n",
 			srv->fs_full ? 1 : 0, (unsigned long long)cs.reserve_bytes);
+		if (srv->fetch != NULL) {
+			/* a partial cache (postgres, storage-cache-size), as of the last turn */
+			const struct storage_fetch_state *f = &srv->fetch_state;
+			resp_buf_printf(b, "storage_cache_bytes:%llu\r\nstorage_cache_max:%llu\r\n",
+				(unsigned long long)f->cache_bytes, (unsigned long long)f->cache_max);
+			resp_buf_printf(b, "storage_cache_misses:%llu\r\nstorage_cache_fetches:%llu\r\n",
+				(unsigned long long)f->misses, (unsigned long long)f->landed);
+			resp_buf_printf(b, "storage_cache_fetched_rows:%llu\r\n"
+					   "storage_cache_evicted_rows:%llu\r\n",
+				(unsigned long long)f->fetched_rows, (unsigned long long)f->evicted_rows);
+		}
 	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");
@@ -967,7 +978,8 @@ brk_cmd_client(struct brk_ctx *x)
 			}
 		}
 		t = conn_by_id(x->srv, (uint64_t)id);
-		if (t == NULL || t->blk == NULL) {
+		if (t == NULL || t->blk == NULL || t->blk->kind == BRK_BLOCK_FETCH) {
+			/* a command waiting for rows is not a blocking one */
 			resp_add_int(x->w, 0);
 			return 0;
 		}

@@ -29,6 +29,8 @@
 
 /* After a failed commit or storage error: look again this much later. */
 #define POLICY_RETRY_MS 1000
+/* a group whose rows the storage is fetching (ECHD_EWOULDFETCH) tries again sooner */
+#define POLICY_FETCH_RETRY_MS 20
 
 /* One group with a policy. Linear lists: a server has few such groups. */
 struct brk_pgroup {
@@ -494,7 +496,9 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		} else {
 			storage_txn_abort(child);
 		}
-		if (rc != 0) {
+		if (rc == ECHD_EWOULDFETCH) {
+			p->at = now + POLICY_FETCH_RETRY_MS;
+		} else if (rc != 0) {
 			echd_log(ECHD_LOG_WARNING, "group policy: %s", echd_strerror(rc));
 			p->at = now + POLICY_RETRY_MS;
 		} else {

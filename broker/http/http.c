@@ -74,6 +74,10 @@ struct http_conn {
 	struct event *deadline;
 	bool refused;            /* refused or made way: shut down at once, holds no slot */
 	bool admitted;           /* one of its requests passed authentication */
+	/* its request, a read that met rows the storage is fetching: it runs
+	 * again when they land (brk_http_fetch_landed()); valid while evhttp
+	 * holds the connection (!conn_released()) */
+	struct evhttp_request *fetch_req;
 	struct http_conn *next;  /* newer first */
 };
 
@@ -419,6 +423,7 @@ request_cb(struct evhttp_request *req, void *arg)
 	const struct brk_cmd *cmd;
 	struct evbuffer *body;
 	const char *ctype = "text/plain; charset=utf-8";
+	uint64_t misses0;
 	int code;
 
 	if (hc != NULL && hc->refused) {
@@ -477,12 +482,35 @@ request_cb(struct evhttp_request *req, void *arg)
 		reply_text(req, 503, "Service Unavailable", "out of memory");
 		return;
 	}
+	misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
 	code = rt->fn(&r, body, &ctype);
 	brk_view_end(srv, r.view);
+	if (code != BRK_HTTP_DEFERRED && hc != NULL && !(rt->methods & EVHTTP_REQ_POST) &&
+		srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0) {
+		/* rows not in memory yet: answer once they are, as a command waits */
+		hc->fetch_req = req;
+		evbuffer_free(body);
+		return;
+	}
 	if (code != BRK_HTTP_DEFERRED) {
 		brk_http_reply(req, code, ctype, body);
 	}
 	evbuffer_free(body);
+}
+
+void
+brk_http_fetch_landed(struct brk_server *srv)
+{
+	struct brk_http *h = srv->http;
+
+	for (struct http_conn *hc = h != NULL ? h->conns : NULL; hc != NULL; hc = hc->next) {
+		struct evhttp_request *req = hc->fetch_req;
+
+		hc->fetch_req = NULL;
+		if (req != NULL && !conn_released(hc)) {
+			request_cb(req, h);
+		}
+	}
 }
 
 struct storage_txn *

@@ -51,6 +51,8 @@ size_t brk_http_utf8_len(const unsigned char *p, size_t n);
  * certificate that does not load), or -1 (an address that cannot be bound;
  * logged). Called from brk_server_init() once the event base exists. */
 int brk_http_init(struct brk_server *srv);
+/* A fetch of the storage landed: the reads that waited for it run again. */
+void brk_http_fetch_landed(struct brk_server *srv);
 /* Closes the listener and every HTTP connection; NULL-safe, half-built too. */
 void brk_http_finish(struct brk_server *srv);
 /* metrics.c: GET /metrics, answered over several loop turns (deferred). */

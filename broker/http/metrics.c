@@ -70,6 +70,10 @@ static const struct family {
 /* Released pending rows the oldest-age series looks past for an owned one */
 #define OLDEST_SKIP 64
 
+/* Walks a scrape begins again when the storage was fetching rows it read
+ * (storage-cache-size) before it answers 503 */
+#define SCRAPE_RESTARTS_MAX 200
+
 /* One scrape in progress: it walks TURN_KEYS keys a loop turn and answers
  * when done. On srv->scrapes until then. */
 struct brk_scrape {
@@ -93,6 +97,7 @@ struct brk_scrape {
 	uint64_t visited_db;  /* keys of db the walk reached */
 	bool full;            /* the cap was reached: the walk stops */
 	int rc;
+	unsigned restarts;    /* walks begun again after rows the storage was fetching */
 	/* the stream and group being written */
 	const struct st_buf *stream;
 	const struct st_buf *group;
@@ -574,6 +579,25 @@ turn(struct brk_scrape *s)
 	brk_view_end(srv, s->t);
 	s->t = NULL;
 	s->busy_us += brk_now_us() - t0;
+	if (rc == ECHD_EWOULDFETCH && s->restarts++ < SCRAPE_RESTARTS_MAX) {
+		/* rows not in memory yet (storage-cache-size): what this turn wrote
+		 * may be half a stream's; the walk begins again once they are in,
+		 * and finds more of them each time */
+		struct timeval later = {0, 5000};
+
+		for (int f = 0; f < NFAM; f++) {
+			evbuffer_drain(s->fam[f], evbuffer_get_length(s->fam[f]));
+		}
+		s->db = 0;
+		s->db_started = false;
+		s->budget = srv->cfg.metrics_max_series;
+		s->visits = srv->cfg.metrics_max_series;
+		s->dropped = 0;
+		s->full = false;
+		s->rc = 0;
+		event_add(s->next_turn, &later);
+		return;
+	}
 	if (rc < 0) {
 		char err[256], msg[300];
 		brk_error_text(srv, rc, err, sizeof(err));

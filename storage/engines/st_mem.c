@@ -57,6 +57,7 @@ struct mem_txn {
 	struct mem_node *root[STORAGE_T__COUNT]; /* one reference each */
 	struct mem_txn *parent;
 	uint64_t bytes; /* of keys and values, as this txn sees them */
+	uint64_t rows;  /* and the rows, the same way */
 	bool rdonly;
 };
 
@@ -87,6 +88,7 @@ struct st_mem {
 	struct mem_node *pool;                   /* nodes allocated ahead of a write */
 	unsigned npool;
 	uint64_t bytes;                          /* of keys and values, committed */
+	uint64_t rows;                           /* rows, committed */
 	uint64_t commits, syncs, txn_id;
 };
 
@@ -396,6 +398,7 @@ mem_stat(struct storage *st, struct storage_stat *out)
 
 	memset(out, 0, sizeof(*out));
 	out->used_bytes = s->bytes;
+	out->rows = s->rows;
 	out->last_txn_id = s->txn_id;
 	out->commits = s->commits;
 	out->syncs = s->syncs;
@@ -437,6 +440,7 @@ mem_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	t->parent = p;
 	from = p != NULL ? p->root : s->root;
 	t->bytes = p != NULL ? p->bytes : s->bytes;
+	t->rows = p != NULL ? p->rows : s->rows;
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 		t->root[tb] = node_ref(from[tb]);
 	}
@@ -478,8 +482,10 @@ mem_txn_commit(struct storage_txn *base)
 		}
 		if (t->parent != NULL) {
 			t->parent->bytes = t->bytes;
+			t->parent->rows = t->rows;
 		} else {
 			s->bytes = t->bytes;
+			s->rows = t->rows;
 		}
 		if (t->parent == NULL) {
 			s->commits++;
@@ -558,6 +564,8 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 	old = tree_find(t->root[tb], k->data, k->len, FIND_EQ);
 	if (old != NULL) {
 		t->bytes -= old->row->klen + old->row->vlen;
+	} else {
+		t->rows++;
 	}
 	t->bytes += k->len + v->len;
 	row->refs = 1;
@@ -586,6 +594,7 @@ del_key(struct mem_txn *t, enum storage_table tb, const void *k, size_t klen)
 		return rc;
 	}
 	t->bytes -= old->row->klen + old->row->vlen;
+	t->rows--;
 	set_root(t, tb, tree_del(s, t->root[tb], k, klen));
 	return 0;
 }

@@ -3,10 +3,12 @@
  *
  * The cache. Exactly one front end is active per schema (an advisory lock,
  * and fencing, below), so what it loaded when it became active plus what it
- * committed since is the schema's state. The whole schema is therefore kept
- * in an inner "mem" storage (st_mem.c) that this backend owns: every get and
+ * committed since is the schema's state. The schema is therefore kept in an
+ * inner "mem" storage (st_mem.c) that this backend owns: every get and
  * cursor is served from memory, and PostgreSQL sees only the load at
- * takeover and the writes at commit. Transactions, rows and cursors are
+ * takeover and the writes at commit. With cache-size, the entries and
+ * nodes tables are held only in part and read by range when needed ("The
+ * partial cache" below, issue 34); without, the whole schema. Transactions, rows and cursors are
  * forwarded to the inner storage by the forwarding base (forward.h), as
  * st_fault.c's are to lmdb; nested transactions and their aborts are the
  * inner engine's. What this file changes: the begin (only when active), the
@@ -66,7 +68,7 @@
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
- * none).
+ * none), cache-size (0: the whole schema).
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
@@ -100,6 +102,7 @@
 
 #include "echd.h"
 #include "forward.h"
+#include "st_pg_cache.h"
 #include "st_pg_test.h"
 
 #define PG_TIMEOUT_MS_DEFAULT 5000
@@ -138,6 +141,20 @@ static const char *const pg_tables[] = {
 };
 _Static_assert(sizeof(pg_tables) / sizeof(pg_tables[0]) == STORAGE_T__COUNT,
 	"pg_tables[] must name every enum storage_table");
+
+/* The lazy tables of the partial cache: read by range when needed. */
+#define PG_NLAZY 2
+#define PG_NSEQ  8
+static const enum storage_table pg_lazy_tb[PG_NLAZY] = {STORAGE_T_ENTRIES, STORAGE_T_NODES};
+
+/* A fetch: the rows of [lo, hi) of a lazy table, the first (back: the
+ * last) rows of them. */
+struct pg_req {
+	int ix; /* into pg_lazy_tb */
+	bool back;
+	struct pgc_bound lo, hi;
+	unsigned rows;
+};
 
 /* One (table, key) a write transaction touched: the key is at off in
  * st_pg.log_bytes. */
@@ -192,14 +209,42 @@ struct st_pg {
 	int *step_tb;          /* the table of each write statement of a commit */
 	size_t cap_steps;
 	uint64_t commits;
+	/* The partial cache (cache-size; "The partial cache" below). */
+	struct storage_fetch fetch; /* storage_fetch(), when lazy */
+	uint64_t cache_max;   /* bytes the cache may take; 0: the whole schema */
+	bool lazy;            /* cache_max > 0 (never for a read_only open) */
+	struct pgc_spans spans[PG_NLAZY]; /* what is known of each lazy table */
+	struct pgc_parts parts;  /* partitions, least recently used first out */
+	struct pgc_gone gone;    /* deleted while the fetch in flight was out */
+	PGconn *fconn;           /* the fetches' own connection (NULL: none) */
+	struct pg_req *q;        /* fetches asked for; q[0] is out when inflight */
+	size_t nq, capq;
+	bool inflight;
+	int64_t inflight_dl;     /* the answer is late past this (timeout-ms) */
+	int64_t fconn_retry_ms;  /* no new connection before this */
+	int fetch_err;           /* the last failure, answered to misses ... */
+	int64_t fetch_err_ms;    /* ... until this time */
+	/* a forward fetch that starts where a recent one ended fetches more
+	 * (scans of several clients interleave: a few are remembered) */
+	struct pg_seq {
+		int ix; /* -1: none */
+		struct pgc_bound end;
+		unsigned rows;
+	} seq[PG_NSEQ];
+	unsigned seq_next;
+	uint64_t landed, misses, fetched_rows, evicted_rows;
 };
 
 /* A write transaction logs its writes (in st_pg.log). */
 struct pg_cursor {
 	struct storage_fwd_cursor fwd;
-	bool on; /* key holds the row it stands on (write txns only) */
+	bool on; /* key holds the row it stands on (write txns, and lazy tables) */
 	size_t klen;
 	unsigned char key[STORAGE_KEY_MAX];
+	/* lazy tables: where a next() or prev() starts from */
+	enum { REF_NONE, REF_KEY, REF_BEGIN, REF_END } ref;
+	bool failed;    /* answered ECHD_EWOULDFETCH: seek again */
+	unsigned ahead; /* storage_cursor_ahead()'s hint */
 };
 
 static struct st_pg *
@@ -364,12 +409,12 @@ conn_failed(struct st_pg *s, int rc)
 	conn_lost(s, what);
 }
 
-/* Waits until the socket is ready for events or the deadline passes.
+/* Waits until c's socket is ready for events or the deadline passes.
  * Returns 0, or -ETIMEDOUT, or -EIO. */
 static int
-wait_sock(struct st_pg *s, short events, int64_t deadline)
+wait_conn(PGconn *c, short events, int64_t deadline)
 {
-	struct pollfd pfd = {.fd = PQsocket(s->conn), .events = events};
+	struct pollfd pfd = {.fd = PQsocket(c), .events = events};
 	int64_t left;
 	int rc;
 
@@ -391,6 +436,12 @@ wait_sock(struct st_pg *s, short events, int64_t deadline)
 			return -EIO;
 		}
 	}
+}
+
+static int
+wait_sock(struct st_pg *s, short events, int64_t deadline)
+{
+	return wait_conn(s->conn, events, deadline);
 }
 
 /* Sends what libpq has queued. Returns 0, -ETIMEDOUT or -EIO. */
@@ -803,14 +854,23 @@ schema_ensure(struct st_pg *s)
 
 /* ---- loading the cache ------------------------------------------------------ */
 
+static int lazy_ix(const struct st_pg *s, enum storage_table tb);
+static int fconn_open(struct st_pg *s);
+static void fconn_close(struct st_pg *s);
+static int lazy_scan(struct st_pg *s, int ix, struct pgc_spans *out);
+static void lazy_reset(struct st_pg *s, struct pgc_spans *fresh);
+
 /* Reads every table, in one snapshot, into a fresh inner "mem" storage
- * that replaces the old one. Returns 0, -EIO, -ENOMEM or ECHD_EOFFLINE. */
+ * that replaces the old one; when lazy, every table but the lazy ones,
+ * and of those only which partitions they hold (lazy_scan()). Returns 0,
+ * -EIO, -ENOMEM or ECHD_EOFFLINE. */
 static int
 load_all(struct st_pg *s)
 {
 	struct storage_opts mo = {0};
 	struct storage *fresh = NULL;
 	struct storage_txn *t = NULL;
+	struct pgc_spans spans[PG_NLAZY] = {{0}};
 	char sql[256];
 	int rc;
 
@@ -831,6 +891,14 @@ load_all(struct st_pg *s)
 		int64_t dl = deadline(s);
 		int err = 0;
 
+		if (lazy_ix(s, (enum storage_table)tb) >= 0) {
+			rc = lazy_scan(s, lazy_ix(s, (enum storage_table)tb),
+				&spans[lazy_ix(s, (enum storage_table)tb)]);
+			if (rc != 0) {
+				goto fail;
+			}
+			continue;
+		}
 		snprintf(sql, sizeof(sql), "SELECT k, v FROM %s.%s ORDER BY k", s->qschema,
 			pg_tables[tb]);
 		if (!PQsendQueryParams(s->conn, sql, 0, NULL, NULL, NULL, NULL, 1) ||
@@ -884,8 +952,12 @@ load_all(struct st_pg *s)
 	}
 	storage_close(s->fwd.inner); /* no transaction is open: storage_ha_poll() */
 	s->fwd.inner = fresh;
+	lazy_reset(s, spans);
 	return 0;
 fail:
+	for (int i = 0; i < PG_NLAZY; i++) {
+		pgc_spans_clear(&spans[i]);
+	}
 	storage_txn_abort(t);
 	storage_close(fresh);
 	if (s->conn != NULL && PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
@@ -1046,6 +1118,9 @@ try_takeover(struct st_pg *s, bool *became)
 			(void)unlock(s);
 		}
 		return rc;
+	}
+	if (s->lazy) {
+		(void)fconn_open(s); /* or later, at the first fetch */
 	}
 	s->role = STORAGE_ROLE_ACTIVE;
 	*became = true;
@@ -1208,6 +1283,13 @@ pg_close(struct storage *st)
 	if (s->conn != NULL) {
 		PQfinish(s->conn); /* ends the session: the lock goes with it */
 	}
+	fconn_close(s);
+	for (int i = 0; i < PG_NLAZY; i++) {
+		pgc_spans_clear(&s->spans[i]);
+	}
+	pgc_parts_clear(&s->parts);
+	pgc_gone_free(&s->gone);
+	echd_free(s->q);
 	storage_fwd_finish(&s->fwd);
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 		echd_free(s->del[tb].p);
@@ -1232,7 +1314,7 @@ pg_close(struct storage *st)
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
 	const char *url, *schema, *ha_name, *host;
-	uint64_t port, timeout_ms, lease_ms;
+	uint64_t port, timeout_ms, lease_ms, cache_size;
 };
 static const struct storage_optdef pg_optdefs[] = {
 	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
@@ -1244,9 +1326,12 @@ static const struct storage_optdef pg_optdefs[] = {
 	{"timeout-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, timeout_ms)},
 	/* 0: no lease */
 	{"lease-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, lease_ms)},
+	/* 0: the whole schema in memory */
+	{"cache-size", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct pg_settings, cache_size)},
 };
 
 static const struct storage_ha_ops pg_ha_ops;
+static const struct storage_fetch_ops pg_fetch_ops;
 
 static int
 pg_open(const struct storage_opts *o, struct storage **out)
@@ -1274,6 +1359,13 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	storage_fwd_init(&s->fwd, &st_pg_ops, sizeof(struct storage_fwd_txn), sizeof(struct pg_cursor));
 	s->ha.ops = &pg_ha_ops;
 	s->ha.st = &s->fwd.base;
+	s->fetch.ops = &pg_fetch_ops;
+	s->fetch.st = &s->fwd.base;
+	s->cache_max = set.cache_size;
+	s->lazy = set.cache_size > 0 && !o->read_only;
+	for (int i = 0; i < PG_NSEQ; i++) {
+		s->seq[i].ix = -1;
+	}
 	s->role = STORAGE_ROLE_OFFLINE;
 	s->read_only = o->read_only;
 	s->url = dup_or_null(set.url);
@@ -1358,6 +1450,7 @@ pg_stat(struct storage *st, struct storage_stat *out)
 
 	memset(out, 0, sizeof(*out));
 	out->used_bytes = rc == 0 ? in.used_bytes : 0;
+	out->rows = rc == 0 ? in.rows : 0;
 	out->commits = s->commits;
 	out->syncs = s->commits;
 	return 0;
@@ -1377,11 +1470,17 @@ pg_durable_gen(struct storage *st)
 	return st->commit_gen;
 }
 
-/* HA, this file's; no capacity (mem's none is not passed on either). */
+/* HA and (when lazy) fetching, this file's; no capacity (mem's none is
+ * not passed on either). */
 static void *
 pg_iface(struct storage *st, enum storage_iface which)
 {
-	return which == STORAGE_IFACE_HA ? &pg_from(st)->ha : NULL;
+	struct st_pg *s = pg_from(st);
+
+	if (which == STORAGE_IFACE_FETCH) {
+		return s->lazy ? &s->fetch : NULL;
+	}
+	return which == STORAGE_IFACE_HA ? &s->ha : NULL;
 }
 
 static int
@@ -1776,6 +1875,761 @@ send_failed:
 	return commit_sent ? ECHD_EINDOUBT : ECHD_EOFFLINE;
 }
 
+/* ---- the partial cache (cache-size, issue 34) --------------------------------
+ *
+ * With cache-size > 0 the cache holds every table but the lazy ones
+ * (entries and nodes, the tables whose rows grow with the entries) whole,
+ * loaded at takeover as before, and of the lazy ones what was read or
+ * written lately, up to cache-size bytes (keys, values and PG_ROW_COST a
+ * row), so that neither a takeover nor the memory grows with the entries.
+ * st_pg_cache.h keeps what is known: spans of keys held completely (a key
+ * missing inside one is missing from PostgreSQL too), when each partition
+ * (stream) was last used, and keys deleted while a fetch was out.
+ *
+ * At takeover the lazy tables load no row: a loose index scan finds which
+ * partitions they hold (one probe per stream), and everything else (the
+ * gaps between them, and so every stream created from then on) is a span.
+ * A read that needs rows outside the spans does not wait: it queues a
+ * fetch of that gap (forward or backward from the point needed, as many
+ * rows as the cursor's hint or PG_FETCH_ROWS, twice as many as last time
+ * when it goes on where the last one ended) and answers ECHD_EWOULDFETCH
+ * (storage.h's fetch interface). The fetches go one at a time over a
+ * second, read-only connection; storage_fetch_poll() reads the answer,
+ * puts each row that is not in the cache already (a row there is newer:
+ * it was written since) nor deleted by a commit since the fetch left (the
+ * gone keys), and adds the range the answer covers to the spans.
+ *
+ * A fetch sees every commit whose COMMIT was answered before it was sent
+ * (commits are synchronous here), and commits while it is out are in the
+ * cache (rows written) or in the gone keys (rows deleted), so what it
+ * brings never overrides a newer state. Eviction, which would make a row
+ * written since a fetch left look absent, runs only while no fetch is
+ * out: in storage_fetch_poll(), before it reads an answer, so the rows a
+ * waiting command asked for are there when it runs again. It drops rows
+ * of the least recently used partition, its oldest ids first (entries,
+ * then nodes), and cuts the spans where it dropped.
+ */
+
+#define PG_ROW_COST       96    /* a row's bytes besides key and value (mem's node, row) */
+#define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
+#define PG_FETCH_ROWS_MAX 4096  /* what one poll puts in (and so stalls the loop for) */
+#define PG_EVICT_ROWS     4096  /* rows one poll drops at most */
+#define PG_FETCH_BYTES_MIN ((uint64_t)1 << 20)
+#define PG_FETCH_ERR_MS   1000  /* misses answer a failed fetch's error this long */
+#define PG_FETCH_POLL_MS  100
+
+static int
+lazy_ix(const struct st_pg *s, enum storage_table tb)
+{
+	if (!s->lazy) {
+		return -1;
+	}
+	return tb == STORAGE_T_ENTRIES ? 0 : tb == STORAGE_T_NODES ? 1 : -1;
+}
+
+/* A bound at key k (after: just after it). Returns 0, or ECHD_EINVAL for a
+ * key too long for a lazy table (st_pg_cache.h). */
+static int
+bound_at(struct pgc_bound *b, const void *k, size_t len, bool after)
+{
+	if (len >= PGC_KEY_MAX) {
+		return ECHD_EINVAL;
+	}
+	pgc_bound_key(b, k, len, after);
+	return 0;
+}
+
+static uint64_t
+cache_bytes(struct st_pg *s)
+{
+	struct storage_stat in;
+
+	if (s->fwd.inner == NULL || storage_stat(s->fwd.inner, &in) != 0) {
+		return 0;
+	}
+	return in.used_bytes + in.rows * PG_ROW_COST;
+}
+
+/* Finds which partitions lazy table ix holds (the first PGC_PART_LEN bytes
+ * of its keys), one index probe each, in the load's snapshot, and sets
+ * *out to everything else. Returns as run(). */
+static int
+lazy_scan(struct st_pg *s, int ix, struct pgc_spans *out)
+{
+	unsigned char ff[STORAGE_KEY_MAX - PGC_PART_LEN];
+	const char *pv[1] = {(const char *)ff};
+	const int pl[1] = {sizeof(ff)}, pf[1] = {1};
+	const Oid pt[1] = {PG_OID_BYTEA};
+	const char *tb = pg_tables[pg_lazy_tb[ix]];
+	struct pgc_bound prev, lo;
+	char sql[768];
+	PGresult *res = NULL;
+	int rc;
+
+	/* past every key of partition p: p + 0xff... to the longest key */
+	memset(ff, 0xff, sizeof(ff));
+	snprintf(sql, sizeof(sql),
+		"WITH RECURSIVE p(s) AS ("
+		"(SELECT substring(k FROM 1 FOR %d) FROM %s.%s ORDER BY k LIMIT 1) UNION ALL "
+		"SELECT (SELECT substring(k FROM 1 FOR %d) FROM %s.%s WHERE k > p.s || $1 "
+		"ORDER BY k LIMIT 1) FROM p WHERE p.s IS NOT NULL) "
+		"SELECT s FROM p WHERE s IS NOT NULL",
+		PGC_PART_LEN, s->qschema, tb, PGC_PART_LEN, s->qschema, tb);
+	if (!PQsendQueryParams(s->conn, sql, 1, pt, pv, pl, pf, 1)) {
+		conn_lost(s, "cannot send");
+		return ECHD_EOFFLINE;
+	}
+	rc = collect(s, "load", &res, NULL);
+	if (rc != 0) {
+		return rc;
+	}
+	pgc_bound_min(&prev);
+	for (int i = 0; res != NULL && i < PQntuples(res) && rc == 0; i++) {
+		const char *p = PQgetvalue(res, i, 0);
+		int n = PQgetlength(res, i, 0);
+
+		pgc_bound_key(&lo, p, (size_t)n, false);
+		rc = pgc_spans_add(out, &prev, &lo);
+		pgc_bound_part_end(&prev, p, (size_t)n);
+	}
+	if (rc == 0 && !prev.inf) {
+		pgc_bound_inf(&lo);
+		rc = pgc_spans_add(out, &prev, &lo);
+	}
+	PQclear(res);
+	return rc;
+}
+
+static void
+fconn_close(struct st_pg *s)
+{
+	if (s->fconn != NULL) {
+		PQfinish(s->fconn);
+		s->fconn = NULL;
+	}
+	s->inflight = false;
+}
+
+/* Ends every fetch asked for with rc: the commands that wait run again and
+ * meet rc for PG_FETCH_ERR_MS. */
+static void
+fetch_fail(struct st_pg *s, int rc, const char *why)
+{
+	echd_log(ECHD_LOG_WARNING, "st_pg: fetch from schema %s failed: %s", s->schema, why);
+	fconn_close(s);
+	s->nq = 0;
+	s->fetch_err = rc;
+	s->fetch_err_ms = now_ms() + PG_FETCH_ERR_MS;
+	s->fconn_retry_ms = now_ms() + PG_BACKOFF_MIN_MS;
+	s->landed++;
+}
+
+/* A fresh load (fresh: its spans, taken) or leaving active: nothing asked
+ * for stands. */
+static void
+lazy_reset(struct st_pg *s, struct pgc_spans *fresh)
+{
+	if (!s->lazy) {
+		return;
+	}
+	for (int i = 0; i < PG_NLAZY; i++) {
+		pgc_spans_clear(&s->spans[i]);
+		if (fresh != NULL) {
+			s->spans[i] = fresh[i];
+			memset(&fresh[i], 0, sizeof(fresh[i]));
+		}
+	}
+	pgc_parts_clear(&s->parts);
+	pgc_gone_clear(&s->gone);
+	fconn_close(s);
+	s->nq = 0;
+	s->fetch_err = 0;
+	for (int i = 0; i < PG_NSEQ; i++) {
+		s->seq[i].ix = -1;
+	}
+	s->landed++;
+}
+
+/* Opens the fetches' connection, read-only, within timeout-ms. Returns 0
+ * or ECHD_EOFFLINE (logged). */
+static int
+fconn_open(struct st_pg *s)
+{
+	const char *keys[] = {"dbname", "fallback_application_name", "options", NULL};
+	const char *vals[] = {s->url, "echd-fetch", "-c default_transaction_read_only=on", NULL};
+	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
+	int64_t dl = deadline(s);
+	PGconn *c;
+
+	s->fconn_retry_ms = now_ms() + PG_BACKOFF_MIN_MS;
+	c = PQconnectStartParams(keys, vals, 1);
+	if (c == NULL || PQstatus(c) == CONNECTION_BAD) {
+		goto fail;
+	}
+	while (ps != PGRES_POLLING_OK) {
+		if (ps == PGRES_POLLING_FAILED ||
+			wait_conn(c, ps == PGRES_POLLING_READING ? POLLIN : POLLOUT, dl) != 0) {
+			goto fail;
+		}
+		ps = PQconnectPoll(c);
+	}
+	PQsetNoticeProcessor(c, notice, NULL);
+	if (PQsetnonblocking(c, 1) != 0) {
+		goto fail;
+	}
+	s->fconn = c;
+	return 0;
+fail:
+	echd_log(ECHD_LOG_WARNING, "st_pg: cannot open the fetch connection: %s",
+		c != NULL ? PQerrorMessage(c) : "out of memory");
+	if (c != NULL) {
+		PQfinish(c);
+	}
+	return ECHD_EOFFLINE;
+}
+
+/* The bytes of values one fetch brings at most: a quarter of the cache,
+ * but PG_FETCH_BYTES_MIN at least. */
+static uint64_t
+fetch_bytes(const struct st_pg *s)
+{
+	return s->cache_max / 4 > PG_FETCH_BYTES_MIN ? s->cache_max / 4 : PG_FETCH_BYTES_MIN;
+}
+
+/* Sends q[0]. Returns 0, or ECHD_EOFFLINE (the connection closed). */
+static int
+fetch_send(struct st_pg *s)
+{
+	const struct pg_req *r = &s->q[0];
+	const Oid pt[2] = {PG_OID_BYTEA, PG_OID_BYTEA};
+	const int pf[2] = {1, 1};
+	const char *pv[2];
+	int pl[2], n = 0;
+	char sql[768], cond[64] = "";
+	const char *dir = r->back ? " DESC" : "";
+	size_t clen = 0;
+
+	if (r->lo.len > 0) {
+		pv[n] = (const char *)r->lo.k;
+		pl[n++] = r->lo.len;
+		clen += (size_t)snprintf(cond + clen, sizeof(cond) - clen, " AND k >= $%d", n);
+	}
+	if (!r->hi.inf) {
+		pv[n] = (const char *)r->hi.k;
+		pl[n++] = r->hi.len;
+		snprintf(cond + clen, sizeof(cond) - clen, " AND k < $%d", n);
+	}
+	/* r->rows rows, but no more than fetch_bytes() of values (one row at
+	 * least): n says how many rows there were before that cut */
+	snprintf(sql, sizeof(sql),
+		"SELECT k, v, n FROM (SELECT k, v, count(*) OVER () AS n, sum(octet_length(v)) "
+		"OVER (ORDER BY k%s ROWS UNBOUNDED PRECEDING) - octet_length(v) AS before FROM "
+		"(SELECT k, v FROM %s.%s WHERE true%s ORDER BY k%s LIMIT %u) i) j "
+		"WHERE before < %" PRIu64 " ORDER BY k%s",
+		dir, s->qschema, pg_tables[pg_lazy_tb[r->ix]], cond, dir, r->rows, fetch_bytes(s),
+		dir);
+	if (!PQsendQueryParams(s->fconn, sql, n, pt, pv, pl, pf, 1) || PQflush(s->fconn) < 0) {
+		return ECHD_EOFFLINE;
+	}
+	s->inflight = true;
+	s->inflight_dl = deadline(s);
+	return 0;
+}
+
+/* How many rows r asks for: the hint, at least PG_FETCH_ROWS, twice as many as
+ * last time when it goes on where a recent forward one ended (a long scan
+ * gets there in a few rounds), PG_FETCH_ROWS_MAX at most; fetch_bytes()
+ * bounds what they bring. */
+static unsigned
+fetch_rows(const struct st_pg *s, const struct pg_req *r, unsigned hint)
+{
+	uint64_t cap = PG_FETCH_ROWS_MAX;
+	uint64_t rows = hint > PG_FETCH_ROWS ? hint : PG_FETCH_ROWS;
+
+	for (int i = 0; i < PG_NSEQ && !r->back; i++) {
+		const struct pg_seq *q = &s->seq[i];
+
+		if (q->ix == r->ix && pgc_bound_cmp(&r->lo, &q->end) == 0 &&
+			rows < (uint64_t)q->rows * 2) {
+			rows = (uint64_t)q->rows * 2;
+		}
+	}
+	if (rows > cap) {
+		rows = cap;
+	}
+	return (unsigned)rows;
+}
+
+/* A read of lazy table ix needs what is at `at` and has not got it: queues
+ * the fetch of the gap there (back: the gap below at). Returns
+ * ECHD_EWOULDFETCH, or the error that answers reads meanwhile. */
+static int
+miss(struct st_pg *s, int ix, bool back, const struct pgc_bound *at, unsigned hint)
+{
+	struct pg_req r = {.ix = ix, .back = back};
+
+	s->misses++;
+	if (s->role != STORAGE_ROLE_ACTIVE) {
+		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
+	}
+	if (s->fetch_err != 0 && now_ms() < s->fetch_err_ms) {
+		return s->fetch_err;
+	}
+	if (back) {
+		pgc_spans_gap_before(&s->spans[ix], at, &r.lo, &r.hi);
+	} else {
+		pgc_spans_gap_after(&s->spans[ix], at, &r.lo, &r.hi);
+	}
+	for (size_t i = 0; i < s->nq; i++) {
+		const struct pg_req *q = &s->q[i];
+
+		if (q->ix == ix && q->back == back && pgc_bound_cmp(&q->lo, &r.lo) == 0 &&
+			pgc_bound_cmp(&q->hi, &r.hi) == 0) {
+			return ECHD_EWOULDFETCH; /* asked for already */
+		}
+	}
+	r.rows = fetch_rows(s, &r, hint);
+	if (s->nq == s->capq) {
+		size_t cap = s->capq != 0 ? s->capq * 2 : 8;
+		struct pg_req *q = echd_realloc(s->q, cap * sizeof(*q));
+
+		if (q == NULL) {
+			return -ENOMEM;
+		}
+		s->q = q;
+		s->capq = cap;
+	}
+	s->q[s->nq++] = r;
+	if (s->nq == 1 && s->fconn != NULL && fetch_send(s) != 0) {
+		fconn_close(s); /* storage_fetch_poll() reconnects */
+	}
+	return ECHD_EWOULDFETCH;
+}
+
+/* [lo, hi) of lazy table ix is needed: 0 when it is known, else miss(). */
+static int
+need(struct st_pg *s, int ix, const struct pgc_bound *lo, const struct pgc_bound *hi, bool back,
+	unsigned hint)
+{
+	if (pgc_spans_covered(&s->spans[ix], lo, hi)) {
+		return 0;
+	}
+	return miss(s, ix, back, back ? hi : lo, hint);
+}
+
+/* How many rows the answer had before fetch_bytes() cut it (column n,
+ * an int8 in binary). */
+static unsigned
+inner_rows(PGresult *res)
+{
+	const unsigned char *p;
+	uint64_t v = 0;
+
+	if (PQntuples(res) == 0 || PQgetlength(res, 0, 2) != 8) {
+		return 0;
+	}
+	p = (const unsigned char *)PQgetvalue(res, 0, 2);
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return (unsigned)v;
+}
+
+/* Puts the rows of answer res to r in the cache, but for those it holds
+ * (newer) and those deleted since r left; the range r covers becomes a
+ * span. No transaction is open. */
+static int
+fetch_apply(struct st_pg *s, const struct pg_req *r, PGresult *res)
+{
+	enum storage_table tb = pg_lazy_tb[r->ix];
+	struct pgc_bound lo = r->lo, hi = r->hi;
+	int n = PQntuples(res), rc;
+	struct storage_txn *t;
+
+	rc = storage_txn_begin(s->fwd.inner, NULL, 0, &t);
+	if (rc != 0) {
+		return rc;
+	}
+	for (int i = 0; i < n && rc == 0; i++) {
+		struct st_buf k = {PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0)};
+		struct st_buf v = {PQgetvalue(res, i, 1), (size_t)PQgetlength(res, i, 1)}, cur;
+
+		if (pgc_gone_has(&s->gone, (unsigned)r->ix, k.data, k.len)) {
+			continue;
+		}
+		rc = storage_get(t, tb, &k, &cur);
+		if (rc == 0) {
+			continue;
+		}
+		rc = storage_put(t, tb, &k, &v, 0);
+		s->fetched_rows += rc == 0;
+		if (rc == 0 && (i == 0 || i == n - 1)) {
+			rc = pgc_parts_touch(&s->parts, k.data, k.len);
+		}
+	}
+	if (rc == 0 && n > 0 && ((unsigned)n >= r->rows || (unsigned)n < inner_rows(res))) {
+		/* as far as the last row it got (all it asked for, or all its
+		 * bytes allowed) */
+		const char *p = PQgetvalue(res, n - 1, 0);
+		rc = bound_at(r->back ? &lo : &hi, p, (size_t)PQgetlength(res, n - 1, 0), !r->back);
+	}
+	if (rc == 0) {
+		rc = storage_txn_commit(t);
+		t = NULL;
+	}
+	if (rc == 0) {
+		rc = pgc_spans_add(&s->spans[r->ix], &lo, &hi);
+	}
+	storage_txn_abort(t);
+	if (rc == 0 && !r->back) {
+		struct pg_seq *q = &s->seq[s->seq_next++ % PG_NSEQ];
+
+		q->ix = r->ix;
+		q->end = hi;
+		q->rows = r->rows;
+	}
+	return rc;
+}
+
+/* Reads what the fetch in flight got, and applies it when complete. */
+static void
+fetch_read(struct st_pg *s)
+{
+	PGresult *res;
+	int rc = 0;
+
+	if (PQconsumeInput(s->fconn) == 0 || PQflush(s->fconn) < 0) {
+		fetch_fail(s, ECHD_EOFFLINE, PQerrorMessage(s->fconn));
+		return;
+	}
+	while (!PQisBusy(s->fconn)) {
+		res = PQgetResult(s->fconn);
+		if (res == NULL) {
+			/* the query's end */
+			s->inflight = false;
+			memmove(&s->q[0], &s->q[1], (s->nq - 1) * sizeof(*s->q));
+			s->nq--;
+			s->landed++;
+			return;
+		}
+		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
+			rc = fetch_apply(s, &s->q[0], res);
+		} else {
+			echd_log(ECHD_LOG_WARNING, "st_pg: fetch: %s", PQresultErrorMessage(res));
+			rc = -EIO;
+		}
+		PQclear(res);
+		if (rc != 0) {
+			fetch_fail(s, rc, echd_strerror(rc));
+			return;
+		}
+	}
+	if (now_ms() > s->inflight_dl) {
+		fetch_fail(s, ECHD_EOFFLINE, "no answer within timeout-ms");
+	}
+}
+
+/* Drops rows of partition p, oldest first, entries before nodes, while the
+ * cache is over low and budget lasts; cuts the spans where it dropped. */
+static int
+evict_part(struct st_pg *s, struct storage_txn *t, const unsigned char *p, uint64_t low,
+	uint64_t *est, unsigned *budget)
+{
+	bool left = false;
+	int rc = 0;
+
+	for (int ix = 0; ix < PG_NLAZY && !left && *est > low && *budget > 0; ix++) {
+		struct st_buf pk = {p, PGC_PART_LEN}, key, val;
+		struct storage_cursor *c;
+		struct pgc_bound lo, last;
+		bool any = false;
+
+		rc = storage_cursor_open(t, pg_lazy_tb[ix], &c);
+		if (rc != 0) {
+			return rc;
+		}
+		rc = storage_cursor_seek(c, &pk, &key, &val);
+		while (rc == 0 && key.len >= PGC_PART_LEN && memcmp(key.data, p, PGC_PART_LEN) == 0) {
+			if (*est <= low || *budget == 0) {
+				left = true;
+				break;
+			}
+			if (bound_at(&last, key.data, key.len, true) != 0) {
+				rc = ECHD_ECORRUPT;
+				break;
+			}
+			*est -= key.len + val.len + PG_ROW_COST < *est ? key.len + val.len + PG_ROW_COST
+								     : *est;
+			rc = storage_cursor_del(c);
+			if (rc == 0) {
+				any = true;
+				(*budget)--;
+				s->evicted_rows++;
+				rc = storage_cursor_next(c, &key, &val);
+			}
+		}
+		storage_cursor_close(c);
+		if (rc == ECHD_ENOTFOUND) {
+			rc = 0;
+		}
+		if (rc == 0 && any) {
+			pgc_bound_key(&lo, p, PGC_PART_LEN, false);
+			rc = pgc_spans_cut(&s->spans[ix], &lo, &last);
+		}
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	if (!left) {
+		pgc_parts_drop(&s->parts, p);
+	}
+	return 0;
+}
+
+/* Over cache-size: drops rows down to 7/8 of it (PG_EVICT_ROWS a call at
+ * most). No fetch is out, no transaction open. */
+static int
+evict(struct st_pg *s)
+{
+	uint64_t est = cache_bytes(s), low = s->cache_max - s->cache_max / 8;
+	unsigned budget = PG_EVICT_ROWS;
+	unsigned char p[PGC_PART_LEN];
+	struct storage_txn *t;
+	int rc;
+
+	if (est <= s->cache_max) {
+		return 0;
+	}
+	rc = storage_txn_begin(s->fwd.inner, NULL, 0, &t);
+	while (rc == 0 && est > low && budget > 0 && pgc_parts_oldest(&s->parts, p)) {
+		rc = evict_part(s, t, p, low, &est, &budget);
+	}
+	if (rc != 0) {
+		storage_txn_abort(t);
+		/* the spans may be cut already: fewer known rows is safe */
+		return rc;
+	}
+	return storage_txn_commit(t);
+}
+
+/* A commit went through while a fetch was out: its deleted keys of the
+ * lazy tables must not come back with that fetch's answer. */
+static int
+lazy_committed(struct st_pg *s, size_t nlog)
+{
+	struct storage_txn *t;
+	int rc;
+
+	if (!s->inflight) {
+		return 0;
+	}
+	rc = storage_txn_begin(s->fwd.inner, NULL, STORAGE_TXN_RDONLY, &t);
+	for (size_t i = 0; rc == 0 && i < nlog; i++) {
+		const struct pg_touch *e = &s->log[i];
+		int ix = lazy_ix(s, (enum storage_table)e->tb);
+		struct st_buf k = {s->log_bytes + e->off, e->klen}, v;
+
+		if (ix >= 0 && storage_get(t, (enum storage_table)e->tb, &k, &v) == ECHD_ENOTFOUND) {
+			rc = pgc_gone_add(&s->gone, (unsigned)ix, k.data, k.len);
+		}
+	}
+	storage_txn_abort(t);
+	return rc;
+}
+
+static void
+fetch_fill(const struct st_pg *s, struct storage_fetch_state *out, uint64_t bytes)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = s->fconn != NULL ? PQsocket(s->fconn) : -1;
+	out->want_write = s->fconn != NULL && PQisnonblocking(s->fconn) && s->inflight &&
+			  PQflush(s->fconn) == 1;
+	out->busy = s->nq > 0;
+	out->poll_ms = PG_FETCH_POLL_MS < s->timeout_ms ? PG_FETCH_POLL_MS : s->timeout_ms;
+	out->landed = s->landed;
+	out->misses = s->misses;
+	out->fetched_rows = s->fetched_rows;
+	out->evicted_rows = s->evicted_rows;
+	out->cache_bytes = bytes;
+	out->cache_max = s->cache_max;
+}
+
+static int
+pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
+{
+	struct st_pg *s = pg_from(st);
+	int rc = 0;
+
+	if (s->role != STORAGE_ROLE_ACTIVE) {
+		if (s->nq > 0 || s->fconn != NULL) {
+			fconn_close(s);
+			s->nq = 0;
+			s->landed++; /* the broker answers what waited: not active */
+		}
+		fetch_fill(s, out, cache_bytes(s));
+		return 0;
+	}
+	if (!s->inflight) {
+		pgc_gone_clear(&s->gone);
+		rc = evict(s);
+		if (rc != 0) {
+			echd_log(ECHD_LOG_WARNING, "st_pg: evicting from the cache: %s",
+				echd_strerror(rc));
+		}
+	}
+	if (s->inflight) {
+		fetch_read(s);
+	}
+	if (!s->inflight && s->nq > 0) {
+		if (s->fconn == NULL && now_ms() >= s->fconn_retry_ms && fconn_open(s) != 0) {
+			fetch_fail(s, ECHD_EOFFLINE, "no connection");
+		}
+		if (s->fconn != NULL && fetch_send(s) != 0) {
+			fetch_fail(s, ECHD_EOFFLINE, PQerrorMessage(s->fconn));
+		}
+	}
+	fetch_fill(s, out, cache_bytes(s));
+	return rc;
+}
+
+static uint64_t
+pg_fetch_misses(const struct storage *st)
+{
+	return pg_from_const(st)->misses;
+}
+
+static const struct storage_fetch_ops pg_fetch_ops = {
+	.poll = pg_fetch_poll,
+	.misses = pg_fetch_misses,
+};
+
+/* ---- reads of the lazy tables ------------------------------------------------ */
+
+static int
+pg_get(struct storage_txn *t, enum storage_table tb, const struct st_buf *k, struct st_buf *v)
+{
+	struct st_pg *s = pg_from(t->st);
+	int ix = lazy_ix(s, tb), rc = storage_fwd_get(t, tb, k, v);
+	struct pgc_bound lo, hi;
+
+	if (ix < 0 || (rc != 0 && rc != ECHD_ENOTFOUND)) {
+		return rc;
+	}
+	if (rc == 0) {
+		return pgc_parts_touch(&s->parts, k->data, k->len);
+	}
+	if (bound_at(&lo, k->data, k->len, false) != 0) {
+		return rc;
+	}
+	pgc_bound_key(&hi, k->data, k->len, true);
+	rc = need(s, ix, &lo, &hi, false, 0);
+	return rc == 0 ? ECHD_ENOTFOUND : rc;
+}
+
+enum move { MOVE_SEEK, MOVE_SEEK_LAST, MOVE_NEXT, MOVE_PREV };
+
+static int
+move_inner(struct storage_cursor *c, enum move m, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val)
+{
+	switch (m) {
+	case MOVE_SEEK:
+		return storage_fwd_cursor_seek(c, k, key, val);
+	case MOVE_SEEK_LAST:
+		return storage_fwd_cursor_seek_last(c, k, key, val);
+	case MOVE_NEXT:
+		return storage_fwd_cursor_next(c, key, val);
+	case MOVE_PREV:
+		break;
+	}
+	return storage_fwd_cursor_prev(c, key, val);
+}
+
+/* A cursor move on a lazy table: the cache's answer stands when the range
+ * between where the move starts and the row it found (or the end) is
+ * known. */
+static int
+lazy_move(struct storage_cursor *base, enum move m, const struct st_buf *k, struct st_buf *key,
+	struct st_buf *val)
+{
+	struct pg_cursor *c = cursor_from(base);
+	struct st_pg *s = pg_from(base->txn->st);
+	int ix = lazy_ix(s, base->tb), rc;
+	bool back = m == MOVE_SEEK_LAST || m == MOVE_PREV;
+	struct pgc_bound from, to;
+
+	if ((m == MOVE_NEXT || m == MOVE_PREV) && c->failed) {
+		return ECHD_EWOULDFETCH; /* the caller should have sought again */
+	}
+	/* where the move starts: from (forward), to (backward) */
+	if (m == MOVE_SEEK || m == MOVE_SEEK_LAST) {
+		rc = k == NULL ? 0 : bound_at(back ? &to : &from, k->data, k->len, back);
+		if (k == NULL) {
+			pgc_bound_min(&from);
+			pgc_bound_inf(&to);
+		}
+	} else if ((m == MOVE_NEXT && c->ref == REF_END) || (m == MOVE_PREV && c->ref == REF_BEGIN)) {
+		return move_inner(base, m, k, key, val); /* past the end it stays */
+	} else if (c->ref == REF_KEY) {
+		rc = 0;
+		pgc_bound_key(back ? &to : &from, c->key, c->klen, !back);
+	} else {
+		rc = 0;
+		pgc_bound_min(&from);
+		pgc_bound_inf(&to);
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	rc = move_inner(base, m, k, key, val);
+	if (rc != 0 && rc != ECHD_ENOTFOUND) {
+		return rc;
+	}
+	/* where it ends */
+	if (rc == ECHD_ENOTFOUND) {
+		if (back) {
+			pgc_bound_min(&from);
+		} else {
+			pgc_bound_inf(&to);
+		}
+	} else if (bound_at(back ? &from : &to, key->data, key->len, back) != 0) {
+		return ECHD_ECORRUPT;
+	}
+	{
+		int nr = need(s, ix, &from, &to, back, c->ahead);
+
+		if (nr != 0) {
+			c->failed = true;
+			c->on = false;
+			c->ref = REF_NONE;
+			return nr;
+		}
+	}
+	c->failed = false;
+	c->on = rc == 0;
+	if (rc == 0) {
+		memcpy(c->key, key->data, key->len);
+		c->klen = key->len;
+		c->ref = REF_KEY;
+		if (m == MOVE_SEEK || m == MOVE_SEEK_LAST) {
+			int tr = pgc_parts_touch(&s->parts, key->data, key->len);
+			if (tr != 0) {
+				return tr;
+			}
+		}
+	} else {
+		c->ref = back ? REF_BEGIN : REF_END;
+	}
+	return rc;
+}
+
+static void
+pg_cursor_ahead(struct storage_cursor *c, unsigned rows)
+{
+	cursor_from(c)->ahead = rows;
+	storage_fwd_cursor_ahead(c, rows);
+}
+
 /* ---- transactions ------------------------------------------------------------ */
 
 static int
@@ -1802,6 +2656,7 @@ pg_txn_commit(struct storage_txn *t)
 {
 	struct st_pg *s = pg_from(t->st);
 	bool top_write = t->parent == NULL && !t->rdonly;
+	size_t nlog = s->nlog;
 	int rc;
 
 	if (!top_write) {
@@ -1837,6 +2692,14 @@ pg_txn_commit(struct storage_txn *t)
 		return ECHD_EINDOUBT;
 	}
 	s->commits++;
+	rc = lazy_committed(s, nlog);
+	if (rc != 0) {
+		/* a deleted row could come back with the fetch out: know less */
+		echd_log(ECHD_LOG_WARNING, "st_pg: %s: the cache starts over", echd_strerror(rc));
+		for (int i = 0; i < PG_NLAZY; i++) {
+			pgc_spans_clear(&s->spans[i]);
+		}
+	}
 	return 0;
 }
 
@@ -1848,12 +2711,20 @@ pg_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 {
 	int rc;
 
+	struct st_pg *s = pg_from(t->st);
+
 	if (v->len > pg_value_max) {
 		return -EFBIG; /* PostgreSQL would refuse the whole commit */
 	}
+	if (lazy_ix(s, tb) >= 0 && k->len >= PGC_KEY_MAX) {
+		return ECHD_EINVAL; /* st_pg_cache.h: longer than the spans keep */
+	}
 	rc = storage_fwd_put(t, tb, k, v, flags);
 	if (rc == 0 && !t->rdonly) {
-		rc = log_touch(pg_from(t->st), tb, k->data, k->len);
+		rc = log_touch(s, tb, k->data, k->len);
+	}
+	if (rc == 0 && lazy_ix(s, tb) >= 0) {
+		rc = pgc_parts_touch(&s->parts, k->data, k->len);
 	}
 	return rc;
 }
@@ -1861,10 +2732,19 @@ pg_put(struct storage_txn *t, enum storage_table tb, const struct st_buf *k,
 static int
 pg_del(struct storage_txn *t, enum storage_table tb, const struct st_buf *k)
 {
+	struct st_pg *s = pg_from(t->st);
 	int rc = storage_fwd_del(t, tb, k);
 
 	if (rc == 0 && !t->rdonly) {
-		rc = log_touch(pg_from(t->st), tb, k->data, k->len);
+		rc = log_touch(s, tb, k->data, k->len);
+	}
+	if (rc == ECHD_ENOTFOUND && lazy_ix(s, tb) >= 0) {
+		struct st_buf v;
+
+		rc = pg_get(t, tb, k, &v); /* not held: is it absent, or not known? */
+		if (rc == 0) {
+			rc = ECHD_ENOTFOUND; /* not reached: the del found none */
+		}
 	}
 	return rc;
 }
@@ -1886,10 +2766,19 @@ landed(struct storage_cursor *base, int rc, const struct st_buf *key)
 	return rc;
 }
 
+static bool
+is_lazy(struct storage_cursor *c)
+{
+	return lazy_ix(pg_from(c->txn->st), c->tb) >= 0;
+}
+
 static int
 pg_cursor_seek(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
 	struct st_buf *val)
 {
+	if (is_lazy(c)) {
+		return lazy_move(c, MOVE_SEEK, k, key, val);
+	}
 	return landed(c, storage_fwd_cursor_seek(c, k, key, val), key);
 }
 
@@ -1897,18 +2786,27 @@ static int
 pg_cursor_seek_last(struct storage_cursor *c, const struct st_buf *k, struct st_buf *key,
 	struct st_buf *val)
 {
+	if (is_lazy(c)) {
+		return lazy_move(c, MOVE_SEEK_LAST, k, key, val);
+	}
 	return landed(c, storage_fwd_cursor_seek_last(c, k, key, val), key);
 }
 
 static int
 pg_cursor_next(struct storage_cursor *c, struct st_buf *key, struct st_buf *val)
 {
+	if (is_lazy(c)) {
+		return lazy_move(c, MOVE_NEXT, NULL, key, val);
+	}
 	return landed(c, storage_fwd_cursor_next(c, key, val), key);
 }
 
 static int
 pg_cursor_prev(struct storage_cursor *c, struct st_buf *key, struct st_buf *val)
 {
+	if (is_lazy(c)) {
+		return lazy_move(c, MOVE_PREV, NULL, key, val);
+	}
 	return landed(c, storage_fwd_cursor_prev(c, key, val), key);
 }
 
@@ -1936,8 +2834,8 @@ static const struct storage_ha_ops pg_ha_ops = {
 	.confirm = pg_ha_confirm,
 };
 
-/* Reads (get, cursor open and close, cursor_ahead) and the txn abort: the
- * base's, served by the cache. */
+/* Cursor open and close and the txn abort: the base's, served by the
+ * cache; reads of the lazy tables are this file's (lazy_move()). */
 const struct storage_ops st_pg_ops = {
 	.version = STORAGE_OPS_V2,
 	.name = "postgres",
@@ -1946,6 +2844,7 @@ const struct storage_ops st_pg_ops = {
 	.close = pg_close,
 	.txn_begin = pg_txn_begin,
 	.txn_commit = pg_txn_commit,
+	.get = pg_get,
 	.put = pg_put,
 	.del = pg_del,
 	.cursor_seek = pg_cursor_seek,
@@ -1953,6 +2852,7 @@ const struct storage_ops st_pg_ops = {
 	.cursor_next = pg_cursor_next,
 	.cursor_prev = pg_cursor_prev,
 	.cursor_del = pg_cursor_del,
+	.cursor_ahead = pg_cursor_ahead,
 	.stat = pg_stat,
 	.sync = pg_sync,
 	.copy = pg_copy,

@@ -44,6 +44,15 @@ Options:
   --clients c|python  (b)'s workers, as bench_queue.py's option
   --worker-exe PATH   bench-queue-worker (default: build/tests/bench-queue-worker)
   --timeout S         bound of each drain of (b), in seconds (default: 600)
+  --memory            instead of (a) to (c): part (m), issue 34's figures. Per engine (lmdb,
+                      postgres): --m-entries entries of 16 bytes in one stream (default
+                      2000000), --m-pending of them pending (default 10000); the anonymous
+                      memory (RssAnon) after the load; a cold start (exec to the first XLEN
+                      answered) and the memory then; on postgres also the p99 of a c1 XADD
+                      loop (--m-c1-n requests, default 3000) alone and beside a scan of
+                      --m-scan cold entries with XRANGE COUNT 1000 (default 1000000), and a
+                      standby's takeover after kill -9 of the active one (to the first XLEN
+                      answered), with the longest PING wait meanwhile (the watchdog's view)
 
 Everything listens on 127.0.0.1 on free ports in a temporary directory and is stopped on exit.
 This script is not part of `tools/echd-dev test`.
@@ -58,7 +67,9 @@ import signal
 import statistics
 import subprocess
 import sys
+import socket
 import tempfile
+import threading
 import time
 import types
 import uuid
@@ -109,10 +120,11 @@ def on_signal(signum, _frame):
 # what the servers spent
 # ---------------------------------------------------------------------------------------------
 def pg_cpu_seconds():
-    """user + system CPU seconds of the PostgreSQL server: every process of its session (the
-    postmaster was started in a session of its own) and the children it has reaped."""
+    """user + system CPU seconds of the PostgreSQL server: the postmaster, its children (the
+    backends and the auxiliary processes: each calls setsid(), so they are not found by the
+    postmaster's session) and the children it has reaped (backends of closed connections)."""
     hz = os.sysconf("SC_CLK_TCK")
-    sid = PG.proc.pid
+    top = PG.proc.pid
     ticks = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -122,11 +134,10 @@ def pg_cpu_seconds():
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[3]) != sid:          # field 6 of stat: the session id
-            continue
-        ticks += int(fields[11]) + int(fields[12])
-        if int(pid) == sid:
-            ticks += int(fields[13]) + int(fields[14])
+        if int(pid) == top:
+            ticks += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        elif int(fields[1]) == top:        # field 4 of stat: the parent
+            ticks += int(fields[11]) + int(fields[12])
     return ticks / hz
 
 
@@ -320,6 +331,221 @@ def pgbench(args, mode):
 
 
 # ---------------------------------------------------------------------------------------------
+# (m) memory, start and takeover with many entries (issue 34)
+# ---------------------------------------------------------------------------------------------
+def rss_anon_mib(pid):
+    """The anonymous memory a process holds (RssAnon of /proc/PID/status), in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("RssAnon:"):
+                return int(ln.split()[1]) / 1024
+    return 0.0
+
+
+def answers_xlen(port, key=b"q"):
+    """Whether the server on port answers XLEN key with a length now (a standby answers
+    READONLY, a server not listening yet nothing)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as c:
+            c.settimeout(5)
+            c.sendall(b"XLEN %s\r\n" % key)
+            return c.recv(64).startswith(b":")
+    except OSError:
+        return False
+
+
+def wait_xlen(port, timeout=600):
+    """Seconds until XLEN q answers with a length."""
+    t0 = time.monotonic()
+    while not answers_xlen(port):
+        if time.monotonic() - t0 > timeout:
+            sys.exit(f"no answer to XLEN on port {port} within {timeout} s")
+        time.sleep(0.002)
+    return time.monotonic() - t0
+
+
+def spawn(name, cmd):
+    logf = open(os.path.join(TMP, name + ".log"), "ab")
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                         start_new_session=True, preexec_fn=benchlib.die_with_parent)
+    logf.close()
+    SERVERS.append(p)
+    return p
+
+
+class Pinger:
+    """PING every 2 ms from a thread; the longest wait for an answer (a loop that stalls
+    shows here, as systemd's watchdog would see it) once the server first answered."""
+
+    def __init__(self, port):
+        self.port, self.gap, self.done = port, 0.0, threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        conn = None
+        while not self.done.is_set():
+            try:
+                if conn is None:
+                    conn = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+                t = time.monotonic()
+                conn.sendall(b"PING\r\n")
+                conn.recv(64)
+                self.gap = max(self.gap, time.monotonic() - t)
+            except OSError:
+                conn = None
+            time.sleep(0.002)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(5)
+        return self.gap
+
+
+def bench_p99(port, n, key="w"):
+    out = subprocess.run([BENCH, "-h", "127.0.0.1", "-p", str(port), "-n", str(n), "-c", "1",
+                          "-P", "1", "--csv", "XADD", key, "*", "f", "v"],
+                         capture_output=True, text=True, timeout=1800)
+    f = [x.strip('"') for x in out.stdout.splitlines()[-1].split('","')]
+    return float(f[2]), float(f[6])  # mean, p99
+
+
+def scanner(port, stop_evt, out, limit):
+    """XRANGE q <from> + COUNT 1000 from the first entry on, up to limit entries."""
+    r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=600)
+    start, n = "-", 0
+    try:
+        while not stop_evt.is_set() and n < limit:
+            got = r.xrange("q", start, "+", count=1000)
+            if not got:
+                break
+            n += len(got)
+            last = got[-1][0].decode()
+            ms, seq = last.split("-")
+            start = f"{ms}-{int(seq) + 1}"
+    finally:
+        out["scanned"] = n
+        r.close()
+
+
+def part_m(args):
+    """Per engine: preload, anonymous memory, a cold start, (postgres) a scan beside a c1
+    XADD loop, and a takeover by a standby after kill -9 of the active one."""
+    value = "v" * 16
+    rows = {}
+    engines = [("echd-lmdb", None)] + ([] if args.no_postgres else [("echd-postgres", "pg")])
+    for name, pg in engines:
+        d = os.path.join(TMP, name + "-m")
+        os.makedirs(d, exist_ok=True)
+        schema = "bench_m_%s" % uuid.uuid4().hex[:8]
+        port = benchlib.free_port()
+
+        def cmd(p, dd=d, schema=schema, pg=pg):
+            c = [args.echd, "--port", str(p), "--bind", "127.0.0.1", "--dir", dd,
+                 "--loglevel", "notice", "--appendfsync", "always",
+                 *shlex.split(args.echd_args)]
+            if pg:
+                c += ["--storage", "postgres", "--storage-url", PG.url,
+                      "--storage-pg-schema", schema, *shlex.split(args.pg_args)]
+            return c
+        r = {}
+        proc = spawn(name + "-load", cmd(port))
+        wait_xlen(port)
+        log(f"(m) {name}: preloading {args.m_entries} entries")
+        t = time.monotonic()
+        out = subprocess.run([BENCH, "-h", "127.0.0.1", "-p", str(port), "-n",
+                              str(args.m_entries), "-c", "20", "-P", "100", "-q",
+                              "XADD", "q", "*", "f", value],
+                             capture_output=True, text=True, timeout=7200)
+        if out.returncode != 0:
+            sys.exit(f"preload failed: {out.stderr[-300:]}")
+        cl = redis.Redis(host="127.0.0.1", port=port, socket_timeout=600)
+        cl.execute_command("XGROUP", "CREATE", "q", "g", "0")
+        cl.execute_command("XREADGROUP", "GROUP", "g", "c", "COUNT", str(args.m_pending),
+                           "STREAMS", "q", ">")
+        r["entries"] = cl.xlen("q")
+        cl.close()
+        r["load_s"] = time.monotonic() - t
+        r["rss_loaded"] = rss_anon_mib(proc.pid)
+        benchlib.stop(SERVERS, proc)
+        # a cold start: exec to the first XLEN answered
+        t = time.monotonic()
+        proc = spawn(name + "-start", cmd(port))
+        wait_xlen(port)
+        r["start_s"] = time.monotonic() - t
+        r["rss_started"] = rss_anon_mib(proc.pid)
+        if pg:
+            mean0, p99_0 = bench_p99(port, args.m_c1_n)
+            stop_evt, res = threading.Event(), {}
+            th = threading.Thread(target=scanner, args=(port, stop_evt, res, args.m_scan),
+                                  daemon=True)
+            t = time.monotonic()
+            th.start()
+            mean1, p99_1 = bench_p99(port, args.m_c1_n)
+            th.join()
+            r.update(p99_0=p99_0, p99_1=p99_1, mean0=mean0, mean1=mean1,
+                     scanned=res.get("scanned", 0), scan_s=time.monotonic() - t,
+                     rss_scanned=rss_anon_mib(proc.pid))
+            # a takeover: a standby on the same schema, kill -9 of the active one
+            port2 = benchlib.free_port()
+            d2 = d + "-standby"  # its own lock and log; the same schema
+            os.makedirs(d2, exist_ok=True)
+            proc2 = spawn(name + "-standby", cmd(port2, d2))
+            t = time.monotonic()
+            while not answers_ping(port2):
+                if time.monotonic() - t > 120:
+                    sys.exit("the standby did not start")
+                time.sleep(0.01)
+            time.sleep(0.5)
+            pinger = Pinger(port2)
+            time.sleep(0.1)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            SERVERS.remove(proc)
+            t = time.monotonic()
+            while not answers_xlen(port2):
+                if time.monotonic() - t > 600:
+                    sys.exit("no takeover within 600 s")
+                time.sleep(0.002)
+            r["takeover_s"] = time.monotonic() - t
+            time.sleep(0.2)
+            r["takeover_gap_s"] = pinger.stop()
+            r["rss_takeover"] = rss_anon_mib(proc2.pid)
+            proc = proc2
+        benchlib.stop(SERVERS, proc)
+        rows[name] = r
+    return rows
+
+
+def answers_ping(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as c:
+            c.settimeout(5)
+            c.sendall(b"PING\r\n")
+            return c.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def report_m(args, rows):
+    print(f"\n(m) {args.m_entries} entries of 16 bytes in one stream, {args.m_pending} pending "
+          f"({os.cpu_count()} CPUs; the machine is shared: times are of this run)")
+    print(f"{'server':<16} {'RssAnon MiB':>11} {'after start':>11} {'cold start s':>12} "
+          f"{'takeover s':>10} {'max PING s':>10}")
+    for n, r in rows.items():
+        print(f"{n:<16} {r['rss_loaded']:>11.1f} {r['rss_started']:>11.1f} "
+              f"{r['start_s']:>12.3f} {r.get('takeover_s', float('nan')):>10.3f} "
+              f"{r.get('takeover_gap_s', float('nan')):>10.3f}")
+    for n, r in rows.items():
+        if "p99_0" in r:
+            print(f"{n}: c1 XADD p99 {r['p99_0']:.3f} ms alone, {r['p99_1']:.3f} ms beside a "
+                  f"scan of {r['scanned']} cold entries (XRANGE COUNT 1000, {r['scan_s']:.1f} s):"
+                  f" {r['p99_1'] / r['p99_0'] if r['p99_0'] else 0:.2f}x (target <= 2); "
+                  f"RssAnon after the scan {r['rss_scanned']:.1f} MiB, after the takeover "
+                  f"{r['rss_takeover']:.1f} MiB")
+
+
+# ---------------------------------------------------------------------------------------------
 # the report
 # ---------------------------------------------------------------------------------------------
 def med(rs, key):
@@ -431,6 +657,11 @@ def main():
     ap.add_argument("--worker-exe",
                     default=os.path.join(ROOT, "build", "tests", "bench-queue-worker"))
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--m-entries", type=int, default=2000000)
+    ap.add_argument("--m-pending", type=int, default=10000)
+    ap.add_argument("--m-scan", type=int, default=1000000)
+    ap.add_argument("--m-c1-n", type=int, default=3000)
     args = ap.parse_args()
     if args.quick:
         args.n, args.c1_n, args.entries, args.pgbench_seconds = 20000, 1000, 20000, 3
@@ -469,6 +700,10 @@ def main():
         f"version {PG.psql('SHOW server_version')}")
     PG.psql("CREATE TABLE bench_insert (k bytea PRIMARY KEY, v bytea)")
 
+    if args.memory:
+        rows = part_m(args)
+        report_m(args, rows)
+        return 0
     res = {p: {s.name: [] for s in servers} for p in parts}
     pgb = {"simple": [], "prepared": []}
     t_all = time.monotonic()

@@ -228,6 +228,10 @@ def basic_auth(user, password):
 
 PG_URL = None       # after enable_pg(): the libpq URI every echd Server stores at
 PG_TIMEOUT_MS = None  # after enable_pg(): storage-timeout-ms to give echd (None: echd has none)
+# E2E_PG_CACHE_SIZE (e.g. "1", "64kb"): storage-cache-size for every echd on PostgreSQL, so
+# that entries are evicted at every idle turn and each test reads them back from
+# PostgreSQL (the partial cache's cold path); unset: echd's default.
+PG_CACHE_SIZE = os.environ.get("E2E_PG_CACHE_SIZE") or None
 _pg_schemas = 0
 
 
@@ -542,6 +546,8 @@ class Server:
         if PG_TIMEOUT_MS is not None:
             # (enable_pg says why; a test of the timeout passes its own, later, which wins)
             a += ["--storage-timeout-ms", str(PG_TIMEOUT_MS)]
+        if PG_CACHE_SIZE is not None:
+            a += ["--storage-cache-size", PG_CACHE_SIZE]
         return a
 
     def offline_args(self):

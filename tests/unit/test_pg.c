@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 
 #include "echd.h"
+#include "engines/st_pg_cache.h"
 #include "engines/st_pg_test.h"
 #include "storage.h"
 #include "unit_assert.h"
@@ -1257,6 +1258,380 @@ START_TEST(test_newer_version_refused)
 }
 END_TEST
 
+
+/* ---- the partial cache (cache-size) ---------------------------------------- */
+
+static struct storage *
+open_lazy(const char *schema, uint64_t cache_size)
+{
+	struct storage_opts o = opts(schema, 7001, 0);
+	struct storage *st;
+
+	opt_u64(&o, "postgres.cache-size", cache_size);
+	OK(storage_open("postgres", &o, &st));
+	ck_assert_ptr_nonnull(storage_fetch(st));
+	return st;
+}
+
+/* An entry key as the model makes it: stream id, ms, seq. */
+static struct st_buf
+ekey(unsigned char k[24], uint64_t sid, uint64_t n)
+{
+	for (int i = 0; i < 8; i++) {
+		k[i] = (unsigned char)(sid >> (56 - 8 * i));
+		k[8 + i] = (unsigned char)(n >> (56 - 8 * i));
+		k[16 + i] = 0;
+	}
+	return (struct st_buf){k, 24};
+}
+
+/* Writes rows n0..n1-1 of stream sid into entries, "v<n>" each. */
+static void
+put_entries(struct storage *st, uint64_t sid, uint64_t n0, uint64_t n1)
+{
+	struct storage_txn *t;
+	unsigned char k[24];
+	char v[32];
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (uint64_t n = n0; n < n1; n++) {
+		struct st_buf kb = ekey(k, sid, n), vb = {v, (size_t)snprintf(v, sizeof(v), "v%llu",
+								    (unsigned long long)n)};
+		OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+	}
+	OK(storage_txn_commit(t));
+}
+
+/* Polls until a fetch lands (or 5 s); returns the state. */
+static struct storage_fetch_state
+fetch_wait(struct storage *st)
+{
+	struct storage_fetch *f = storage_fetch(st);
+	struct storage_fetch_state fs;
+	uint64_t landed;
+	int64_t end = now_ms() + 5000;
+
+	OK(storage_fetch_poll(f, &fs));
+	landed = fs.landed;
+	while (fs.busy && fs.landed == landed && now_ms() < end) {
+		usleep(2000);
+		OK(storage_fetch_poll(f, &fs));
+	}
+	ck_assert_msg(fs.landed != landed || !fs.busy, "no fetch landed within 5 s");
+	return fs;
+}
+
+/* Reads stream sid's entries in order with a cursor, as the broker would:
+ * on ECHD_EWOULDFETCH it starts over once the fetch landed. Checks each
+ * row is the next one with its value; returns how many, and the restarts
+ * in *rounds. */
+static uint64_t
+scan_entries(struct storage *st, uint64_t sid, unsigned ahead, int *rounds)
+{
+	unsigned char k[24];
+	uint64_t n;
+	int rc;
+
+	*rounds = 0;
+	for (;;) {
+		struct storage_txn *t;
+		struct storage_cursor *c;
+		struct st_buf key, val, seek = ekey(k, sid, 0);
+
+		seek.len = 8;
+		OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+		OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+		storage_cursor_ahead(c, ahead);
+		n = 0;
+		rc = storage_cursor_seek(c, &seek, &key, &val);
+		while (rc == 0 && memcmp(key.data, k, 8) == 0) {
+			char want[32];
+			struct st_buf wk = ekey(k, sid, n);
+
+			snprintf(want, sizeof(want), "v%llu", (unsigned long long)n);
+			ck_assert_msg(key.len == 24 && memcmp(key.data, wk.data, 24) == 0,
+				"row %llu out of place", (unsigned long long)n);
+			ck_assert_msg(val.len == strlen(want) && memcmp(val.data, want, val.len) == 0,
+				"row %llu: wrong value", (unsigned long long)n);
+			n++;
+			rc = storage_cursor_next(c, &key, &val);
+		}
+		storage_cursor_close(c);
+		storage_txn_abort(t);
+		if (rc != ECHD_EWOULDFETCH) {
+			ck_assert_msg(rc == 0 || rc == ECHD_ENOTFOUND, "scan: %s", echd_strerror(rc));
+			return n;
+		}
+		ck_assert_int_lt(++*rounds, 1000);
+		(void)fetch_wait(st);
+	}
+}
+
+/* Gets row n of stream sid, fetching it first when needed. */
+static int
+get_fetched(struct storage *st, uint64_t sid, uint64_t n)
+{
+	struct storage_txn *t;
+	unsigned char k[24];
+	struct st_buf kb = ekey(k, sid, n), v;
+	int rc;
+
+	for (int rounds = 0;; rounds++) {
+		OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+		rc = storage_get(t, STORAGE_T_ENTRIES, &kb, &v);
+		storage_txn_abort(t);
+		if (rc != ECHD_EWOULDFETCH) {
+			return rc;
+		}
+		ck_assert_int_lt(rounds, 10);
+		(void)fetch_wait(st);
+	}
+}
+
+/* A takeover loads no entry; reads fetch what they need, in the right
+ * order, and eviction keeps the cache near its size. */
+START_TEST(test_lazy_reads)
+{
+	struct storage *st = open_pg("lazy", 7001);
+	struct storage_fetch_state fs;
+	struct storage_stat ss;
+	struct storage_txn *t;
+	unsigned char k[24];
+	struct st_buf kb, v;
+	int rounds;
+
+	ck_assert_ptr_null(storage_fetch(st)); /* without cache-size: the whole schema */
+	put_entries(st, 1, 0, 3000);
+	put_entries(st, 2, 0, 10);
+	put_entries(st, 4, 0, 10);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "meta", "1");
+	OK(storage_txn_commit(t));
+	storage_close(st);
+
+	st = open_lazy("lazy", 64 * 1024);
+	OK(storage_stat(st, &ss));
+	ck_assert_uint_eq(ss.rows, 1); /* "meta": no entry came with the takeover */
+
+	/* a row not held: not here yet, then here */
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	kb = ekey(k, 1, 1500);
+	FAILS(storage_get(t, STORAGE_T_ENTRIES, &kb, &v), ECHD_EWOULDFETCH);
+	storage_txn_abort(t);
+	fs = fetch_wait(st);
+	ck_assert_uint_ge(fs.misses, 1);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	OK(storage_get(t, STORAGE_T_ENTRIES, &kb, &v));
+	ck_assert(v.len == 5 && memcmp(v.data, "v1500", 5) == 0);
+	/* a stream that is not in the store is known absent: no fetch */
+	kb = ekey(k, 3, 0);
+	FAILS(storage_get(t, STORAGE_T_ENTRIES, &kb, &v), ECHD_ENOTFOUND);
+	storage_txn_abort(t);
+
+	/* a whole stream bigger than the cache, in order, in a few rounds */
+	ck_assert_uint_eq(scan_entries(st, 1, 100, &rounds), 3000);
+	ck_assert_int_ge(rounds, 2);
+	ck_assert_uint_eq(scan_entries(st, 2, 0, &rounds), 10);
+	ck_assert_uint_eq(scan_entries(st, 4, 0, &rounds), 10);
+	ck_assert_uint_eq(scan_entries(st, 3, 0, &rounds), 0);
+	ck_assert_int_eq(rounds, 0);
+	OK(storage_fetch_poll(storage_fetch(st), &fs)); /* evicts */
+	ck_assert_uint_gt(fs.evicted_rows, 0);
+	ck_assert_msg(fs.cache_bytes <= fs.cache_max, "cache %llu > %llu after eviction",
+		(unsigned long long)fs.cache_bytes, (unsigned long long)fs.cache_max);
+	/* and what was evicted is read again */
+	ck_assert_uint_eq(scan_entries(st, 1, 0, &rounds), 3000);
+	storage_close(st);
+}
+END_TEST
+
+/* Backward reads (seek_last, prev) and writes into a stream not held. */
+START_TEST(test_lazy_back_and_writes)
+{
+	struct storage *st = open_pg("lazyw", 7001);
+	struct storage_txn *t;
+	struct storage_cursor *c;
+	unsigned char k[24], k2[24];
+	struct st_buf kb, key, val, end;
+	int rc, rounds;
+
+	put_entries(st, 7, 0, 500);
+	storage_close(st);
+	st = open_lazy("lazyw", 1 << 20);
+	/* the last row of stream 7, backward, as XADD finds its last node */
+	for (rounds = 0;; rounds++) {
+		OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+		OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+		end = ekey(k2, 7, UINT64_MAX);
+		rc = storage_cursor_seek_last(c, &end, &key, &val);
+		if (rc == 0) {
+			rc = storage_cursor_prev(c, &key, &val);
+		}
+		if (rc != ECHD_EWOULDFETCH) {
+			break;
+		}
+		storage_cursor_close(c);
+		storage_txn_abort(t);
+		ck_assert_int_lt(rounds, 10);
+		(void)fetch_wait(st);
+	}
+	OK(rc);
+	kb = ekey(k, 7, 498);
+	ck_assert(key.len == 24 && memcmp(key.data, kb.data, 24) == 0);
+	storage_cursor_close(c);
+	storage_txn_abort(t);
+
+	/* appended rows and a delete, then the whole stream in order */
+	put_entries(st, 7, 500, 600);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	kb = ekey(k, 7, 10);
+	rc = storage_del(t, STORAGE_T_ENTRIES, &kb);
+	ck_assert_int_eq(rc, ECHD_EWOULDFETCH); /* row 10 is not held: fetch it first */
+	storage_txn_abort(t);
+	(void)fetch_wait(st);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_del(t, STORAGE_T_ENTRIES, &kb));
+	OK(storage_txn_commit(t));
+	storage_close(st);
+
+	/* what PostgreSQL has: rows 0 to 599 but 10 */
+	st = open_lazy("lazyw", 1 << 20);
+	ck_assert_int_eq(get_fetched(st, 7, 10), ECHD_ENOTFOUND);
+	ck_assert_int_eq(get_fetched(st, 7, 11), 0); /* fetched with row 10's neighbours */
+	ck_assert_int_eq(get_fetched(st, 7, 599), 0);
+	ck_assert_int_eq(get_fetched(st, 7, 600), ECHD_ENOTFOUND);
+	storage_close(st);
+}
+END_TEST
+
+/* A row deleted while a fetch that still holds it is out does not come
+ * back with the fetch. */
+START_TEST(test_lazy_delete_during_fetch)
+{
+	struct storage *st = open_pg("lazyd", 7001);
+	struct storage_txn *t;
+	struct storage_cursor *c;
+	unsigned char k[24];
+	struct st_buf kb, key, val, seek;
+	int rc;
+
+	put_entries(st, 9, 0, 100);
+	storage_close(st);
+	st = open_lazy("lazyd", 16 << 20);
+	put_entries(st, 9, 1000, 1001); /* held: written here */
+	/* a fetch of stream 9 from its start, 2000 rows: row 1000 too */
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+	storage_cursor_ahead(c, 2000);
+	seek = ekey(k, 9, 0);
+	FAILS(storage_cursor_seek(c, &seek, &key, &val), ECHD_EWOULDFETCH);
+	storage_cursor_close(c);
+	storage_txn_abort(t);
+	usleep(300 * 1000); /* the fetch has run, row 1000 in its answer */
+	/* deleted before the answer is read */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	kb = ekey(k, 9, 1000);
+	OK(storage_del(t, STORAGE_T_ENTRIES, &kb));
+	OK(storage_txn_commit(t));
+	(void)fetch_wait(st);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	rc = storage_get(t, STORAGE_T_ENTRIES, &kb, &val);
+	ck_assert_msg(rc == ECHD_ENOTFOUND, "deleted row: %s", echd_strerror(rc));
+	kb = ekey(k, 9, 99);
+	OK(storage_get(t, STORAGE_T_ENTRIES, &kb, &val));
+	storage_txn_abort(t);
+	storage_close(st);
+}
+END_TEST
+
+/* Big rows: one fetch brings about a megabyte of values, whatever rows it
+ * asked for, and a scan still gets every row in order. */
+START_TEST(test_lazy_big_rows)
+{
+	struct storage *st = open_pg("lazyb", 7001);
+	struct storage_fetch_state fs;
+	struct storage_txn *t;
+	unsigned char k[24];
+	static char big[64 * 1024];
+	int rounds;
+
+	memset(big, 'x', sizeof(big));
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	for (uint64_t n = 0; n < 100; n++) {
+		struct st_buf kb = ekey(k, 5, n), vb = {big, sizeof(big)};
+		OK(storage_put(t, STORAGE_T_ENTRIES, &kb, &vb, 0));
+	}
+	OK(storage_txn_commit(t));
+	storage_close(st);
+	st = open_lazy("lazyb", 64 * 1024);
+	ck_assert_int_eq(get_fetched(st, 5, 0), 0);
+	OK(storage_fetch_poll(storage_fetch(st), &fs));
+	ck_assert_msg(fs.fetched_rows <= 17, "one fetch brought %llu rows of 64 KiB",
+		(unsigned long long)fs.fetched_rows);
+	for (rounds = 0;; rounds++) {
+		struct storage_cursor *c;
+		struct st_buf key, val, seek = ekey(k, 5, 0);
+		uint64_t n = 0;
+		int rc;
+
+		seek.len = 8;
+		OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+		OK(storage_cursor_open(t, STORAGE_T_ENTRIES, &c));
+		rc = storage_cursor_seek(c, &seek, &key, &val);
+		while (rc == 0 && memcmp(key.data, k, 8) == 0) {
+			struct st_buf wk = ekey(k, 5, n++);
+			ck_assert(memcmp(key.data, wk.data, 24) == 0 && val.len == sizeof(big));
+			rc = storage_cursor_next(c, &key, &val);
+		}
+		storage_cursor_close(c);
+		storage_txn_abort(t);
+		if (rc != ECHD_EWOULDFETCH) {
+			ck_assert_uint_eq(n, 100);
+			break;
+		}
+		ck_assert_int_lt(rounds, 100);
+		(void)fetch_wait(st);
+	}
+	ck_assert_int_ge(rounds, 5);
+	storage_close(st);
+}
+END_TEST
+
+/* The spans: merged, cut, and the gaps a fetch asks for. */
+START_TEST(test_cache_spans)
+{
+	struct pgc_spans sp = {0};
+	struct pgc_bound a, b, c, d, lo, hi, inf;
+
+	pgc_bound_key(&a, "a", 1, false);
+	pgc_bound_key(&b, "b", 1, false);
+	pgc_bound_key(&c, "c", 1, false);
+	pgc_bound_key(&d, "d", 1, false);
+	pgc_bound_inf(&inf);
+	OK(pgc_spans_add(&sp, &a, &b));
+	OK(pgc_spans_add(&sp, &c, &d));
+	ck_assert_uint_eq(sp.n, 2);
+	ck_assert(pgc_spans_covered(&sp, &a, &b));
+	ck_assert(!pgc_spans_covered(&sp, &a, &c));
+	pgc_spans_gap_after(&sp, &a, &lo, &hi);
+	ck_assert(pgc_bound_cmp(&lo, &b) == 0 && pgc_bound_cmp(&hi, &c) == 0);
+	pgc_spans_gap_before(&sp, &d, &lo, &hi);
+	ck_assert(pgc_bound_cmp(&lo, &b) == 0 && pgc_bound_cmp(&hi, &c) == 0);
+	pgc_spans_gap_after(&sp, &d, &lo, &hi);
+	ck_assert(pgc_bound_cmp(&lo, &d) == 0 && hi.inf);
+	OK(pgc_spans_add(&sp, &b, &c)); /* touching both: one span */
+	ck_assert_uint_eq(sp.n, 1);
+	ck_assert(pgc_spans_covered(&sp, &a, &d));
+	OK(pgc_spans_cut(&sp, &b, &c));
+	ck_assert_uint_eq(sp.n, 2);
+	ck_assert(!pgc_spans_covered(&sp, &a, &c));
+	ck_assert(pgc_spans_covered(&sp, &c, &d));
+	OK(pgc_spans_cut(&sp, &a, &inf));
+	ck_assert_uint_eq(sp.n, 0);
+	pgc_spans_clear(&sp);
+}
+END_TEST
+
 static Suite *
 pg_suite(void)
 {
@@ -1301,6 +1676,15 @@ pg_suite(void)
 	tcase_add_test(tc, test_open_unreachable);
 	tcase_add_test(tc, test_read_only);
 	tcase_add_test(tc, test_newer_version_refused);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cache");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_cache_spans);
+	tcase_add_test(tc, test_lazy_reads);
+	tcase_add_test(tc, test_lazy_back_and_writes);
+	tcase_add_test(tc, test_lazy_delete_during_fetch);
+	tcase_add_test(tc, test_lazy_big_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }
