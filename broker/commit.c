@@ -155,6 +155,7 @@ brk_storage_flush(struct brk_server *srv)
 	t0 = brk_now_us();
 	rc = storage_sync(srv->st);
 	brk_latency_storage(srv, BRK_LAT_FLUSH, brk_now_us() - t0);
+	brk_clock_refresh(); /* a flush can take milliseconds */
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
 		return rc;
@@ -176,6 +177,7 @@ brk_batch_commit(struct brk_server *srv)
 		uint64_t t0 = brk_now_us();
 		rc = storage_txn_commit(srv->batch);
 		brk_latency_storage(srv, BRK_LAT_COMMIT, brk_now_us() - t0);
+		brk_clock_refresh(); /* a commit's flush can take milliseconds */
 		if (rc == 0) {
 			srv->stats.commits++;
 			srv->stats.batch_commands_total += srv->batch_writes;

@@ -448,12 +448,14 @@ run_pending(struct brk_server *srv)
 int
 brk_server_run(struct brk_server *srv)
 {
+	brk_clock_cache(true);
 	while (!srv->shutdown) {
 		int flags = EVLOOP_ONCE;
 
 		if (srv->ready_head != NULL || srv->pending != NULL || srv->expire_due) {
 			flags |= EVLOOP_NONBLOCK; /* expire_due: more expired keys to drop */
 		}
+		brk_clock_refresh(); /* the turn's time is read after the poll */
 		if (event_base_loop(srv->base, flags) < 0) {
 			echd_log(ECHD_LOG_WARNING, "event loop failed");
 			srv->exit_code = 1;
@@ -464,6 +466,7 @@ brk_server_run(struct brk_server *srv)
 		brk_batch_end(srv);
 		close_pending(srv);
 	}
+	brk_clock_cache(false);
 	/* Finish the batch in flight so every reply it holds is true. */
 	brk_batch_end(srv);
 	close_pending(srv);
