@@ -794,27 +794,34 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	struct brk_server *srv = x->srv;
 	struct storage_txn *batch = NULL, *child = NULL;
 	size_t bytes = 0;
+	bool straight;
 	int rc;
 
 	*nested = false;
 	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) && !brk_ha_serving(srv)) {
 		return cmd->fn(x); /* INFO on a standby: no transaction to read in */
 	}
-	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) {
-		batch = brk_batch_txn(srv, &rc);
-		if (batch == NULL) {
-			return rc;
-		}
-		x->txn = batch;
-		x->writes0 = storage_txn_writes(batch);
+	if (!(cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY))) {
+		return cmd->fn(x);
 	}
+	for (int i = 0; (cmd->flags & BRK_CMD_WRITE) && i < x->argc && bytes <= NEST_ARG_BYTES;
+		i++) {
+		bytes += x->argv[i].len;
+	}
+	straight = !srv->savepoints && bytes <= NEST_ARG_BYTES && !(cmd->flags & BRK_CMD_BULK);
+	/* only a command that runs straight on the batch may use the stream
+	 * cache; a nested one must find the rows written */
+	batch = (cmd->flags & BRK_CMD_XCACHE) && straight ? brk_batch_txn_cached(srv, &rc)
+							   : brk_batch_txn(srv, &rc);
+	if (batch == NULL) {
+		return rc;
+	}
+	x->txn = batch;
+	x->writes0 = storage_txn_writes(batch);
 	if (!(cmd->flags & BRK_CMD_WRITE)) {
 		return cmd->fn(x);
 	}
-	for (int i = 0; i < x->argc && bytes <= NEST_ARG_BYTES; i++) {
-		bytes += x->argv[i].len;
-	}
-	if (!srv->savepoints && bytes <= NEST_ARG_BYTES && !(cmd->flags & BRK_CMD_BULK)) {
+	if (straight) {
 		rc = cmd->fn(x);
 		if (rc == 0 && (x->dirty > 0 || brk_cmd_wrote(x))) {
 			brk_batch_wrote(srv, x->c);

@@ -288,6 +288,9 @@ brk_server_init(struct brk_server *srv)
 			srv->cfg.storage_backend, srv->cfg.dir, echd_strerror(rc));
 		return -1;
 	}
+	if (stream_cache_create(&srv->xcache) != 0) {
+		return -1;
+	}
 	srv->gc_pending = true; /* finish deletions a previous run left */
 	{
 		/* precise timers: flush-wait-us is in microseconds */
@@ -515,6 +518,8 @@ brk_server_finish(struct brk_server *srv)
 	brk_ha_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);
+	stream_cache_destroy(srv->xcache); /* the batch committed above flushed it */
+	srv->xcache = NULL;
 	if (srv->st != NULL) {
 		storage_close(srv->st);
 		srv->st = NULL;

@@ -29,6 +29,7 @@
 #define EX BRK_CMD_EXEC
 #define FR BRK_CMD_FREES
 #define SB BRK_CMD_STANDBY
+#define XC BRK_CMD_XCACHE
 #define PS BRK_CMD_PUBSUB
 #define SC BRK_CMD_SUBCTX
 #define CH BRK_CMD_CHAN_ALL
@@ -580,7 +581,7 @@ static const struct brk_cmd cmds[] = {
 		.syntax = "shardchannel message"},
 	{"pubsub", brk_cmd_pubsub, -2, NS, NOKEYS, "@slow", "pubsub", "2.8.0",
 		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
-	{"xadd", brk_cmd_xadd, -5, W | OM | F, XADD_KEYS, "@write @stream @fast", "stream", "5.0.0",
+	{"xadd", brk_cmd_xadd, -5, W | OM | F | XC, XADD_KEYS, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
 		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<IDMPAUTO pid | IDMP pid iid>] "
 		 "[<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
