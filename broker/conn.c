@@ -903,7 +903,10 @@ command_name(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, c
 			buf[i] = (char)tolower((unsigned char)buf[i]);
 		}
 	} else {
-		snprintf(buf, len, "%s", cmd->name);
+		/* every request: a copy, not snprintf() */
+		size_t n = strnlen(cmd->name, len - 1);
+		memcpy(buf, cmd->name, n);
+		buf[n] = '\0';
 	}
 }
 
