@@ -16,6 +16,13 @@
  * a new node: the flush then only rewrites, at the same size, rows this
  * transaction already wrote (LMDB: pages already dirty, no page to
  * allocate).
+ *
+ * While the cache holds anything, its appends are the only writes to the
+ * entries table (everyone else flushes first), so it can know the table's
+ * last stream: read once, then moved by its own appends. An append to that
+ * stream, or to one after it, goes at the table's end (STORAGE_PUT_APPEND:
+ * LMDB then skips its search). A lookup that finds nothing forgets it: the
+ * caller may create that stream and append to it.
  */
 #include <errno.h>
 #include <string.h>
@@ -41,6 +48,8 @@ struct stream_cache {
 	struct cached **slots; /* open addressing over list's items; nslots a power of 2 */
 	size_t nslots;
 	struct cached *cur; /* the last lookup's */
+	bool end_known;     /* end_sid is the highest sid with entries rows */
+	uint64_t end_sid;
 };
 
 int
@@ -68,6 +77,7 @@ stream_cache_drop(struct stream_cache *c)
 	}
 	c->n = 0;
 	c->cur = NULL;
+	c->end_known = false;
 }
 
 void
@@ -163,6 +173,9 @@ stream_cache_lookup(struct stream_cache *c, struct storage_txn *t, unsigned db,
 		}
 	}
 	rc = stream_lookup(t, db, name, &m);
+	if (rc == ECHD_ENOTFOUND) {
+		c->end_known = false; /* see the top */
+	}
 	if (rc != 0) {
 		return rc;
 	}
@@ -195,6 +208,36 @@ stream_cache_lookup(struct stream_cache *c, struct storage_txn *t, unsigned db,
 	return 0;
 }
 
+/* Learns the highest sid with entries rows, when it is not known. */
+static int
+learn_end(struct stream_cache *c, struct storage_txn *t)
+{
+	struct storage_cursor *cur;
+	struct st_buf key, val;
+	int rc;
+
+	if (c->end_known) {
+		return 0;
+	}
+	rc = storage_cursor_open(t, STORAGE_T_ENTRIES, &cur);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = storage_cursor_seek_last(cur, NULL, &key, &val);
+	if (rc == 0 && key.len < 8) {
+		rc = ECHD_ECORRUPT;
+	}
+	if (rc == 0) {
+		c->end_sid = st_get_u64(key.data);
+	} else if (rc == ECHD_ENOTFOUND) {
+		c->end_sid = 0;
+		rc = 0;
+	}
+	storage_cursor_close(cur);
+	c->end_known = rc == 0;
+	return rc;
+}
+
 int
 stream_cache_append(struct stream_cache *c, struct storage_txn *t, struct stream_meta *m,
 	const struct stream_id *id, const struct st_buf *fv, size_t nfv, uint64_t node_max_entries,
@@ -207,7 +250,15 @@ stream_cache_append(struct stream_cache *c, struct storage_txn *t, struct stream
 	if (e == NULL || e->m.sid != m->sid) {
 		return -EINVAL; /* not the stream the last lookup found */
 	}
-	rc = st_tail_append(t, m, e->tail, id, fv, nfv, node_max_entries, node_max_bytes);
+	rc = learn_end(c, t);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = st_tail_append(t, m, e->tail, id, fv, nfv, node_max_entries, node_max_bytes,
+		m->sid >= c->end_sid);
+	if (rc == 0 && m->sid > c->end_sid) {
+		c->end_sid = m->sid;
+	}
 	if (rc == 0 && (e->fresh || m->nodes != nodes)) {
 		/* rows the flush will only rewrite (see the top) */
 		rc = st_tail_save(t, m->sid, e->tail);

@@ -259,7 +259,7 @@ st_entry_key(unsigned char *k, uint64_t sid, const struct stream_id *id)
 
 static int
 entry_put(struct storage_txn *t, uint64_t sid, const struct stream_id *id,
-	const struct st_buf *fv, size_t nfv)
+	const struct st_buf *fv, size_t nfv, unsigned flags)
 {
 	unsigned char key[24], small[1024], *val = small;
 	size_t vlen = 4, pos;
@@ -286,8 +286,9 @@ entry_put(struct storage_txn *t, uint64_t sid, const struct stream_id *id,
 	v.data = val;
 	v.len = vlen;
 	/* Ids only grow, so the row goes at the end of its stream's range; a
-	 * plain put keeps working when another stream's rows sort after it. */
-	rc = storage_put(t, STORAGE_T_ENTRIES, &k, &v, 0);
+	 * plain put keeps working when another stream's rows sort after it,
+	 * and the caller says when none does (STORAGE_PUT_APPEND). */
+	rc = storage_put(t, STORAGE_T_ENTRIES, &k, &v, flags);
 	if (val != small) {
 		echd_free(val);
 	}
@@ -348,7 +349,7 @@ st_tail_destroy(struct st_tail *tl)
 int
 st_tail_append(struct storage_txn *t, struct stream_meta *m, struct st_tail *tl,
 	const struct stream_id *id, const struct st_buf *fv, size_t nfv, uint64_t node_max_entries,
-	uint64_t node_max_bytes)
+	uint64_t node_max_bytes, bool at_end)
 {
 	struct node fresh;
 	bool new_node = true, same;
@@ -381,7 +382,7 @@ st_tail_append(struct storage_txn *t, struct stream_meta *m, struct st_tail *tl,
 		}
 		tl->dirty = false;
 	}
-	rc = entry_put(t, m->sid, id, fv, nfv);
+	rc = entry_put(t, m->sid, id, fv, nfv, at_end ? STORAGE_PUT_APPEND : 0);
 	if (rc != 0) {
 		return rc;
 	}
@@ -441,7 +442,7 @@ stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_
 	int rc;
 
 	memset(&tl, 0, sizeof(tl));
-	rc = st_tail_append(t, m, &tl, id, fv, nfv, node_max_entries, node_max_bytes);
+	rc = st_tail_append(t, m, &tl, id, fv, nfv, node_max_entries, node_max_bytes, false);
 	if (rc == 0) {
 		rc = st_tail_save(t, m->sid, &tl);
 	}

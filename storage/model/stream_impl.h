@@ -68,11 +68,12 @@ void st_tail_destroy(struct st_tail *tl); /* NULL: a no-op */
 /* Appends an entry with id to m: writes its entries row, and the full tail
  * node's row when a new node begins; loads the tail node into tl when tl
  * has none; updates m and tl in memory, and leaves the tail node's own row
- * to st_tail_save(). On failure rows may be half written: the transaction
- * must be aborted, as after any failed write. */
+ * to st_tail_save(). at_end: no entries row of another stream sorts after
+ * m's (the put is STORAGE_PUT_APPEND). On failure rows may be half written:
+ * the transaction must be aborted, as after any failed write. */
 int st_tail_append(struct storage_txn *t, struct stream_meta *m, struct st_tail *tl,
 	const struct stream_id *id, const struct st_buf *fv, size_t nfv, uint64_t node_max_entries,
-	uint64_t node_max_bytes);
+	uint64_t node_max_bytes, bool at_end);
 /* Writes tl's node row when appends changed it. */
 int st_tail_save(struct storage_txn *t, uint64_t sid, struct st_tail *tl);
 

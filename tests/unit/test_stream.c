@@ -2975,9 +2975,10 @@ rows_same(enum storage_table tb, uint64_t a, uint64_t b)
 
 #define CACHED 40 /* streams: the cache's table grows past its first size */
 
-/* Appends through the cache to c<i> and plainly to p<i>, interleaved, with
+/* Appends through the cache to c<i>, then the same plainly to p<i>, with
  * nodes filling up and field sets changing: after the flush both kinds of
- * streams have the same rows, byte for byte. */
+ * streams have the same rows, byte for byte. (Not interleaved: while the
+ * cache holds appends, nobody else may write.) */
 START_TEST(test_cache_same_rows)
 {
 	struct stream_cache *c;
@@ -3001,36 +3002,46 @@ START_TEST(test_cache_same_rows)
 			save(0, pn, &plain[i]);
 		}
 	}
-	for (unsigned r = 1; r <= 30; r++) {
-		for (unsigned i = 0; i < CACHED; i++) {
-			struct stream_id id = ID(100 + r, i);
-			struct st_buf name;
+	for (unsigned pass = 0; pass < 2; pass++) {
+		for (unsigned r = 1; r <= 30; r++) {
+			for (unsigned i = 0; i < CACHED; i++) {
+				struct stream_id id = ID(100 + r, i);
+				struct st_buf name;
 
-			snprintf(cn, sizeof(cn), "c%u", i);
-			snprintf(pn, sizeof(pn), "p%u", i);
-			snprintf(val, sizeof(val), "v%u", r * 1000 + i);
-			fv[0] = B("f");
-			fv[1] = B(val);
-			fv[2] = B(r % 4 == 0 ? "g" : "h");
-			fv[3] = B("x");
-			nfv = r % 3 == 0 ? 2 : 4;
-			name = B(cn);
-			OK(stream_cache_lookup(c, tx, 0, &name, &m));
-			U64_EQ(m.length, plain[i].length);
-			OK(stream_cache_append(c, tx, &m, &id, fv, nfv, node_entries, node_bytes));
-			OK(stream_append(tx, &plain[i], &id, fv, nfv, node_entries, node_bytes));
-			save(0, pn, &plain[i]);
+				snprintf(cn, sizeof(cn), "c%u", i);
+				snprintf(pn, sizeof(pn), "p%u", i);
+				snprintf(val, sizeof(val), "v%u", r * 1000 + i);
+				fv[0] = B("f");
+				fv[1] = B(val);
+				fv[2] = B(r % 4 == 0 ? "g" : "h");
+				fv[3] = B("x");
+				nfv = r % 3 == 0 ? 2 : 4;
+				if (pass == 1) {
+					OK(stream_append(tx, &plain[i], &id, fv, nfv, node_entries,
+						node_bytes));
+					save(0, pn, &plain[i]);
+					continue;
+				}
+				name = B(cn);
+				OK(stream_cache_lookup(c, tx, 0, &name, &m));
+				U64_EQ(m.length, (i % 3 == 0 ? 3 + i % 5 : 0) + r - 1);
+				OK(stream_cache_append(c, tx, &m, &id, fv, nfv, node_entries,
+					node_bytes));
+			}
 		}
+		if (pass == 1) {
+			break;
+		}
+		/* until the flush the keys rows are the first append's (written
+		 * at once, so that the flush only rewrites rows) */
+		OK(lookup(0, "c1", &got));
+		U64_EQ(got.length, 1);
+		OK(lookup(0, "c0", &got));
+		U64_EQ(got.length, 4);
+		ck_assert(!stream_cache_empty(c));
+		OK(stream_cache_flush(c, tx));
+		ck_assert(stream_cache_empty(c));
 	}
-	/* until the flush the keys rows are the first append's (written at
-	 * once, so that the flush only rewrites rows) */
-	OK(lookup(0, "c1", &got));
-	U64_EQ(got.length, 1);
-	OK(lookup(0, "c0", &got));
-	U64_EQ(got.length, 4);
-	ck_assert(!stream_cache_empty(c));
-	OK(stream_cache_flush(c, tx));
-	ck_assert(stream_cache_empty(c));
 	for (unsigned i = 0; i < CACHED; i++) {
 		uint64_t psid = plain[i].sid;
 
@@ -3081,6 +3092,54 @@ START_TEST(test_cache_lookup_drop)
 }
 END_TEST
 
+/* The cache puts an entry at the table's end (STORAGE_PUT_APPEND, which
+ * fails on a key that is not last) only when no other stream's rows sort
+ * after it, as the end moves: its own appends, a stream created after a
+ * lookup found nothing. */
+START_TEST(test_cache_table_end)
+{
+	struct stream_cache *c;
+	struct stream_meta a, b, z, m;
+	struct st_buf an = B("a"), bn = B("b"), zn = B("z"), fv[2] = {B("f"), B("v")};
+	struct stream_id id;
+
+	OK(stream_cache_create(&c));
+	create(0, "a", &a);
+	create(0, "b", &b);
+	add_range(&a, 1, 2);
+	save(0, "a", &a);
+	for (uint64_t ms = 10; ms < 14; ms++) {
+		/* b (the end, once it has rows), then a (before b) */
+		id = ID(ms, 0);
+		OK(stream_cache_lookup(c, tx, 0, &bn, &m));
+		OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+		OK(stream_cache_lookup(c, tx, 0, &an, &m));
+		OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	}
+	/* an XADD that creates its stream: after the lookup that found nothing */
+	FAILS(stream_cache_lookup(c, tx, 0, &zn, &m), ECHD_ENOTFOUND);
+	create(0, "z", &z);
+	add_range(&z, 1, 1);
+	save(0, "z", &z);
+	id = ID(20, 0);
+	OK(stream_cache_lookup(c, tx, 0, &bn, &m));
+	OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	OK(stream_cache_lookup(c, tx, 0, &zn, &m));
+	OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	OK(stream_cache_flush(c, tx));
+	OK(lookup(0, "a", &m));
+	U64_EQ(m.length, 6);
+	check_rows(&m);
+	OK(lookup(0, "b", &m));
+	U64_EQ(m.length, 5);
+	check_rows(&m);
+	OK(lookup(0, "z", &m));
+	U64_EQ(m.length, 2);
+	check_rows(&m);
+	stream_cache_destroy(c);
+}
+END_TEST
+
 static Suite *
 cache_suite(void)
 {
@@ -3090,6 +3149,7 @@ cache_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_cache_same_rows);
 	tcase_add_test(tc, test_cache_lookup_drop);
+	tcase_add_test(tc, test_cache_table_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
