@@ -111,7 +111,19 @@ u64_format(uint64_t v, char *buf)
 size_t
 stream_id_format(const struct stream_id *id, char *buf)
 {
-	size_t n = u64_format(id->ms, buf);
+	/* Ids formatted one after another mostly share their ms (a turn's
+	 * XADDs, a range's entries): its digits are kept. */
+	static _Thread_local uint64_t last_ms;
+	static _Thread_local char ms_text[24];
+	static _Thread_local size_t ms_len; /* 0: none kept yet */
+	size_t n;
+
+	if (ms_len == 0 || id->ms != last_ms) {
+		ms_len = u64_format(id->ms, ms_text);
+		last_ms = id->ms;
+	}
+	memcpy(buf, ms_text, ms_len);
+	n = ms_len;
 	buf[n++] = '-';
 	n += u64_format(id->seq, buf + n);
 	buf[n] = '\0';
