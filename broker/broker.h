@@ -257,6 +257,7 @@ struct brk_server {
 	uint64_t next_client_id;
 	/* group commit */
 	struct storage_txn *batch;   /* the loop turn's write transaction, or NULL */
+	struct stream_cache *xcache; /* the batch's streams as XADDs left them (commit.c) */
 	uint64_t batch_writes;       /* write commands merged into batch */
 	uint64_t batch_cmds;         /* commands run in this batch */
 	uint64_t batch_open_ms;      /* everysec: when the batch began */
@@ -358,8 +359,16 @@ int brk_server_init(struct brk_server *srv);
 int brk_server_run(struct brk_server *srv);
 void brk_server_finish(struct brk_server *srv);
 
-/* Opens the batch write transaction if needed; returns it or NULL with *rc. */
+/* Opens the batch write transaction if needed; returns it or NULL with *rc.
+ * What XADDs kept in the stream cache is written first (brk_xcache_flush),
+ * so that the caller sees every row as it stands. */
 struct storage_txn *brk_batch_txn(struct brk_server *srv, int *rc);
+/* The same, leaving the stream cache as it is: for a command that uses it
+ * (BRK_CMD_XCACHE) and runs straight on the batch. */
+struct storage_txn *brk_batch_txn_cached(struct brk_server *srv, int *rc);
+/* Writes what the stream cache keeps into the batch. On failure the batch
+ * is aborted (every reply it held becomes an error) and the error returned. */
+int brk_xcache_flush(struct brk_server *srv);
 /* A transaction to read through from outside a command (the HTTP side),
  * which never opens the batch for a read: the batch when a command of this
  * turn has opened it, else a read-only transaction of its own. Returns it

@@ -25,7 +25,7 @@
 #include "server.h"
 
 struct storage_txn *
-brk_batch_txn(struct brk_server *srv, int *rc)
+brk_batch_txn_cached(struct brk_server *srv, int *rc)
 {
 	if (srv->batch == NULL && !brk_ha_serving(srv)) {
 		/* a standby front end: refused quietly (the cron, the samplers
@@ -47,6 +47,37 @@ brk_batch_txn(struct brk_server *srv, int *rc)
 	return srv->batch;
 }
 
+/* The stream cache (storage/model/stream_cache.c) holds the keys and tail
+ * node rows of the streams the batch's XADDs appended to. Everything but
+ * such an XADD gets the batch from brk_batch_txn() or brk_view_begin(),
+ * which write those rows first; the commit does too, and an abort drops
+ * them with the rest of the batch. */
+int
+brk_xcache_flush(struct brk_server *srv)
+{
+	int rc;
+
+	if (srv->xcache == NULL || stream_cache_empty(srv->xcache)) {
+		return 0;
+	}
+	if (srv->batch == NULL) {
+		stream_cache_drop(srv->xcache); /* not reached: the cache lives in a batch */
+		return 0;
+	}
+	rc = stream_cache_flush(srv->xcache, srv->batch);
+	if (rc != 0) {
+		brk_batch_abort(srv, rc);
+	}
+	return rc;
+}
+
+struct storage_txn *
+brk_batch_txn(struct brk_server *srv, int *rc)
+{
+	*rc = brk_xcache_flush(srv);
+	return *rc == 0 ? brk_batch_txn_cached(srv, rc) : NULL;
+}
+
 /* The batch when open: a read from outside a command then sees what the
  * turn's commands wrote, as a command run now would. Otherwise a read
  * transaction, which the storage contract allows beside a writer that a
@@ -61,8 +92,10 @@ brk_view_begin(struct brk_server *srv, int *rc)
 	struct storage_txn *t;
 
 	if (srv->batch != NULL) {
-		*rc = 0;
-		return srv->batch;
+		*rc = brk_xcache_flush(srv);
+		if (*rc == 0) {
+			return srv->batch;
+		}
 	}
 	if (!brk_ha_serving(srv)) {
 		/* as brk_batch_txn(): a standby's store is not this front end's to show */
@@ -159,6 +192,7 @@ brk_storage_flush(struct brk_server *srv)
 	t0 = brk_now_us();
 	rc = storage_sync(srv->st);
 	brk_latency_storage(srv, BRK_LAT_FLUSH, brk_now_us() - t0);
+	brk_clock_refresh(); /* a flush can take milliseconds */
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "flushing the storage failed: %s", echd_strerror(rc));
 		return rc;
@@ -174,6 +208,10 @@ brk_batch_commit(struct brk_server *srv)
 	if (srv->batch == NULL) {
 		return 0;
 	}
+	rc = brk_xcache_flush(srv);
+	if (rc != 0) {
+		return rc; /* the batch was aborted: its replies are errors */
+	}
 	if (srv->batch_writes == 0) {
 		storage_txn_abort(srv->batch);
 		/* reads: answered only while known current (a deposed front end
@@ -183,6 +221,7 @@ brk_batch_commit(struct brk_server *srv)
 		uint64_t t0 = brk_now_us();
 		rc = storage_txn_commit(srv->batch);
 		brk_latency_storage(srv, BRK_LAT_COMMIT, brk_now_us() - t0);
+		brk_clock_refresh(); /* a commit's flush can take milliseconds */
 		if (rc == 0) {
 			srv->stats.commits++;
 			srv->stats.batch_commands_total += srv->batch_writes;
@@ -229,6 +268,9 @@ brk_batch_abort(struct brk_server *srv, int rc)
 	}
 	storage_txn_abort(srv->batch);
 	srv->batch = NULL;
+	if (srv->xcache != NULL) {
+		stream_cache_drop(srv->xcache);
+	}
 	srv->stats.commit_failures++;
 	srv->expire_next_ms = 0; /* keys it dropped are back */
 	brk_policy_batch_failed(srv);

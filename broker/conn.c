@@ -804,28 +804,36 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	struct storage_txn *batch = NULL, *child = NULL;
 	uint64_t misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
 	size_t bytes = 0;
+	bool straight;
 	int rc;
 
 	*nested = false;
 	if ((cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) && !brk_ha_serving(srv)) {
 		return cmd->fn(x); /* INFO on a standby: no transaction to read in */
 	}
-	if (cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY)) {
-		batch = brk_batch_txn(srv, &rc);
-		if (batch == NULL) {
-			return rc;
-		}
-		x->txn = batch;
-		x->writes0 = storage_txn_writes(batch);
+	if (!(cmd->flags & (BRK_CMD_WRITE | BRK_CMD_READONLY))) {
+		return cmd->fn(x);
 	}
+	for (int i = 0; (cmd->flags & BRK_CMD_WRITE) && i < x->argc && bytes <= NEST_ARG_BYTES;
+		i++) {
+		bytes += x->argv[i].len;
+	}
+	/* with a storage that fetches, every write runs nested: a miss undoes it (fetch.c) */
+	straight = !srv->savepoints && srv->fetch == NULL && bytes <= NEST_ARG_BYTES &&
+		!(cmd->flags & BRK_CMD_BULK);
+	/* only a command that runs straight on the batch may use the stream
+	 * cache; a nested one must find the rows written */
+	batch = (cmd->flags & BRK_CMD_XCACHE) && straight ? brk_batch_txn_cached(srv, &rc)
+							   : brk_batch_txn(srv, &rc);
+	if (batch == NULL) {
+		return rc;
+	}
+	x->txn = batch;
+	x->writes0 = storage_txn_writes(batch);
 	if (!(cmd->flags & BRK_CMD_WRITE)) {
 		return cmd->fn(x);
 	}
-	for (int i = 0; i < x->argc && bytes <= NEST_ARG_BYTES; i++) {
-		bytes += x->argv[i].len;
-	}
-	if (!srv->savepoints && srv->fetch == NULL && bytes <= NEST_ARG_BYTES &&
-		!(cmd->flags & BRK_CMD_BULK)) {
+	if (straight) {
 		rc = cmd->fn(x);
 		if (rc == 0 && (x->dirty > 0 || brk_cmd_wrote(x))) {
 			brk_batch_wrote(srv, x->c);
@@ -910,7 +918,10 @@ command_name(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv, c
 			buf[i] = (char)tolower((unsigned char)buf[i]);
 		}
 	} else {
-		snprintf(buf, len, "%s", cmd->name);
+		/* every request: a copy, not snprintf() */
+		size_t n = strnlen(cmd->name, len - 1);
+		memcpy(buf, cmd->name, n);
+		buf[n] = '\0';
 	}
 }
 

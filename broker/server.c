@@ -288,6 +288,9 @@ brk_server_init(struct brk_server *srv)
 			srv->cfg.storage_backend, srv->cfg.dir, echd_strerror(rc));
 		return -1;
 	}
+	if (stream_cache_create(&srv->xcache) != 0) {
+		return -1;
+	}
 	srv->gc_pending = true; /* finish deletions a previous run left */
 	{
 		/* precise timers: flush-wait-us is in microseconds */
@@ -448,12 +451,14 @@ run_pending(struct brk_server *srv)
 int
 brk_server_run(struct brk_server *srv)
 {
+	brk_clock_cache(true);
 	while (!srv->shutdown) {
 		int flags = EVLOOP_ONCE;
 
 		if (srv->ready_head != NULL || srv->pending != NULL || srv->expire_due) {
 			flags |= EVLOOP_NONBLOCK; /* expire_due: more expired keys to drop */
 		}
+		brk_clock_refresh(); /* the turn's time is read after the poll */
 		if (event_base_loop(srv->base, flags) < 0) {
 			echd_log(ECHD_LOG_WARNING, "event loop failed");
 			srv->exit_code = 1;
@@ -464,6 +469,7 @@ brk_server_run(struct brk_server *srv)
 		brk_batch_end(srv);
 		close_pending(srv);
 	}
+	brk_clock_cache(false);
 	/* Finish the batch in flight so every reply it holds is true. */
 	brk_batch_end(srv);
 	close_pending(srv);
@@ -513,6 +519,8 @@ brk_server_finish(struct brk_server *srv)
 	brk_fetch_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);
+	stream_cache_destroy(srv->xcache); /* the batch committed above flushed it */
+	srv->xcache = NULL;
 	if (srv->st != NULL) {
 		storage_close(srv->st);
 		srv->st = NULL;

@@ -177,6 +177,16 @@ echd_str2ll(const char *s, size_t len, long long *out)
 	if (i == len || s[i] < '1' || s[i] > '9') {
 		return false;
 	}
+	if (len - i <= 18) {
+		/* under 10^18: no overflow to check for (RESP's lengths) */
+		for (; i < len; i++) {
+			unsigned d = (unsigned)(s[i] - '0');
+			if (d > 9) {
+				return false;
+			}
+			v = v * 10 + d;
+		}
+	}
 	for (; i < len; i++) {
 		unsigned d = (unsigned)(s[i] - '0');
 		if (d > 9 || v > (ULLONG_MAX - d) / 10) {

@@ -325,6 +325,38 @@ add_bulk(struct resp_reader *r)
 	return 0;
 }
 
+/* The usual bulk header, "$" and 1 to 9 digits (no leading zero) then CR
+ * with a byte after it, read in one pass: *len and the CR's offset *nl.
+ * Anything else (longer, partial, malformed) is left to the general path,
+ * which gives the same answer for these. */
+static bool
+quick_bulk_len(const char *base, size_t cur, size_t avail, long long *len, size_t *nl)
+{
+	long long v = 0;
+	size_t i = cur + 1;
+
+	if (base[cur] != '$' || i + 1 >= avail || base[i] < '0' || base[i] > '9' ||
+		(base[i] == '0' && base[i + 1] != '\r')) {
+		return false;
+	}
+	for (; i < avail && i - cur <= 10; i++) {
+		unsigned d = (unsigned)(base[i] - '0');
+		if (base[i] == '\r') {
+			if (i + 1 >= avail) {
+				return false;
+			}
+			*len = v;
+			*nl = i;
+			return true;
+		}
+		if (d > 9) {
+			return false;
+		}
+		v = v * 10 + d;
+	}
+	return false;
+}
+
 static int
 parse_multibulk(struct resp_reader *r)
 {
@@ -358,7 +390,12 @@ parse_multibulk(struct resp_reader *r)
 	}
 
 	while (r->mb_left > 0) {
-		if (r->bulklen < 0) {
+		if (r->bulklen < 0 && quick_bulk_len(base, r->cur, avail, &ll, &nl) &&
+			(unsigned long long)ll <= r->lim.max_bulk_len && ll < BIG_ARG) {
+			r->cur = nl + 2;
+			r->seek = r->cur;
+			r->bulklen = ll;
+		} else if (r->bulklen < 0) {
 			if (!find_eol(r, '\r', HDR_MAX, &nl)) {
 				if (avail - r->cur > HDR_MAX) {
 					return fail(r, ECHD_EPROTO, "too big bulk count string");

@@ -341,6 +341,34 @@ next_id(const struct stream_meta *m, const struct add_args *a, struct stream_id 
 	return true;
 }
 
+/* Looks XADD's stream up in the batch's stream cache when this XADD may
+ * keep its rows there (*cached): a plain append (no IDMP, no trimming: they
+ * read and write more rows of the stream, or of others) run straight on the
+ * batch (not in a nested transaction, not in EXEC) to a stream that exists
+ * and has not expired. Otherwise the cache is written out first and the
+ * lookup is brk_lookup()'s. */
+static int
+xadd_lookup(struct brk_ctx *x, const struct add_args *a, const struct st_buf *key,
+	struct stream_meta *m, bool *cached)
+{
+	struct brk_server *srv = x->srv;
+	int rc;
+
+	*cached = false;
+	if (srv->xcache == NULL || x->txn != srv->batch || x->in_exec) {
+		return brk_lookup(x, key, m); /* brk_batch_txn() flushed the cache */
+	}
+	if (a->idmp == IDMP_NONE && a->trim.strategy == STREAM_TRIM_NONE) {
+		rc = stream_cache_lookup(srv->xcache, x->txn, x->c->db, key, m);
+		if (rc != 0 || !stream_expired(m, srv->cmd_ms)) {
+			*cached = rc == 0;
+			return rc;
+		}
+	}
+	rc = brk_xcache_flush(srv);
+	return rc != 0 ? rc : brk_lookup(x, key, m);
+}
+
 /* The settings a stream without its own IDMP settings has. */
 static struct stream_idmp_cfg
 idmp_defaults(const struct brk_ctx *x)
@@ -362,7 +390,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 	struct st_buf fv[64], *fvp = fv;
 	int idpos, field_pos, nfv, rc;
 	uint64_t removed, now;
-	bool exists, auto_ready = false;
+	bool exists, cached, auto_ready = false;
 
 	idpos = parse_add_trim(x, true, &a);
 	if (idpos < 0) {
@@ -381,7 +409,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 		resp_add_error(x->w, ERR_XADD_ZERO);
 		return 0;
 	}
-	rc = brk_lookup(x, &key, &m);
+	rc = xadd_lookup(x, &a, &key, &m, &cached);
 	if (rc != 0 && rc != ECHD_ENOTFOUND) {
 		return rc;
 	}
@@ -444,7 +472,12 @@ brk_cmd_xadd(struct brk_ctx *x)
 	if (!exists) {
 		rc = stream_create(x->txn, x->c->db, &key, &m);
 	}
-	if (rc == 0) {
+	if (rc == 0 && cached) {
+		/* its keys and node rows are written when the cache is */
+		rc = stream_cache_append(x->srv->xcache, x->txn, &m, &id, fvp, (size_t)nfv,
+			(uint64_t)x->srv->cfg.stream_node_max_entries,
+			(uint64_t)x->srv->cfg.stream_node_max_bytes);
+	} else if (rc == 0) {
 		rc = stream_append(x->txn, &m, &id, fvp, (size_t)nfv,
 			(uint64_t)x->srv->cfg.stream_node_max_entries,
 			(uint64_t)x->srv->cfg.stream_node_max_bytes);
@@ -461,7 +494,7 @@ brk_cmd_xadd(struct brk_ctx *x)
 	if (rc == 0 && a.trim.strategy != STREAM_TRIM_NONE) {
 		rc = brk_trim_with_policy(x->txn, &m, &a.trim, a.policy, &removed);
 	}
-	if (rc == 0) {
+	if (rc == 0 && !cached) {
 		rc = stream_meta_save(x->txn, x->c->db, &key, &m);
 	}
 	if (rc == 0) {

@@ -29,6 +29,7 @@
 #define EX BRK_CMD_EXEC
 #define FR BRK_CMD_FREES
 #define SB BRK_CMD_STANDBY
+#define XC BRK_CMD_XCACHE
 #define PS BRK_CMD_PUBSUB
 #define SC BRK_CMD_SUBCTX
 #define CH BRK_CMD_CHAN_ALL
@@ -580,7 +581,7 @@ static const struct brk_cmd cmds[] = {
 		.syntax = "shardchannel message"},
 	{"pubsub", brk_cmd_pubsub, -2, NS, NOKEYS, "@slow", "pubsub", "2.8.0",
 		"A container for Pub/Sub commands.", "Depends on subcommand.", SUBS(pubsub_subs)},
-	{"xadd", brk_cmd_xadd, -5, W | OM | F, XADD_KEYS, "@write @stream @fast", "stream", "5.0.0",
+	{"xadd", brk_cmd_xadd, -5, W | OM | F | XC, XADD_KEYS, "@write @stream @fast", "stream", "5.0.0",
 		"Appends a new message to a stream. Creates the key if it doesn't exist.", "O(1)",
 		.syntax = "key [NOMKSTREAM] [KEEPREF | DELREF | ACKED] [<IDMPAUTO pid | IDMP pid iid>] "
 		 "[<MAXLEN | MINID> [<= | ~>] threshold [LIMIT count]] "
@@ -678,10 +679,18 @@ static const struct brk_cmd cmds[] = {
 _Static_assert(NCMDS < 255, "the lookup table stores indexes in a byte");
 
 /* Lookups run once per request: a small open-addressing table over the
- * lower-cased names, built on first use. */
+ * lower-cased names, built on first use. Names are ASCII: folding A-Z by
+ * hand spares tolower()'s locale table and strncasecmp() per request. */
 #define LOOKUP_SLOTS 256
 static unsigned char slots[LOOKUP_SLOTS]; /* index + 1; 0 = empty */
+static unsigned char name_lens[NCMDS];
 static bool slots_ready;
+
+static inline unsigned char
+ascii_lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
+}
 
 static unsigned
 name_hash(const char *name, size_t len)
@@ -689,9 +698,21 @@ name_hash(const char *name, size_t len)
 	unsigned h = 2166136261u;
 
 	for (size_t i = 0; i < len; i++) {
-		h = (h ^ (unsigned char)tolower((unsigned char)name[i])) * 16777619u;
+		h = (h ^ ascii_lower((unsigned char)name[i])) * 16777619u;
 	}
 	return h;
+}
+
+/* name (any case) is lower, a table name of the same length */
+static bool
+name_is(const char *lower, const char *name, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (ascii_lower((unsigned char)name[i]) != (unsigned char)lower[i]) {
+			return false;
+		}
+	}
+	return true;
 }
 
 static void
@@ -699,6 +720,8 @@ slots_build(void)
 {
 	for (size_t i = 0; i < NCMDS; i++) {
 		unsigned h = name_hash(cmds[i].name, strlen(cmds[i].name));
+		assert(strlen(cmds[i].name) <= 32);
+		name_lens[i] = (unsigned char)strlen(cmds[i].name);
 		while (slots[h % LOOKUP_SLOTS] != 0) {
 			h++;
 		}
@@ -721,9 +744,9 @@ brk_cmd_lookup(const char *name, size_t len)
 		return NULL;
 	}
 	for (h = name_hash(name, len); slots[h % LOOKUP_SLOTS] != 0; h++) {
-		const struct brk_cmd *c = &cmds[slots[h % LOOKUP_SLOTS] - 1];
-		if (strlen(c->name) == len && strncasecmp(c->name, name, len) == 0) {
-			return c;
+		size_t i = slots[h % LOOKUP_SLOTS] - 1u;
+		if (name_lens[i] == len && name_is(cmds[i].name, name, len)) {
+			return &cmds[i];
 		}
 	}
 	return NULL;

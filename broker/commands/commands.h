@@ -42,6 +42,8 @@ enum {
 	BRK_CMD_FREES = 1 << 20,   /* a write that makes room: runs while the disk is full */
 	BRK_CMD_STANDBY = 1 << 21, /* a standby front end runs it (touches no data); the
 				    * others get -READONLY there (ha.c) */
+	BRK_CMD_XCACHE = 1 << 22,  /* may keep stream rows in the batch's stream cache
+				    * (XADD): the batch is not flushed for it (commit.c) */
 };
 #define BRK_MAX_PERMS 128 /* ACL permission slots: commands and subcommands */
 

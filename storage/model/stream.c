@@ -83,26 +83,47 @@ stream_id_parse(const char *s, size_t len, uint64_t missing_seq, bool allow_minm
 	return 0;
 }
 
+/* Two digits at a time from the end: every XADD's reply formats an id. */
 static size_t
 u64_format(uint64_t v, char *buf)
 {
-	char tmp[20];
-	size_t n = 0, i;
+	static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+				    "25262728293031323334353637383940414243444546474849"
+				    "50515253545556575859606162636465666768697071727374"
+				    "75767778798081828384858687888990919293949596979899";
+	size_t n = 1;
 
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	for (i = 0; i < n; i++) {
-		buf[i] = tmp[n - 1 - i];
+	for (uint64_t t = v; t >= 10; t /= 10) {
+		n++;
 	}
+	for (size_t i = n; v >= 10; v /= 100) {
+		unsigned d = (unsigned)(v % 100);
+		buf[--i] = pairs[2 * d + 1];
+		buf[--i] = pairs[2 * d];
+		if (v < 100) {
+			return n;
+		}
+	}
+	buf[0] = (char)('0' + v);
 	return n;
 }
 
 size_t
 stream_id_format(const struct stream_id *id, char *buf)
 {
-	size_t n = u64_format(id->ms, buf);
+	/* Ids formatted one after another mostly share their ms (a turn's
+	 * XADDs, a range's entries): its digits are kept. */
+	static _Thread_local uint64_t last_ms;
+	static _Thread_local char ms_text[24];
+	static _Thread_local size_t ms_len; /* 0: none kept yet */
+	size_t n;
+
+	if (ms_len == 0 || id->ms != last_ms) {
+		ms_len = u64_format(id->ms, ms_text);
+		last_ms = id->ms;
+	}
+	memcpy(buf, ms_text, ms_len);
+	n = ms_len;
 	buf[n++] = '-';
 	n += u64_format(id->seq, buf + n);
 	buf[n] = '\0';

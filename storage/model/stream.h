@@ -146,6 +146,39 @@ int stream_random_key(struct storage_txn *t, unsigned db, uint64_t now_ms, uint6
 int stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id,
 	const struct st_buf *fv, size_t nfv, uint64_t node_max_entries, uint64_t node_max_bytes);
 
+/* ---- the stream cache -------------------------------------------------- */
+
+/* A write transaction's streams as appends left them: the decoded metadata
+ * and open tail node of each stream XADD touched, kept across the commands
+ * of a batch, with their rows written once, by stream_cache_flush(), rather
+ * than by every append. Entries rows are written at once. Until the flush
+ * the keys and nodes rows of the cached streams are stale: whoever else
+ * reads or writes the transaction must flush first (the broker does it
+ * whenever it hands the batch to anything but a cached XADD), and a
+ * transaction that ends without a flush must drop the cache. One cache
+ * serves one transaction at a time. */
+struct stream_cache;
+int stream_cache_create(struct stream_cache **out);
+void stream_cache_destroy(struct stream_cache *c); /* NULL: a no-op */
+bool stream_cache_empty(const struct stream_cache *c);
+/* Looks up a stream as stream_lookup() does, from the cache or, the first
+ * time, from t (then kept). Borrows name. Returns 0 and *out,
+ * ECHD_ENOTFOUND (nothing kept), or a negative error. */
+int stream_cache_lookup(struct stream_cache *c, struct storage_txn *t, unsigned db,
+	const struct st_buf *name, struct stream_meta *out);
+/* stream_append() to the stream the last stream_cache_lookup() found (m is
+ * its metadata, m->sid must match), keeping its keys and nodes rows for the
+ * flush; updates m and the cache. On failure the transaction must be
+ * aborted and the cache dropped. */
+int stream_cache_append(struct stream_cache *c, struct storage_txn *t, struct stream_meta *m,
+	const struct stream_id *id, const struct st_buf *fv, size_t nfv, uint64_t node_max_entries,
+	uint64_t node_max_bytes);
+/* Writes what the cache kept into t and empties it. On failure the cache is
+ * dropped and t must be aborted. */
+int stream_cache_flush(struct stream_cache *c, struct storage_txn *t);
+/* Forgets what the cache kept (its transaction was aborted). */
+void stream_cache_drop(struct stream_cache *c);
+
 enum stream_trim_strategy { STREAM_TRIM_NONE, STREAM_TRIM_MAXLEN, STREAM_TRIM_MINID };
 
 /* What a deletion does to the consumer groups' references to an entry

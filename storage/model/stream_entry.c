@@ -259,7 +259,7 @@ st_entry_key(unsigned char *k, uint64_t sid, const struct stream_id *id)
 
 static int
 entry_put(struct storage_txn *t, uint64_t sid, const struct stream_id *id,
-	const struct st_buf *fv, size_t nfv)
+	const struct st_buf *fv, size_t nfv, unsigned flags)
 {
 	unsigned char key[24], small[1024], *val = small;
 	size_t vlen = 4, pos;
@@ -286,8 +286,9 @@ entry_put(struct storage_txn *t, uint64_t sid, const struct stream_id *id,
 	v.data = val;
 	v.len = vlen;
 	/* Ids only grow, so the row goes at the end of its stream's range; a
-	 * plain put keeps working when another stream's rows sort after it. */
-	rc = storage_put(t, STORAGE_T_ENTRIES, &k, &v, 0);
+	 * plain put keeps working when another stream's rows sort after it,
+	 * and the caller says when none does (STORAGE_PUT_APPEND). */
+	rc = storage_put(t, STORAGE_T_ENTRIES, &k, &v, flags);
 	if (val != small) {
 		echd_free(val);
 	}
@@ -317,12 +318,40 @@ master_fields_encode(const struct st_buf *fv, size_t nfv, unsigned char **out, s
 	return 0;
 }
 
-int
-stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id,
-	const struct st_buf *fv, size_t nfv, uint64_t node_max_entries, uint64_t node_max_bytes)
-{
+/* A stream's tail node, decoded, kept between appends (see stream_impl.h). */
+struct st_tail {
 	struct node n;
-	unsigned char *mf = NULL;
+	bool loaded; /* n is the stream's tail node */
+	bool dirty;  /* n differs from its row */
+};
+
+int
+st_tail_create(struct st_tail **out)
+{
+	struct st_tail *tl = echd_calloc(1, sizeof(*tl));
+
+	if (tl == NULL) {
+		return -ENOMEM;
+	}
+	*out = tl;
+	return 0;
+}
+
+void
+st_tail_destroy(struct st_tail *tl)
+{
+	if (tl != NULL) {
+		node_finish(&tl->n);
+		echd_free(tl);
+	}
+}
+
+int
+st_tail_append(struct storage_txn *t, struct stream_meta *m, struct st_tail *tl,
+	const struct stream_id *id, const struct st_buf *fv, size_t nfv, uint64_t node_max_entries,
+	uint64_t node_max_bytes, bool at_end)
+{
+	struct node fresh;
 	bool new_node = true, same;
 	uint64_t totelelen = 0;
 	int rc;
@@ -333,43 +362,50 @@ stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_
 	if (node_max_bytes == 0 || node_max_bytes > (1u << 30)) {
 		node_max_bytes = 1u << 30;
 	}
-	memset(&n, 0, sizeof(n));
 	if (m->nodes > 0) {
-		rc = node_load(t, m->sid, &m->tail_node, &n);
+		if (!tl->loaded) {
+			rc = node_load(t, m->sid, &m->tail_node, &tl->n);
+			if (rc != 0) {
+				return rc;
+			}
+			tl->loaded = true;
+			tl->dirty = false;
+		}
+		new_node = node_lp_bytes(&tl->n) + totelelen >= node_max_bytes ||
+			(node_max_entries && tl->n.live + tl->n.deleted >= node_max_entries);
+	}
+	if (new_node && tl->loaded && tl->dirty) {
+		/* the full node's last appends, before a new one begins */
+		rc = node_save(t, m->sid, &tl->n);
 		if (rc != 0) {
 			return rc;
 		}
-		new_node = node_lp_bytes(&n) + totelelen >= node_max_bytes ||
-			(node_max_entries && n.live + n.deleted >= node_max_entries);
+		tl->dirty = false;
 	}
-	rc = entry_put(t, m->sid, id, fv, nfv);
+	rc = entry_put(t, m->sid, id, fv, nfv, at_end ? STORAGE_PUT_APPEND : 0);
 	if (rc != 0) {
-		node_finish(&n);
 		return rc;
 	}
 	if (new_node) {
-		node_finish(&n);
-		memset(&n, 0, sizeof(n));
-		n.first = *id;
-		n.nfields = (uint32_t)(nfv / 2);
-		rc = master_fields_encode(fv, nfv, &mf, &n.fields_len);
+		memset(&fresh, 0, sizeof(fresh));
+		fresh.first = *id;
+		fresh.nfields = (uint32_t)(nfv / 2);
+		rc = master_fields_encode(fv, nfv, &fresh.owned, &fresh.fields_len);
 		if (rc != 0) {
 			return rc;
 		}
-		n.fields = mf;
+		fresh.fields = fresh.owned;
+		node_finish(&tl->n);
+		tl->n = fresh;
+		tl->loaded = true;
 		same = true;
 	} else {
-		same = node_same_fields(&n, fv, nfv);
+		same = node_same_fields(&tl->n, fv, nfv);
 	}
-	n.entry_bytes += entry_lp_size(&n, id, fv, nfv, same);
-	n.live++;
-	n.last = *id;
-	rc = node_save(t, m->sid, &n);
-	echd_free(mf);
-	node_finish(&n);
-	if (rc != 0) {
-		return rc;
-	}
+	tl->n.entry_bytes += entry_lp_size(&tl->n, id, fv, nfv, same);
+	tl->n.live++;
+	tl->n.last = *id;
+	tl->dirty = true;
 	if (new_node) {
 		m->nodes++;
 		m->tail_node = *id;
@@ -381,6 +417,37 @@ stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_
 	m->last = *id;
 	m->entries_added++;
 	return 0;
+}
+
+int
+st_tail_save(struct storage_txn *t, uint64_t sid, struct st_tail *tl)
+{
+	int rc;
+
+	if (!tl->dirty) {
+		return 0;
+	}
+	rc = node_save(t, sid, &tl->n);
+	if (rc == 0) {
+		tl->dirty = false;
+	}
+	return rc;
+}
+
+int
+stream_append(struct storage_txn *t, struct stream_meta *m, const struct stream_id *id,
+	const struct st_buf *fv, size_t nfv, uint64_t node_max_entries, uint64_t node_max_bytes)
+{
+	struct st_tail tl;
+	int rc;
+
+	memset(&tl, 0, sizeof(tl));
+	rc = st_tail_append(t, m, &tl, id, fv, nfv, node_max_entries, node_max_bytes, false);
+	if (rc == 0) {
+		rc = st_tail_save(t, m->sid, &tl);
+	}
+	node_finish(&tl.n);
+	return rc;
 }
 
 /* Finds the first live entry at or after from (or the stream's end). */

@@ -60,6 +60,23 @@ st_get_id(const unsigned char *p, struct stream_id *id)
  * master fields. */
 #define ST_NODE_FIXED (8 * 3 + 16 + 4)
 
+/* A stream's tail node, decoded and kept between appends (stream_entry.c
+ * owns its layout), for stream_append() and the stream cache. */
+struct st_tail;
+int st_tail_create(struct st_tail **out);
+void st_tail_destroy(struct st_tail *tl); /* NULL: a no-op */
+/* Appends an entry with id to m: writes its entries row, and the full tail
+ * node's row when a new node begins; loads the tail node into tl when tl
+ * has none; updates m and tl in memory, and leaves the tail node's own row
+ * to st_tail_save(). at_end: no entries row of another stream sorts after
+ * m's (the put is STORAGE_PUT_APPEND). On failure rows may be half written:
+ * the transaction must be aborted, as after any failed write. */
+int st_tail_append(struct storage_txn *t, struct stream_meta *m, struct st_tail *tl,
+	const struct stream_id *id, const struct st_buf *fv, size_t nfv, uint64_t node_max_entries,
+	uint64_t node_max_bytes, bool at_end);
+/* Writes tl's node row when appends changed it. */
+int st_tail_save(struct storage_txn *t, uint64_t sid, struct st_tail *tl);
+
 /* An entries row's key, sid(8) ms(8) seq(8), into k; returns its length. */
 size_t st_entry_key(unsigned char *k, uint64_t sid, const struct stream_id *id);
 

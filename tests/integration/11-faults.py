@@ -836,7 +836,11 @@ def test_maxdisk_every_kind_of_growth_refused_and_freed(server):
     assert c.call("DEL", "s") == 1
     room_again(c)
     more = until_refused(c, lambda i: ("XADD", "s2", "*", "v", value), 20000)
-    assert more >= n - 200, (more, n)
+    # The first fill ran on the batch, its rows put at the entries table's end
+    # (STORAGE_PUT_APPEND), which leaves LMDB's pages full: a third more entries fit than in
+    # this refill, run entry by entry in nested transactions (room is short), whose pages
+    # split in halves. Freed pages that did not count would leave next to no room at all.
+    assert more >= (n - 200) * 2 // 3, (more, n)
     assert info_field(c, "persistence", "commit_failures") == "0"
     log = s.log_tail(500)
     assert "failed" not in log and "storage full" not in log, log

@@ -2928,6 +2928,232 @@ nodes_suite(void)
 	return s;
 }
 
+/* ---- the stream cache --------------------------------------------------- */
+
+/* The rows of table tb under sid, past the sid: each key's rest and value,
+ * length-prefixed, one after the other. Returns a malloc()ed buffer. */
+static unsigned char *
+rows_dump(enum storage_table tb, uint64_t sid, size_t *len)
+{
+	unsigned char k[8], *out = NULL;
+	struct st_buf seek = {k, 8}, key, val;
+	struct storage_cursor *c;
+	size_t n = 0;
+	int rc;
+
+	sid_key(k, sid);
+	OK(storage_cursor_open(tx, tb, &c));
+	rc = storage_cursor_seek(c, &seek, &key, &val);
+	while (rc == 0 && key.len >= 8 && memcmp(key.data, k, 8) == 0) {
+		size_t kl = key.len - 8, add = 2 * sizeof(size_t) + kl + val.len;
+		out = realloc(out, n + add);
+		ck_assert_ptr_nonnull(out);
+		memcpy(out + n, &kl, sizeof(kl));
+		memcpy(out + n + sizeof(kl), (const unsigned char *)key.data + 8, kl);
+		memcpy(out + n + sizeof(kl) + kl, &val.len, sizeof(val.len));
+		memcpy(out + n + 2 * sizeof(kl) + kl, val.data, val.len);
+		n += add;
+		rc = storage_cursor_next(c, &key, &val);
+	}
+	storage_cursor_close(c);
+	ck_assert_msg(rc == 0 || rc == ECHD_ENOTFOUND, "cursor: %d", rc);
+	*len = n;
+	return out;
+}
+
+static void
+rows_same(enum storage_table tb, uint64_t a, uint64_t b)
+{
+	size_t la, lb;
+	unsigned char *da = rows_dump(tb, a, &la), *db = rows_dump(tb, b, &lb);
+
+	ck_assert_msg(la == lb && (la == 0 || memcmp(da, db, la) == 0),
+		"table %d: rows of sid %" PRIu64 " differ from those of %" PRIu64, (int)tb, a, b);
+	free(da);
+	free(db);
+}
+
+#define CACHED 40 /* streams: the cache's table grows past its first size */
+
+/* Appends through the cache to c<i>, then the same plainly to p<i>, with
+ * nodes filling up and field sets changing: after the flush both kinds of
+ * streams have the same rows, byte for byte. (Not interleaved: while the
+ * cache holds appends, nobody else may write.) */
+START_TEST(test_cache_same_rows)
+{
+	struct stream_cache *c;
+	struct stream_meta plain[CACHED], m, got;
+	char cn[16], pn[16], val[32];
+	struct st_buf fv[4];
+	size_t nfv;
+
+	node_entries = 7;
+	OK(stream_cache_create(&c));
+	ck_assert(stream_cache_empty(c));
+	for (unsigned i = 0; i < CACHED; i++) {
+		snprintf(cn, sizeof(cn), "c%u", i);
+		snprintf(pn, sizeof(pn), "p%u", i);
+		create(0, cn, &m);
+		create(0, pn, &plain[i]);
+		if (i % 3 == 0) { /* some start with stored nodes */
+			add_range(&m, 1, 3 + i % 5);
+			add_range(&plain[i], 1, 3 + i % 5);
+			save(0, cn, &m);
+			save(0, pn, &plain[i]);
+		}
+	}
+	for (unsigned pass = 0; pass < 2; pass++) {
+		for (unsigned r = 1; r <= 30; r++) {
+			for (unsigned i = 0; i < CACHED; i++) {
+				struct stream_id id = ID(100 + r, i);
+				struct st_buf name;
+
+				snprintf(cn, sizeof(cn), "c%u", i);
+				snprintf(pn, sizeof(pn), "p%u", i);
+				snprintf(val, sizeof(val), "v%u", r * 1000 + i);
+				fv[0] = B("f");
+				fv[1] = B(val);
+				fv[2] = B(r % 4 == 0 ? "g" : "h");
+				fv[3] = B("x");
+				nfv = r % 3 == 0 ? 2 : 4;
+				if (pass == 1) {
+					OK(stream_append(tx, &plain[i], &id, fv, nfv, node_entries,
+						node_bytes));
+					save(0, pn, &plain[i]);
+					continue;
+				}
+				name = B(cn);
+				OK(stream_cache_lookup(c, tx, 0, &name, &m));
+				U64_EQ(m.length, (i % 3 == 0 ? 3 + i % 5 : 0) + r - 1);
+				OK(stream_cache_append(c, tx, &m, &id, fv, nfv, node_entries,
+					node_bytes));
+			}
+		}
+		if (pass == 1) {
+			break;
+		}
+		/* until the flush the keys rows are the first append's (written
+		 * at once, so that the flush only rewrites rows) */
+		OK(lookup(0, "c1", &got));
+		U64_EQ(got.length, 1);
+		OK(lookup(0, "c0", &got));
+		U64_EQ(got.length, 4);
+		ck_assert(!stream_cache_empty(c));
+		OK(stream_cache_flush(c, tx));
+		ck_assert(stream_cache_empty(c));
+	}
+	for (unsigned i = 0; i < CACHED; i++) {
+		uint64_t psid = plain[i].sid;
+
+		snprintf(cn, sizeof(cn), "c%u", i);
+		OK(lookup(0, cn, &got));
+		ck_assert_uint_ne(got.sid, psid);
+		plain[i].sid = got.sid;
+		meta_eq(&got, &plain[i]);
+		check_rows(&got);
+		rows_same(STORAGE_T_NODES, got.sid, psid);
+		rows_same(STORAGE_T_ENTRIES, got.sid, psid);
+	}
+	stream_cache_destroy(c);
+}
+END_TEST
+
+/* A lookup that found nothing keeps nothing; an append must go to the
+ * stream the last lookup found; a dropped cache forgets its appends and
+ * reads the rows again. */
+START_TEST(test_cache_lookup_drop)
+{
+	struct stream_cache *c;
+	struct stream_meta m, other;
+	struct st_buf name = B("s"), none = B("none"), fv[2] = {B("f"), B("v")};
+	struct stream_id id = ID(5, 0);
+
+	OK(stream_cache_create(&c));
+	FAILS(stream_cache_lookup(c, tx, 0, &none, &m), ECHD_ENOTFOUND);
+	ck_assert(stream_cache_empty(c));
+	create(0, "s", &m);
+	create(0, "t", &other);
+	FAILS(stream_cache_append(c, tx, &other, &id, fv, 2, node_entries, node_bytes), -EINVAL);
+	OK(stream_cache_lookup(c, tx, 0, &name, &m));
+	FAILS(stream_cache_append(c, tx, &other, &id, fv, 2, node_entries, node_bytes), -EINVAL);
+	OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	id = ID(6, 0);
+	OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	OK(stream_cache_lookup(c, tx, 0, &name, &m));
+	U64_EQ(m.length, 2);
+	/* a different db is a different stream */
+	FAILS(stream_cache_lookup(c, tx, 1, &name, &m), ECHD_ENOTFOUND);
+	stream_cache_drop(c);
+	ck_assert(stream_cache_empty(c));
+	OK(stream_cache_lookup(c, tx, 0, &name, &m));
+	U64_EQ(m.length, 1); /* the stored row: the first append's, written at once */
+	stream_cache_destroy(c);
+	stream_cache_destroy(NULL);
+}
+END_TEST
+
+/* The cache puts an entry at the table's end (STORAGE_PUT_APPEND, which
+ * fails on a key that is not last) only when no other stream's rows sort
+ * after it, as the end moves: its own appends, a stream created after a
+ * lookup found nothing. */
+START_TEST(test_cache_table_end)
+{
+	struct stream_cache *c;
+	struct stream_meta a, b, z, m;
+	struct st_buf an = B("a"), bn = B("b"), zn = B("z"), fv[2] = {B("f"), B("v")};
+	struct stream_id id;
+
+	OK(stream_cache_create(&c));
+	create(0, "a", &a);
+	create(0, "b", &b);
+	add_range(&a, 1, 2);
+	save(0, "a", &a);
+	for (uint64_t ms = 10; ms < 14; ms++) {
+		/* b (the end, once it has rows), then a (before b) */
+		id = ID(ms, 0);
+		OK(stream_cache_lookup(c, tx, 0, &bn, &m));
+		OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+		OK(stream_cache_lookup(c, tx, 0, &an, &m));
+		OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	}
+	/* an XADD that creates its stream: after the lookup that found nothing */
+	FAILS(stream_cache_lookup(c, tx, 0, &zn, &m), ECHD_ENOTFOUND);
+	create(0, "z", &z);
+	add_range(&z, 1, 1);
+	save(0, "z", &z);
+	id = ID(20, 0);
+	OK(stream_cache_lookup(c, tx, 0, &bn, &m));
+	OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	OK(stream_cache_lookup(c, tx, 0, &zn, &m));
+	OK(stream_cache_append(c, tx, &m, &id, fv, 2, node_entries, node_bytes));
+	OK(stream_cache_flush(c, tx));
+	OK(lookup(0, "a", &m));
+	U64_EQ(m.length, 6);
+	check_rows(&m);
+	OK(lookup(0, "b", &m));
+	U64_EQ(m.length, 5);
+	check_rows(&m);
+	OK(lookup(0, "z", &m));
+	U64_EQ(m.length, 2);
+	check_rows(&m);
+	stream_cache_destroy(c);
+}
+END_TEST
+
+static Suite *
+cache_suite(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("cache");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_cache_same_rows);
+	tcase_add_test(tc, test_cache_lookup_drop);
+	tcase_add_test(tc, test_cache_table_end);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
 /* ---- persistence -------------------------------------------------------- */
 
 START_TEST(test_persist_reopen)
@@ -3413,6 +3639,7 @@ main(void)
 	srunner_add_suite(sr, trim_suite());
 	srunner_add_suite(sr, nodes_suite());
 	srunner_add_suite(sr, persist_suite());
+	srunner_add_suite(sr, cache_suite());
 	srunner_add_suite(sr, idmp_suite());
 	return fixture_run(sr);
 }
