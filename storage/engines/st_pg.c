@@ -2055,8 +2055,14 @@ lazy_reset(struct st_pg *s, struct pgc_spans *fresh)
 static int
 fconn_open(struct st_pg *s)
 {
-	const char *keys[] = {"dbname", "fallback_application_name", "options", NULL};
-	const char *vals[] = {s->url, "echd-fetch", "-c default_transaction_read_only=on", NULL};
+	/* Read-only, on the primary: libpq's read-write test (a URL's
+	 * target_session_attrs=read-write) would fail this session on every
+	 * host, as it asks transaction_read_only; "primary" asks whether the
+	 * server is in recovery. Later keywords override the URL's. */
+	const char *keys[] = {"dbname", "fallback_application_name", "options",
+		"target_session_attrs", NULL};
+	const char *vals[] = {s->url, "echd-fetch", "-c default_transaction_read_only=on",
+		"primary", NULL};
 	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
 	int64_t dl = deadline(s);
 	PGconn *c;

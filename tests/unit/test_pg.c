@@ -1266,7 +1266,13 @@ open_lazy(const char *schema, uint64_t cache_size)
 {
 	struct storage_opts o = opts(schema, 7001, 0);
 	struct storage *st;
+	char url[1024];
 
+	/* as the HA recipe's URL asks: a fetch must still find its server (a
+	 * read-only fetch session once failed read-write's test on every host) */
+	snprintf(url, sizeof(url), "%s%ctarget_session_attrs=read-write", pg_url,
+		strchr(pg_url, '?') != NULL ? '&' : '?');
+	opt_str(&o, "postgres.url", url);
 	opt_u64(&o, "postgres.cache-size", cache_size);
 	OK(storage_open("postgres", &o, &st));
 	ck_assert_ptr_nonnull(storage_fetch(st));
