@@ -189,6 +189,7 @@ struct brk_stats {
 	uint64_t map_grows;
 	uint64_t meta_flush_waits; /* flush-wait-us ran out before a commit came */
 	uint64_t gc_rows;
+	uint64_t maint_steps;      /* storage_maintain_step()s committed (lmdb-staged) */
 	uint64_t policy_dead_lettered; /* rows dead-lettered at their deadline (timer, reads) */
 	uint64_t policy_turn_rows_max; /* the most one policy timer turn handled */
 	uint64_t acl_denied_auth, acl_denied_cmd, acl_denied_key, acl_denied_channel;
@@ -272,6 +273,9 @@ struct brk_server {
 	uint64_t rnd;                /* RANDOMKEY's generator state (splitmix64) */
 	bool gc_pending;
 	bool expire_due;             /* the cron's tick: drop keys whose time passed */
+	bool maint_more;             /* commit.c: the storage has more deferred work, idle */
+	uint64_t maint_cmds;         /* commit.c: total_commands when last seen changing */
+	uint64_t maint_busy_ms;      /* commit.c: when it last changed */
 	struct brk_pgroup *policies; /* policy.c: groups with a policy; owned */
 	struct event *policy_timer;  /* policy.c: when the first of them has a row due */
 	uint64_t policy_timer_at;

@@ -11,7 +11,9 @@
  * This file also asks the storage, at the end of each turn, whether writes
  * that add data may run (the capacity interface's storage_capacity_admit():
  * maxdisk and a full file system; a storage without the interface admits
- * everything), and grows it when a write found no room (ECHD_EMAPFULL).
+ * everything), and grows it when a write found no room (ECHD_EMAPFULL);
+ * and gives a storage with deferred work (storage_maintain(): lmdb-staged
+ * files what it staged) a step of it in each batch that wants one.
  * And it opens the views the HTTP side reads through (brk_view_begin()):
  * reads from outside a command never open the batch.
  */
@@ -23,6 +25,10 @@
 
 #include "broker.h"
 #include "server.h"
+
+/* No command for this long: the server is idle, and the storage may do
+ * deferred work that is not due yet (lmdb-staged files what it staged). */
+#define MAINT_IDLE_MS 100
 
 struct storage_txn *
 brk_batch_txn_cached(struct brk_server *srv, int *rc)
@@ -484,6 +490,58 @@ admit_writes(struct brk_server *srv)
 	srv->fs_full = room.fs_full;
 }
 
+/* A step of the storage's deferred work (storage_maintain(), storage.h),
+ * in a child of the batch so that a failure costs the step alone, and
+ * committed with the batch: one flush for both. Due when the storage says
+ * so (its mark), and when idle: then the loop keeps turning (maint_more)
+ * until nothing is left. A storage without the interface has none.
+ * While writes that add are refused (maxdisk, a full file system:
+ * admit_writes()) a step that fits as a child may still make the batch's
+ * commit fail, and the commands' replies with it: then it runs only in a
+ * turn without commands, in a batch of its own (at the pace of the loop's
+ * timers, not spinning, as its commit may not fit either). */
+static void
+maintain_step(struct brk_server *srv)
+{
+	struct storage_maintain *m = storage_maintain(srv->st);
+	uint64_t now = brk_now_ms();
+	struct storage_txn *t, *child;
+	bool idle, more = false, short_room = srv->disk_full;
+	int rc;
+
+	srv->maint_more = false;
+	if (m == NULL) {
+		return;
+	}
+	if (srv->stats.total_commands != srv->maint_cmds) {
+		srv->maint_cmds = srv->stats.total_commands;
+		srv->maint_busy_ms = now;
+	}
+	/* full: filing is what frees room (a staged deletion frees nothing
+	 * until it is filed), so any deferred work is worth a step */
+	idle = now - srv->maint_busy_ms >= MAINT_IDLE_MS || short_room;
+	if (!storage_maintain_due(m, idle) || (short_room && srv->batch != NULL)) {
+		return;
+	}
+	t = brk_batch_txn(srv, &rc);
+	if (t == NULL || storage_txn_begin(srv->st, t, 0, &child) != 0) {
+		return;
+	}
+	rc = storage_maintain_step(m, child, idle, &more);
+	if (rc != 0) {
+		storage_txn_abort(child);
+		if (rc != ECHD_EMAPFULL) {
+			echd_log(ECHD_LOG_WARNING, "filing staged rows: %s", echd_strerror(rc));
+		}
+		return;
+	}
+	if (storage_txn_commit(child) == 0) {
+		srv->batch_writes++;
+		srv->stats.maint_steps++;
+		srv->maint_more = more && !short_room;
+	}
+}
+
 /* The end of a loop turn: commit, release replies, wake waiters.
  *
  * The storage is opened with STORAGE_SYNC_DATA: a commit may return before
@@ -509,6 +567,7 @@ brk_batch_end(struct brk_server *srv)
 	if (srv->gc_pending && (srv->batch != NULL || srv->pending == NULL)) {
 		brk_gc_step(srv);
 	}
+	maintain_step(srv);
 	if (brk_batch_commit(srv) == ECHD_EMAPFULL) {
 		/* Even the commit found no room: its replies became errors; make
 		 * room for the next batch now. */

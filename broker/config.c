@@ -112,8 +112,12 @@ static const struct opt opts[] = {
 	{"maxdisk", OPT_MEM, true, "0", OFF(maxdisk), 0, LLMAX, NULL,
 		"largest the data file may grow; 0 = no limit", "lmdb.map-max"},
 	{"storage", OPT_STR, false, "lmdb", OFF(storage_backend), 0, 0, NULL,
-		"storage backend: lmdb, mem (in memory), or postgres (storage-url; also "
-		"storage-backend)"},
+		"storage backend: lmdb, lmdb-staged (lmdb written in arrival order), mem (in "
+		"memory), or postgres (storage-url; also storage-backend)"},
+	{"storage-stage-size", OPT_MEM, false, "64mb", OFF(storage_stage_size), 64 * 1024,
+		LLMAX, NULL,
+		"lmdb-staged: bytes of rows kept in arrival order before they are filed in their "
+		"tables (the bound of the staging table)", "lmdb-staged.stage-size"},
 	{"storage-url", OPT_STR, false, "", OFF(storage_url), 0, 0, NULL,
 		"postgres: where, as a libpq URI or key=value string (CONFIG GET hides its "
 		"password)", "postgres.url"},

@@ -59,6 +59,7 @@ struct brk_config {
 	long long map_size;      /* initial LMDB map size in bytes */
 	long long maxdisk;       /* map growth limit in bytes; 0 = none */
 	char *storage_backend;   /* "storage" (alias storage-backend) */
+	long long storage_stage_size; /* lmdb-staged: the staging table's bound, bytes */
 	/* a store on a server (postgres) and its front ends (ha.c) */
 	char *storage_url;       /* a secret: CONFIG GET and the log hide its password */
 	char *storage_pg_schema;

@@ -455,8 +455,11 @@ brk_server_run(struct brk_server *srv)
 	while (!srv->shutdown) {
 		int flags = EVLOOP_ONCE;
 
-		if (srv->ready_head != NULL || srv->pending != NULL || srv->expire_due) {
-			flags |= EVLOOP_NONBLOCK; /* expire_due: more expired keys to drop */
+		if (srv->ready_head != NULL || srv->pending != NULL || srv->expire_due ||
+			srv->maint_more) {
+			/* expire_due: more expired keys to drop; maint_more: more
+			 * staged rows to file while idle */
+			flags |= EVLOOP_NONBLOCK;
 		}
 		brk_clock_refresh(); /* the turn's time is read after the poll */
 		if (event_base_loop(srv->base, flags) < 0) {

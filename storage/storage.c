@@ -29,6 +29,7 @@ static const struct storage_ops *const backends[] = {
 	&st_mem_ops,   /* in memory: the contract kept without LMDB */
 	&st_pg_ops,    /* PostgreSQL: a store several front ends share */
 	&st_fwd_ops,   /* tests only: mem behind the forwarding base, nothing optional */
+	&st_stage_ops, /* lmdb with a staging table: writes in arrival order */
 	NULL,
 };
 static const char *const backend_names[] = {
@@ -37,6 +38,7 @@ static const char *const backend_names[] = {
 	"mem",
 	"postgres",
 	"fwd",
+	"lmdb-staged",
 	NULL,
 };
 _Static_assert(sizeof(backends) / sizeof(backends[0]) ==
@@ -199,7 +201,7 @@ storage_txn_commit_gen(struct storage_txn *t, uint64_t *gen)
 	struct storage_txn *parent = t->parent;
 	struct storage *st = t->st;
 	bool top_write = parent == NULL && !t->rdonly;
-	uint64_t writes[STORAGE_T__COUNT];
+	uint64_t writes[STORAGE_T__ALL];
 	int rc;
 
 	if (t->child != NULL) {
@@ -218,7 +220,7 @@ storage_txn_commit_gen(struct storage_txn *t, uint64_t *gen)
 	if (rc == 0 && parent != NULL) {
 		/* The child's rows are the parent's now: its cursors on those
 		 * tables must seek again, as after a write of their own. */
-		for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		for (int tb = 0; tb < STORAGE_T__ALL; tb++) {
 			parent->writes[tb] += writes[tb];
 		}
 	}
@@ -255,7 +257,7 @@ storage_txn_writes(const struct storage_txn *t)
 {
 	uint64_t n = 0;
 
-	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+	for (int tb = 0; tb < STORAGE_T__ALL; tb++) {
 		n += t->writes[tb];
 	}
 	return n;
@@ -538,6 +540,58 @@ uint64_t
 storage_fetch_misses(const struct storage_fetch *f)
 {
 	return f->ops->misses(f->st);
+}
+
+struct storage_maintain *
+storage_maintain(struct storage *st)
+{
+	struct storage_maintain *m = storage_iface(st, STORAGE_IFACE_MAINTAIN);
+
+	assert(m == NULL || (m->ops != NULL && m->st != NULL));
+	return m;
+}
+
+bool
+storage_maintain_due(struct storage_maintain *m, bool idle)
+{
+	return !m->st->read_only && m->ops->due(m->st, idle);
+}
+
+int
+storage_maintain_step(struct storage_maintain *m, struct storage_txn *t, bool idle, bool *more)
+{
+	int rc;
+
+	*more = false;
+	/* t must be the engine's own: a wrapper passing the interface on
+	 * would hand its transactions, which the engine cannot read. */
+	assert(t->st == m->st);
+	if (t->st != m->st || t->rdonly || t->child != NULL || t->cursors != NULL) {
+		return ECHD_EINVAL;
+	}
+	rc = m->ops->step(t, idle, more);
+	if (rc < 0) {
+		return rc;
+	}
+	/* What it moved are writes of t: a commit of t is not empty. */
+	t->writes[STORAGE_T_STAGE] += (uint64_t)rc;
+	return 0;
+}
+
+int
+storage_maintain_stat(struct storage_maintain *m, struct storage_maintain_stat *out)
+{
+	memset(out, 0, sizeof(*out));
+	return m->ops->stat(m->st, out);
+}
+
+int
+storage_maintain_verify(struct storage_maintain *m, struct storage_txn *t,
+	storage_problem_fn problem, void *ud, uint64_t *rows)
+{
+	*rows = 0;
+	assert(t->st == m->st);
+	return t->st != m->st ? ECHD_EINVAL : m->ops->verify(t, problem, ud, rows);
 }
 
 int

@@ -40,8 +40,10 @@
  *    its store in memory: storage_fetch()). Each getter returns NULL for an
  *    engine without the interface, and the caller then does without (every
  *    write admitted, never ECHD_EMAPFULL; always active; never
- *    ECHD_EWOULDFETCH). A wrapper may pass on the interfaces of the engine
- *    it wraps (st_fault.c: lmdb's capacity).
+ *    ECHD_EWOULDFETCH). Deferred work (storage_maintain()) is the fourth:
+ *    an engine that files later what it wrote. A wrapper may pass on the
+ *    interfaces of the engine it wraps (st_fault.c and st_stage.c: lmdb's
+ *    capacity).
  *  - "Not here yet": only an engine with the fetch interface, and only once
  *    its caller asked for that by an option (postgres: cache-size), may
  *    answer a get, a del, or a cursor's seek, seek_last, next or prev with
@@ -115,7 +117,12 @@ struct storage_opts {
 	 * libpq URI or key=value string), schema ("echd"), ha-name ("echd"),
 	 * announce-host and announce-port (this front end's address for
 	 * clients), timeout-ms (a longer round trip is a lost connection),
-	 * cache-size (bytes of entries held in memory; 0: the whole schema). */
+	 * cache-size (bytes of entries held in memory; 0: the whole schema).
+	 * lmdb-staged: lmdb's, and stage-size (the staging table's bound in
+	 * bytes). lmdb.stage-owner (0 or 1) is for lmdb-staged alone, opening
+	 * its lmdb: it reads the staging table itself (without it, lmdb refuses
+	 * to open for writing a directory holding staged rows it would not
+	 * see). */
 	const struct storage_opt *opt;
 	size_t nopt;
 };
@@ -368,6 +375,54 @@ int storage_fetch_poll(struct storage_fetch *f, struct storage_fetch_state *out)
  * caller that compares it before and after some work knows whether the
  * work met a miss, even one a caller below it did not pass on. */
 uint64_t storage_fetch_misses(const struct storage_fetch *f);
+
+/* Deferred work: an optional interface, of an engine that writes now and
+ * files later (lmdb-staged appends a batch's rows in arrival order and
+ * moves them to their tables afterwards, sorted and in bulk). Returns it
+ * (borrowed: valid until storage_close(st)), or NULL when st has none:
+ * then there is nothing to run, count or check.
+ *
+ * storage_maintain_due() tells whether a step is wanted now: always once
+ * the deferred work passes the engine's mark, and whenever there is any
+ * when idle (the caller has had nothing else to do for a while). Never on
+ * a read-only storage. No transaction need be closed.
+ *
+ * storage_maintain_step() does one step, bounded so that it adds little to
+ * a batch's latency (more while the engine is full: its back-pressure),
+ * inside t: a write transaction of the storage the interface came from,
+ * with no child or cursor open, and at most one step per top-level
+ * transaction (the broker runs it in a child of its batch, so that one
+ * commit, one flush, carries both, and a failed step costs the step
+ * alone). Its rows count as writes of t; what t reads does not change.
+ * *more is set when another step is due at once. Returns 0, ECHD_EINVAL
+ * for a t that is not such a transaction, or a write's error (ECHD_EMAPFULL
+ * when the store has no room: t should then be aborted). */
+struct storage_maintain;
+struct storage_maintain *storage_maintain(struct storage *st);
+bool storage_maintain_due(struct storage_maintain *m, bool idle);
+int storage_maintain_step(struct storage_maintain *m, struct storage_txn *t, bool idle,
+	bool *more);
+
+/* The deferred work's figures (lmdb-staged: its staging table). */
+struct storage_maintain_stat {
+	uint64_t rows;   /* rows written and not yet filed (staged records) */
+	uint64_t bytes;  /* their bytes, as counted against bound */
+	uint64_t bound;  /* what they may take (lmdb-staged.stage-size) */
+	uint64_t filed;  /* rows filed since open */
+	uint64_t rounds; /* rounds of filing finished since open (epochs) */
+};
+int storage_maintain_stat(struct storage_maintain *m, struct storage_maintain_stat *out);
+
+/* Checks the engine's own structures as t (a transaction of the storage the
+ * interface came from, read-only is fine) sees them, for echo-admin check:
+ * lmdb-staged: every staged record decodes, and the in-memory overlay holds
+ * exactly the newest staged version of each staged row. Calls problem
+ * (borrowed; msg borrowed for the call) once per problem and sets *rows to
+ * the rows looked at. Returns 0 (problems found or not), or a read's
+ * error. */
+typedef void (*storage_problem_fn)(void *ud, const char *msg);
+int storage_maintain_verify(struct storage_maintain *m, struct storage_txn *t,
+	storage_problem_fn problem, void *ud, uint64_t *rows);
 
 /* Flushes everything committed so far to stable storage. */
 int storage_sync(struct storage *st);

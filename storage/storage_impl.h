@@ -18,7 +18,17 @@ enum storage_iface {
 	STORAGE_IFACE_CAPACITY, /* returns a struct storage_capacity * */
 	STORAGE_IFACE_HA,       /* returns a struct storage_ha * */
 	STORAGE_IFACE_FETCH,    /* returns a struct storage_fetch * */
+	STORAGE_IFACE_MAINTAIN, /* returns a struct storage_maintain * */
 };
+
+/* Tables private to the engines, past the model's (storage.h), so that
+ * enum storage_table and its users stay as they are: an engine that wraps
+ * another reaches them in the inner one through the public functions, and
+ * every per-table array of storage.c's and st_lmdb.c's has room for them.
+ * STORAGE_T_STAGE: st_stage.c's staging table, a sub-database of lmdb's
+ * (which refuses to open it for writing unless lmdb.stage-owner is set). */
+#define STORAGE_T_STAGE ((enum storage_table)STORAGE_T__COUNT)
+#define STORAGE_T__ALL  (STORAGE_T__COUNT + 1)
 
 struct storage_ops {
 	int version; /* STORAGE_OPS_V2; append-only */
@@ -79,8 +89,10 @@ struct storage_txn {
 	struct storage *st;
 	struct storage_txn *parent, *child;  /* storage.c */
 	bool rdonly;                         /* storage.c */
-	uint64_t writes[STORAGE_T__COUNT];   /* storage.c: rows written per table,
-					      * committed children included */
+	uint64_t writes[STORAGE_T__ALL];     /* storage.c: rows written per table,
+					      * committed children included (a
+					      * maintenance step's under
+					      * STORAGE_T_STAGE) */
 	struct storage_cursor *cursors;      /* storage.c: the open ones */
 };
 struct storage_cursor {
@@ -128,6 +140,21 @@ struct storage_fetch {
 	struct storage *st;
 };
 
+/* Deferred work (storage.h), the same way: iface(STORAGE_IFACE_MAINTAIN).
+ * step returns the rows it wrote (>= 0), which storage.c counts as writes
+ * of t, or a negative error; t is always a transaction of st itself. */
+struct storage_maintain_ops {
+	bool (*due)(struct storage *st, bool idle);
+	int (*step)(struct storage_txn *t, bool idle, bool *more);
+	int (*stat)(struct storage *st, struct storage_maintain_stat *out);
+	int (*verify)(struct storage_txn *t, storage_problem_fn problem, void *ud,
+		uint64_t *rows);
+};
+struct storage_maintain {
+	const struct storage_maintain_ops *ops;
+	struct storage *st;
+};
+
 /* st's optional interface which, or NULL (for wrappers passing on their
  * inner engine's, and for storage.c's typed getters). */
 void *storage_iface(struct storage *st, enum storage_iface which);
@@ -162,5 +189,6 @@ extern const struct storage_ops st_fault_ops; /* st_fault.c: tests only */
 extern const struct storage_ops st_mem_ops;   /* st_mem.c: in memory, not persistent */
 extern const struct storage_ops st_pg_ops;    /* st_pg.c: PostgreSQL through libpq */
 extern const struct storage_ops st_fwd_ops;   /* st_fwd.c: tests only: forwards to mem */
+extern const struct storage_ops st_stage_ops; /* st_stage.c: lmdb, written in arrival order */
 
 #endif

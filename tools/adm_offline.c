@@ -1,5 +1,7 @@
 /* adm_offline.c - echo-admin on the store itself, read-only: the LMDB
- * directory, or echd's schema on PostgreSQL (--storage-url).
+ * directory (opened through lmdb-staged, which reads plain lmdb's too and
+ * sees rows lmdb-staged has not filed yet), or echd's schema on PostgreSQL
+ * (--storage-url).
  *
  * Everything is read through one read-only transaction: a consistent
  * snapshot, taken without stopping or slowing echd (LMDB readers never
@@ -45,7 +47,9 @@ open_dir(const char *dir, struct storage **out)
 	memset(&so, 0, sizeof(so));
 	so.dir = dir;
 	so.read_only = true;
-	rc = storage_open(NULL, &so, out);
+	/* lmdb-staged reads plain lmdb's directories too, and through the rows
+	 * it staged (a missing staging table reads as empty) */
+	rc = storage_open("lmdb-staged", &so, out);
 	if (rc != 0) {
 		return adm_err(
 			ADM_EXIT_CONNECT, "cannot open %s read-only: %s", dir, echd_strerror(rc));

@@ -228,6 +228,19 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 					   "storage_cache_evicted_rows:%llu\r\n",
 				(unsigned long long)f->fetched_rows, (unsigned long long)f->evicted_rows);
 		}
+		if (storage_maintain(srv->st) != NULL) {
+			/* deferred work (lmdb-staged: rows in arrival order, not yet
+			 * in their tables) */
+			struct storage_maintain_stat ms;
+			memset(&ms, 0, sizeof(ms));
+			storage_maintain_stat(storage_maintain(srv->st), &ms);
+			resp_buf_printf(b, "storage_stage_rows:%llu\r\nstorage_stage_bytes:%llu\r\n"
+					   "storage_stage_size:%llu\r\nstorage_stage_filed:%llu\r\n"
+					   "storage_stage_epochs:%llu\r\nstorage_stage_steps:%llu\r\n",
+				(unsigned long long)ms.rows, (unsigned long long)ms.bytes,
+				(unsigned long long)ms.bound, (unsigned long long)ms.filed,
+				(unsigned long long)ms.rounds, (unsigned long long)s->maint_steps);
+		}
 	}
 	if (secs & SEC_STATS) {
 		SECTION("Stats");

@@ -69,6 +69,9 @@ file_size(mdb_filehandle_t fd, uint64_t *out)
 static const char *
 table_name(enum storage_table tb)
 {
+	if (tb == STORAGE_T_STAGE) {
+		return "stage"; /* st_stage.c's (storage_impl.h) */
+	}
 	switch (tb) {
 	case STORAGE_T_META:
 		return "meta";
@@ -130,7 +133,7 @@ struct lmdb_txn {
 	struct lmdb_cursor *cursors; /* closed when the txn ends */
 	int err;                     /* first error that made LMDB fail the txn */
 	bool rdonly;
-	MDB_cursor *probe[STORAGE_T__COUNT]; /* write_probe()'s, opened at first use */
+	MDB_cursor *probe[STORAGE_T__ALL];   /* write_probe()'s, opened at first use */
 	struct lmdb_txn *next_free; /* link in st_lmdb.free_txns */
 };
 
@@ -138,7 +141,7 @@ struct st_lmdb {
 	struct storage base;
 	struct storage_capacity cap; /* the map: storage_capacity() */
 	MDB_env *env;
-	MDB_dbi dbi[STORAGE_T__COUNT];
+	MDB_dbi dbi[STORAGE_T__ALL];
 	unsigned absent;            /* read-only: tables an older echd did not make (bits) */
 	bool read_only;
 	unsigned ntxn;              /* open txns, nested and read ones included */
@@ -157,7 +160,7 @@ struct st_lmdb {
 	struct {            /* write_probe(): the key whose path it last read, per table */
 		size_t len; /* 0: none since the writer began or a child aborted */
 		unsigned char key[STORAGE_KEY_MAX];
-	} probed[STORAGE_T__COUNT];
+	} probed[STORAGE_T__ALL];
 };
 
 static struct st_lmdb *
@@ -283,7 +286,7 @@ write_probe(struct st_lmdb *s, struct lmdb_txn *t, enum storage_table tb, MDB_va
 static void
 probes_forget(struct st_lmdb *s)
 {
-	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+	for (int tb = 0; tb < STORAGE_T__ALL; tb++) {
 		s->probed[tb].len = 0;
 	}
 }
@@ -445,16 +448,16 @@ open_tables(struct st_lmdb *s)
 	if (rc != 0) {
 		return rc;
 	}
-	for (int i = 0; i < STORAGE_T__COUNT; i++) {
+	for (int i = 0; i < STORAGE_T__ALL; i++) {
 		const char *name = table_name((enum storage_table)i);
 
 		assert(name != NULL);
 		rc = mdb_dbi_open(mt, name, flags, &s->dbi[i]);
-		if (rc == MDB_NOTFOUND &&
-			(i == STORAGE_T_EXPIRES || i == STORAGE_T_IDMP || i == STORAGE_T_DUE)) {
+		if (rc == MDB_NOTFOUND && (i == STORAGE_T_EXPIRES || i == STORAGE_T_IDMP ||
+						  i == STORAGE_T_DUE || i == STORAGE_T_STAGE)) {
 			/* Read-only on an environment of an echd before expiry,
-			 * idempotent producers or policy deadlines: the table
-			 * reads as empty. */
+			 * idempotent producers, policy deadlines or staging:
+			 * the table reads as empty. */
 			s->absent |= 1u << i;
 			rc = 0;
 		} else if (rc == MDB_NOTFOUND) {
@@ -468,6 +471,36 @@ open_tables(struct st_lmdb *s)
 	}
 	/* Even a read txn must commit for its handles to outlive it. */
 	return mdb_txn_commit(mt);
+}
+
+/* Refuses to write an environment whose staging table holds rows when the
+ * opener is not the engine that reads them (st_stage.c, which sets
+ * lmdb.stage-owner): they are the newest state of their rows, and writing
+ * around them would lose them. */
+static int
+check_no_staged_rows(struct st_lmdb *s, const char *dir)
+{
+	MDB_txn *mt;
+	MDB_stat ms;
+	int rc;
+
+	rc = mdb_txn_begin(s->env, NULL, MDB_RDONLY, &mt);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	rc = mdb_stat(mt, s->dbi[STORAGE_T_STAGE], &ms);
+	mdb_txn_abort(mt);
+	if (rc != 0) {
+		return xlate(rc);
+	}
+	if (ms.ms_entries == 0) {
+		return 0;
+	}
+	echd_log(ECHD_LOG_WARNING,
+		"lmdb: %s holds %llu staged rows not yet moved to their tables: open it with "
+		"storage lmdb-staged (which moves them home)",
+		dir, (unsigned long long)ms.ms_entries);
+	return ECHD_EINVAL;
 }
 
 /* Refuses a data.mdb that exists but is empty: LMDB would take it for a
@@ -536,10 +569,12 @@ check_not_truncated(struct st_lmdb *s, const char *dir)
 struct lmdb_settings {
 	uint64_t map_size; /* 0: the size recorded, or LMDB's default */
 	uint64_t map_max;  /* 0: no limit */
+	uint64_t stage_owner; /* 1: the opener reads the staging table (st_stage.c) */
 };
 static const struct storage_optdef lmdb_optdefs[] = {
 	{"map-size", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct lmdb_settings, map_size)},
 	{"map-max", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct lmdb_settings, map_max)},
+	{"stage-owner", STORAGE_OPTDEF_U64, 0, 1, offsetof(struct lmdb_settings, stage_owner)},
 };
 
 static const struct storage_capacity_ops lmdb_capacity_ops;
@@ -547,7 +582,7 @@ static const struct storage_capacity_ops lmdb_capacity_ops;
 static int
 lmdb_open(const struct storage_opts *o, struct storage **out)
 {
-	struct lmdb_settings set = {0, 0};
+	struct lmdb_settings set = {0, 0, 0};
 	struct st_lmdb *s;
 	/* MDB_NOMEMINIT: LMDB would otherwise clear the unused part of every
 	 * page it allocates; the file never holds anything but our rows. */
@@ -593,7 +628,7 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	if (rc != 0) {
 		goto err;
 	}
-	rc = mdb_env_set_maxdbs(s->env, STORAGE_T__COUNT);
+	rc = mdb_env_set_maxdbs(s->env, STORAGE_T__ALL);
 	if (rc != 0) {
 		goto err;
 	}
@@ -640,6 +675,13 @@ lmdb_open(const struct storage_opts *o, struct storage **out)
 	rc = open_tables(s);
 	if (rc != 0) {
 		goto err;
+	}
+	if (!o->read_only && set.stage_owner == 0) {
+		rc = check_no_staged_rows(s, o->dir);
+		if (rc != 0) {
+			lmdb_close(&s->base);
+			return rc;
+		}
 	}
 	*out = &s->base;
 	return 0;
@@ -961,7 +1003,7 @@ cursors_close(struct lmdb_txn *t)
 		mdb_cursor_close(c->mc);
 		echd_free(c);
 	}
-	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+	for (int tb = 0; tb < STORAGE_T__ALL; tb++) {
 		if (t->probe[tb] != NULL) {
 			mdb_cursor_close(t->probe[tb]);
 			t->probe[tb] = NULL;
@@ -1286,7 +1328,7 @@ lmdb_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	MDB_val val;
 	int rc;
 
-	assert((unsigned)tb < STORAGE_T__COUNT);
+	assert((unsigned)tb < STORAGE_T__ALL);
 	if (s->absent & (1u << tb)) {
 		return ECHD_ENOTFOUND;
 	}
@@ -1312,7 +1354,7 @@ lmdb_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	unsigned mflags;
 	int rc;
 
-	assert((unsigned)tb < STORAGE_T__COUNT);
+	assert((unsigned)tb < STORAGE_T__ALL);
 	if ((flags & ~STORAGE_PUT_APPEND) != 0) {
 		return ECHD_EINVAL;
 	}
@@ -1335,7 +1377,7 @@ lmdb_del(struct storage_txn *base, enum storage_table tb, const struct st_buf *k
 	MDB_val key = to_val(k);
 	int rc;
 
-	assert((unsigned)tb < STORAGE_T__COUNT);
+	assert((unsigned)tb < STORAGE_T__ALL);
 	rc = write_probe(s, t, tb, &key);
 	if (rc == 0) {
 		rc = mdb_del(t->mt, s->dbi[tb], &key, NULL);
@@ -1353,7 +1395,7 @@ lmdb_cursor_open(struct storage_txn *base, enum storage_table tb, struct storage
 	struct lmdb_cursor *c;
 	int rc;
 
-	assert((unsigned)tb < STORAGE_T__COUNT);
+	assert((unsigned)tb < STORAGE_T__ALL);
 	if (s->absent & (1u << tb)) {
 		return ECHD_ENOTFOUND; /* callers read that as an empty table */
 	}

@@ -247,6 +247,20 @@ def enable_pg(url, echd_exe):
         PG_TIMEOUT_MS = int(os.environ.get("E2E_PG_TIMEOUT_MS", "60000"))
 
 
+# ---------------------------------------------------------------------------
+# The suite on lmdb-staged (issue 33): run.py --storage lmdb-staged, by hand
+# ---------------------------------------------------------------------------
+
+STAGED_ARGS = None  # after enable_staged(): the arguments every echd Server gets
+
+
+def enable_staged(stage_size):
+    """Every echd Server made from now on stores on lmdb-staged, with a staging table of
+    stage_size (small: rows are filed home while the tests run, and it is often full)."""
+    global STAGED_ARGS
+    STAGED_ARGS = ["--storage", "lmdb-staged", "--storage-stage-size", stage_size]
+
+
 def pg_new_schema():
     """A schema name no other Server of this run uses (echd creates it on first open)."""
     global _pg_schemas
@@ -540,6 +554,9 @@ class Server:
         """The arguments that put this server on the pass' backend: on PostgreSQL, its own
         schema; else none. A subclass with args() of its own adds them too."""
         if self.pg_schema is None:
+            if STAGED_ARGS is not None and self.is_echd and not any(a in self.extra_args for a in (
+                    "--storage", "--storage-backend", "--storage-url")):
+                return list(STAGED_ARGS)
             return []
         a = ["--storage-backend", "postgres", "--storage-url", PG_URL,
              "--storage-pg-schema", self.pg_schema]

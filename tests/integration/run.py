@@ -12,6 +12,11 @@
                                              started here with tests/helpers/pgtmp.py);
                                              tests about LMDB itself (PG_SUITE = False,
                                              @lmdb_only) are left out and listed with why
+    run.py --echd build/broker/echd --storage lmdb-staged
+                                             every echd on lmdb-staged with a small staging
+                                             table ($E2E_STAGE_SIZE, 256kb), so that rows are
+                                             filed home while the tests run (by hand: not
+                                             one of meson's passes)
     options: -k PATTERN (substring or glob of 'module::test', repeatable), -v,
              -j N (N modules at once, each in a process of its own; modules that set
              SERIAL = True run alone after the others; default $ECHD_E2E_JOBS or 1)
@@ -340,8 +345,10 @@ def main():
     ap.add_argument("-v", action="store_true", help="verbose")
     ap.add_argument("--tls", action="store_true",
                     help="echd only: the harness' clients talk to every server over TLS")
-    ap.add_argument("--storage", choices=("lmdb", "postgres"), default="lmdb",
-                    help="echd only: the backend every server the harness starts stores in")
+    ap.add_argument("--storage", choices=("lmdb", "postgres", "lmdb-staged"), default="lmdb",
+                    help="echd only: the backend every server the harness starts stores in "
+                         "(lmdb-staged: with a staging table of E2E_STAGE_SIZE, 256kb; a "
+                         "manual pass, not one of meson's)")
     ap.add_argument("-j", "--jobs", type=int, metavar="N",
                     default=int(os.environ.get("ECHD_E2E_JOBS", "1")),
                     help="run N modules at once (SERIAL modules alone, after the others)")
@@ -376,6 +383,10 @@ def main():
             url = cluster.url
             os.environ["ECHD_TEST_PG_URL"] = url  # -j: the children share this cluster
         echdtest.enable_pg(url, exe)
+    if a.storage == "lmdb-staged":
+        if kind != "echd":
+            ap.error("--storage goes with --echd")
+        echdtest.enable_staged(os.environ.get("E2E_STAGE_SIZE", "256kb"))
     if a.tls:
         if kind != "echd":
             ap.error("--tls goes with --echd")
