@@ -522,6 +522,12 @@ void brk_fetch_finish(struct brk_server *srv);
 void brk_fetch_turn(struct brk_server *srv);
 int brk_fetch_park(struct brk_ctx *x);
 void brk_fetch_forget(struct brk_conn *c);
+/* The storage's miss count (0 without fetching), and whether a read since
+ * brk_fetch_misses() gave m0 was answered "not here yet": work that met
+ * one is undone even when it did not pass the miss on, as its writes were
+ * made from what it could not read. */
+uint64_t brk_fetch_misses(const struct brk_server *srv);
+bool brk_fetch_missed(const struct brk_server *srv, uint64_t m0);
 /* The blocked command as its client sent it. */
 static inline const struct brk_argv *
 brk_block_argv(const struct brk_block *b)

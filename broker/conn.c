@@ -778,14 +778,6 @@ brk_reply_error_rc(struct brk_ctx *x, int rc)
  * map fails only them. */
 #define NEST_ARG_BYTES (1024 * 1024)
 
-/* Whether the storage answered a read of this command "not here yet"
- * (fetch.c), even when the command did not pass that on. */
-static bool
-missed(const struct brk_server *srv, uint64_t misses0)
-{
-	return srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0;
-}
-
 /* Runs the handler inside the right transaction; returns its result.
  *
  * A write command runs straight on the batch transaction: each command
@@ -802,7 +794,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 {
 	struct brk_server *srv = x->srv;
 	struct storage_txn *batch = NULL, *child = NULL;
-	uint64_t misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
+	uint64_t misses0 = brk_fetch_misses(srv);
 	size_t bytes = 0;
 	bool straight;
 	int rc;
@@ -849,7 +841,7 @@ run_handler(struct brk_ctx *x, const struct brk_cmd *cmd, bool *nested)
 	x->txn = child;
 	x->writes0 = 0;
 	rc = cmd->fn(x);
-	if (rc == 0 && missed(srv, misses0)) {
+	if (rc == 0 && brk_fetch_missed(srv, misses0)) {
 		rc = ECHD_EWOULDFETCH; /* a miss it did not pass on: its reply may be wrong */
 	}
 	if (rc != 0 || (x->dirty == 0 && !brk_cmd_wrote(x))) {
@@ -1155,12 +1147,12 @@ run_command(struct brk_ctx *x, const struct brk_cmd *cmd, struct brk_cmdstat *st
 again:
 	x->dirty = 0;
 	x->blocked = false;
-	misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
+	misses0 = brk_fetch_misses(srv);
 	rc = queued ? run_in_exec(x, cmd) : run_handler(x, cmd, &nested);
 	if (rc < 0 && queued) {
 		return rc; /* EXEC undoes its transaction and says why */
 	}
-	if (!queued && (rc == ECHD_EWOULDFETCH || missed(srv, misses0))) {
+	if (!queued && (rc == ECHD_EWOULDFETCH || brk_fetch_missed(srv, misses0))) {
 		/* rows not in memory yet: nothing of it stands (a write ran
 		 * nested), whatever it answered (an error made of a miss too);
 		 * it waits for them and runs again (fetch.c) */

@@ -31,6 +31,18 @@
  * under other fetches can do) would never end. */
 #define BRK_FETCH_ROUNDS_MAX 1024
 
+uint64_t
+brk_fetch_misses(const struct brk_server *srv)
+{
+	return srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
+}
+
+bool
+brk_fetch_missed(const struct brk_server *srv, uint64_t m0)
+{
+	return brk_fetch_misses(srv) != m0;
+}
+
 static void
 fetch_cb(evutil_socket_t fd, short what, void *arg)
 {

@@ -15,6 +15,7 @@ brk_gc_step(struct brk_server *srv)
 {
 	struct storage_txn *t, *child;
 	bool more = false;
+	uint64_t misses0;
 	int rc;
 
 	t = brk_batch_txn(srv, &rc);
@@ -30,7 +31,11 @@ brk_gc_step(struct brk_server *srv)
 	if (rc != 0) {
 		return;
 	}
+	misses0 = brk_fetch_misses(srv);
 	rc = stream_gc_step(child, (unsigned)srv->cfg.gc_batch_rows, &more);
+	if (rc == 0 && brk_fetch_missed(srv, misses0)) {
+		rc = ECHD_EWOULDFETCH; /* a miss it did not pass on: undone (fetch.c) */
+	}
 	if (rc != 0) {
 		storage_txn_abort(child);
 		/* not here yet: the rows are being fetched; the next turn goes on */
@@ -71,7 +76,7 @@ void
 brk_expire_step(struct brk_server *srv)
 {
 	struct storage_txn *t, *child;
-	uint64_t now = brk_now_ms(), next = 0;
+	uint64_t now = brk_now_ms(), next = 0, misses0;
 	unsigned n = 0;
 	bool idmp_only = false;
 	int rc;
@@ -89,6 +94,7 @@ brk_expire_step(struct brk_server *srv)
 	if (rc != 0) {
 		return;
 	}
+	misses0 = brk_fetch_misses(srv);
 	rc = stream_expire_due(child, now, (unsigned)srv->cfg.active_expire_keys, expired_cb, srv,
 		&n, &next);
 	if (rc == 0) {
@@ -105,6 +111,9 @@ brk_expire_step(struct brk_server *srv)
 			n = ni;
 			idmp_only = true;
 		}
+	}
+	if (rc == 0 && brk_fetch_missed(srv, misses0)) {
+		rc = ECHD_EWOULDFETCH; /* a miss it did not pass on: undone (fetch.c) */
 	}
 	if (rc == 0 && n > 0) {
 		rc = storage_txn_commit(child);

@@ -194,7 +194,7 @@ brk_cmd_exec(struct brk_ctx *x)
 	struct storage_txn *batch, *child = NULL;
 	size_t mark = x->w->out->len;
 	bool wrote = false;
-	uint64_t dirty = 0, misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
+	uint64_t dirty = 0, misses0 = brk_fetch_misses(srv);
 	int rc = 0, tries = 0;
 	int counted = 0; /* commands already in the stats, SLOWLOG and MONITOR */
 
@@ -251,8 +251,7 @@ again:
 			counted = i + 1;
 		}
 	}
-	if (rc == ECHD_EWOULDFETCH ||
-		(srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0)) {
+	if (rc == ECHD_EWOULDFETCH || brk_fetch_missed(srv, misses0)) {
 		/* Rows not in memory yet: nothing of it stands, and EXEC runs
 		 * again, whole, once they are (conn.c parks it: fetch.c). */
 		storage_txn_abort(child);

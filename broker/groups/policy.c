@@ -458,6 +458,7 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = brk_now_ms();
 	struct brk_pgroup *p, *next, *last = NULL;
 	size_t cap = turn_rows(srv), done = 0, n;
+	uint64_t misses0;
 	int rc;
 
 	(void)fd;
@@ -485,7 +486,11 @@ policy_timer_cb(evutil_socket_t fd, short what, void *arg)
 		if (rc != 0) {
 			break;
 		}
+		misses0 = brk_fetch_misses(srv);
 		rc = pg_run(srv, child, p, now, cap - done, &n);
+		if (rc == 0 && brk_fetch_missed(srv, misses0)) {
+			rc = ECHD_EWOULDFETCH; /* a miss it did not pass on: undone (fetch.c) */
+		}
 		if (rc == 1) {
 			storage_txn_abort(child);
 			pg_drop(srv, p);

@@ -482,11 +482,11 @@ request_cb(struct evhttp_request *req, void *arg)
 		reply_text(req, 503, "Service Unavailable", "out of memory");
 		return;
 	}
-	misses0 = srv->fetch != NULL ? storage_fetch_misses(srv->fetch) : 0;
+	misses0 = brk_fetch_misses(srv);
 	code = rt->fn(&r, body, &ctype);
 	brk_view_end(srv, r.view);
 	if (code != BRK_HTTP_DEFERRED && hc != NULL && !(rt->methods & EVHTTP_REQ_POST) &&
-		srv->fetch != NULL && storage_fetch_misses(srv->fetch) != misses0) {
+		brk_fetch_missed(srv, misses0)) {
 		/* rows not in memory yet: answer once they are, as a command waits */
 		hc->fetch_req = req;
 		evbuffer_free(body);
