@@ -325,9 +325,9 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_CLUSTER) {
 		/* client libraries' set-ups and monitoring agents read this field of
-		 * every Redis; echd is one node, never a cluster */
+		 * every Redis (cluster-enabled: cluster.h) */
 		SECTION("Cluster");
-		resp_buf_printf(b, "cluster_enabled:0\r\n");
+		resp_buf_printf(b, "cluster_enabled:%d\r\n", srv->cluster != NULL);
 	}
 	if ((secs & SEC_KEYSPACE) && x->txn == NULL) {
 		SECTION("Keyspace"); /* a standby front end: no data to count */
