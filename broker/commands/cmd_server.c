@@ -119,7 +119,8 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		SECTION("Server");
 		resp_buf_printf(b, "redis_version:%s\r\necho_version:%s\r\nechd_version:%s\r\n",
 			ECHD_REDIS_VERSION, ECHD_VERSION, ECHD_VERSION);
-		resp_buf_printf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\n");
+		resp_buf_printf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:%s\r\n",
+			srv->cluster != NULL ? "cluster" : "standalone");
 		resp_buf_printf(b, "os:%s %s %s\r\narch_bits:%d\r\nmultiplexing_api:%s\r\n", u.sysname,
 			u.release, u.machine, (int)(sizeof(void *) * 8),
 			event_base_get_method(srv->base));

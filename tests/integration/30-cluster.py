@@ -79,6 +79,7 @@ def test_disabled_by_default(server):
     assert c.err("CLUSTER", "FOO") == (
         "ERR unknown subcommand 'FOO'. Try CLUSTER HELP.")
     assert fields(c.call("INFO", "cluster"))["cluster_enabled"] == "0"
+    assert fields(c.call("INFO", "server"))["redis_mode"] == "standalone"
     # nothing routes by slot: keys in different slots are fine
     assert keyslot(b"a") != keyslot(b"b")
     assert c.call("DEL", "a", "b") == 0
@@ -166,6 +167,7 @@ def test_topology(server):
         "cluster_stats_messages_sent": "0", "cluster_stats_messages_received": "0",
         "total_cluster_links_buffer_limit_exceeded": "0"}
     assert fields(c.call("INFO", "cluster"))["cluster_enabled"] == "1"
+    assert fields(c.call("INFO", "server"))["redis_mode"] == "cluster"
     for cmd in ("READONLY", "READWRITE", "ASKING"):
         assert c.call(cmd) == "OK"
     # RESP3: the fourth element of a node in SLOTS is a map, a shard and its nodes are
@@ -237,6 +239,14 @@ def test_crossslot(server):
     assert c.call("XREAD", "STREAMS", ta, tb, "0", "0") == [
         [ta, [[b"1-1", [b"f", b"a"]]]], [tb, [[b"1-1", [b"f", b"b"]]]]]
     assert c.call("DEL", ta, tb) == 2
+    # one database, as in Redis' cluster mode
+    assert c.err("SELECT", "1") == "ERR SELECT is not allowed in cluster mode"
+    assert c.call("SELECT", "0") == "OK"
+    assert c.err("MOVE", a, "1") == "ERR MOVE is not allowed in cluster mode"
+    assert c.err("COPY", a, b"{orders}x", "DB", "1") == \
+        "ERR Copying to another database is not allowed in cluster mode"
+    assert c.err("COPY", a, b) == CROSSSLOT
+    assert c.call("COPY", a, b"{orders}x") == 1
     # a request its handler refuses is not routed: the handler's own error
     assert c.err("XREAD", "STREAMS", a, b, "0").startswith("ERR Unbalanced 'xread' list")
 
