@@ -1020,7 +1020,8 @@ cluster_permits(struct brk_ctx *x, const struct brk_cmd *cmd, struct brk_cmdstat
 		const struct brk_argv *q = &c->queue[i];
 		const struct brk_cmd *qc = brk_cmd_lookup(q->argv[0].p, q->argv[0].len);
 
-		same = brk_cluster_slot_add(qc, q->argc, q->argv, &slot);
+		/* (queued only once looked up: qc is never NULL) */
+		same = qc == NULL || brk_cluster_slot_add(qc, q->argc, q->argv, &slot);
 	}
 	if (same && slot < 0) {
 		return true; /* no keys */
