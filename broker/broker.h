@@ -47,6 +47,7 @@ struct brk_psub;
 struct brk_http;
 struct brk_scrape;
 struct brk_api;
+struct brk_cluster;
 
 /* A copied request, for clients that block. */
 struct brk_argv {
@@ -339,6 +340,8 @@ struct brk_server {
 	char ha_host[256];        /* this front end's address for clients (ha-announce-ip) */
 	int ha_port;              /* ha-announce-port or port; 0: the port bound */
 	char ha_myid[41];         /* SENTINEL MYID */
+	struct brk_cluster *cluster; /* cluster-enabled yes: the shard map (cluster.h),
+				      * owned; NULL: no cluster support */
 	char *exe_path;
 	char *config_file;
 	int lock_fd;              /* holds dir/echd.lock while open; 0: none taken */
@@ -830,6 +833,9 @@ void brk_ha_check(struct brk_server *srv);
 int brk_ha_confirm(struct brk_server *srv);
 /* INFO replication's lines. */
 void brk_ha_info(struct brk_server *srv, struct resp_buf *b);
+/* 40 random hex digits and a NUL, as Redis' run and node ids (SENTINEL
+ * MYID, a cluster node id), from /dev/urandom when it can be read. */
+void brk_random_id(char out[41]);
 
 #define BRK_ERR_READONLY "READONLY You can't write against a standby echd."
 #define BRK_ERR_SYNTAX   "ERR syntax error"

@@ -149,6 +149,12 @@ static const struct opt opts[] = {
 		"many idle milliseconds (a hung front end loses its place), and reads are served "
 		"from memory only this long after its last round trip; 0 = none",
 		"postgres.lease-ms"},
+	{"cluster-enabled", OPT_BOOL, false, "no", OFF(cluster_enabled), 0, 0, NULL,
+		"speak the Redis Cluster protocol (CLUSTER SLOTS, hash slots, CROSSSLOT); needs "
+		"storage postgres"},
+	{"cluster-shards", OPT_INT, false, "1", OFF(cluster_shards), 1, 16384, NULL,
+		"cluster-enabled: shards the 16384 hash slots are cut into; only 1 is supported "
+		"in this version"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
 	{"batch-max-reply-bytes", OPT_MEM, true, "4mb", OFF(batch_max_reply_bytes), 1024, LLMAX,

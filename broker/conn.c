@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "broker.h"
+#include "cluster.h"
 
 /* A read this big counts as activity for the idle timeout (read_cb). */
 #define ACTIVE_READ_BYTES 1024
@@ -987,6 +988,56 @@ acl_permits(struct brk_conn *c, const struct brk_cmd *cmd, struct brk_cmdstat *s
 	return false;
 }
 
+/* Whether the request's keys may run here (cluster-enabled): they share a
+ * slot (EXEC: the keys of every command it queued, as Redis' getNodeByQuery()
+ * takes them), and this front end serves it. If not, Redis' CROSSSLOT or
+ * MOVED error is written; in MULTI the transaction is spoiled, and a
+ * refused EXEC discards it. A woken reader's keys passed when it blocked. */
+static bool
+cluster_permits(struct brk_ctx *x, const struct brk_cmd *cmd, struct brk_cmdstat *stat)
+{
+	struct brk_conn *c = x->c;
+	const struct brk_cluster *cl = x->srv->cluster;
+	const struct brk_cluster_node *owner;
+	int slot = -1;
+	bool same = true;
+
+	if (cl == NULL || x->from_block) {
+		return true;
+	}
+	if (!(cmd->flags & BRK_CMD_EXEC)) {
+		same = brk_cluster_slot_add(cmd, x->argc, x->argv, &slot);
+	}
+	for (int i = 0; (cmd->flags & BRK_CMD_EXEC) && c->multi && same && i < c->nqueue; i++) {
+		const struct brk_argv *q = &c->queue[i];
+		const struct brk_cmd *qc = brk_cmd_lookup(q->argv[0].p, q->argv[0].len);
+
+		/* (queued only once looked up: qc is never NULL) */
+		same = qc == NULL || brk_cluster_slot_add(qc, q->argc, q->argv, &slot);
+	}
+	if (same && slot < 0) {
+		return true; /* no keys */
+	}
+	owner = same ? brk_cluster_primary(brk_cluster_shard_of(cl, (unsigned)slot)) : NULL;
+	if (same && owner != NULL && owner->myself) {
+		return true;
+	}
+	stat->rejected++;
+	if (cmd->flags & BRK_CMD_EXEC) {
+		brk_multi_reset(c);
+	}
+	c->multi_dirty |= c->multi;
+	if (!same) {
+		resp_add_error(x->w, BRK_CLUSTER_ERR_CROSSSLOT);
+	} else if (owner != NULL) {
+		/* another shard's slot: its primary serves it (Redis' MOVED) */
+		resp_add_errorf(x->w, "MOVED %d %s:%d", slot, owner->host, owner->port);
+	} else {
+		resp_add_error(x->w, "CLUSTERDOWN Hash slot not served");
+	}
+	return false;
+}
+
 /* What admit() decided */
 enum admit {
 	ADMIT_RUN,     /* run it now */
@@ -1038,6 +1089,9 @@ admit(struct brk_ctx *x, const struct brk_cmd **cmdp, struct brk_cmdstat **statp
 		return ADMIT_REPLIED;
 	}
 	if (!acl_permits(c, cmd, stat, argc, x->argv, false, true)) {
+		return ADMIT_REPLIED;
+	}
+	if (!cluster_permits(x, cmd, stat)) {
 		return ADMIT_REPLIED;
 	}
 	if (!brk_subcommand_ok(x, cmd)) {

@@ -22,6 +22,7 @@
 #include <event2/listener.h>
 
 #include "broker.h"
+#include "cluster.h"
 #include "http.h"
 #include "server.h"
 
@@ -288,6 +289,10 @@ brk_server_init(struct brk_server *srv)
 			srv->cfg.storage_backend, srv->cfg.dir, echd_strerror(rc));
 		return -1;
 	}
+	rc = brk_cluster_check(srv);
+	if (rc != 0) {
+		return rc;
+	}
 	if (stream_cache_create(&srv->xcache) != 0) {
 		return -1;
 	}
@@ -366,6 +371,9 @@ brk_server_init(struct brk_server *srv)
 	if (srv->nlisteners == 0) {
 		echd_log(ECHD_LOG_WARNING, "nothing to listen on: set port or unixsocket");
 		return BRK_INIT_CONFIG;
+	}
+	if (brk_cluster_init(srv) != 0) {
+		return -1;
 	}
 	srv->sig_term = evsignal_new(srv->base, SIGTERM, signal_cb, srv);
 	srv->sig_int = evsignal_new(srv->base, SIGINT, signal_cb, srv);
@@ -519,6 +527,7 @@ brk_server_finish(struct brk_server *srv)
 	brk_pubsub_finish(srv);
 	brk_policy_finish(srv);
 	brk_ha_finish(srv);
+	brk_cluster_finish(srv);
 	brk_fetch_finish(srv);
 	brk_slowlog_reset(srv);
 	brk_acllog_reset(srv);

@@ -157,6 +157,11 @@ db_index_arg(struct brk_ctx *x, const struct resp_arg *a, unsigned *out)
 			INT_MIN, INT_MAX);
 		return false;
 	}
+	if (x->srv->cluster != NULL && db != 0) {
+		/* a cluster has database 0 only (MOVE is refused before it asks) */
+		resp_add_error(x->w, "ERR SELECT is not allowed in cluster mode");
+		return false;
+	}
 	if (db < 0 || db >= x->srv->cfg.databases) {
 		resp_add_error(x->w, "ERR DB index is out of range");
 		return false;
@@ -438,6 +443,10 @@ brk_cmd_move(struct brk_ctx *x)
 	unsigned db;
 	int rc;
 
+	if (x->srv->cluster != NULL) {
+		resp_add_error(x->w, "ERR MOVE is not allowed in cluster mode");
+		return 0;
+	}
 	/* Redis' order: the index, the same database, then the keys */
 	if (!db_index_arg(x, &x->argv[2], &db)) {
 		return 0;
@@ -501,6 +510,10 @@ brk_cmd_copy(struct brk_ctx *x)
 			resp_add_error(x->w, BRK_ERR_SYNTAX);
 			return 0;
 		}
+	}
+	if (x->srv->cluster != NULL && (x->c->db != 0 || db != 0)) {
+		resp_add_error(x->w, "ERR Copying to another database is not allowed in cluster mode");
+		return 0;
 	}
 	if (db == x->c->db && from.len == to.len && memcmp(from.data, to.data, from.len) == 0) {
 		resp_add_error(x->w, "ERR source and destination objects are the same");

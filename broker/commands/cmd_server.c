@@ -119,7 +119,8 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 		SECTION("Server");
 		resp_buf_printf(b, "redis_version:%s\r\necho_version:%s\r\nechd_version:%s\r\n",
 			ECHD_REDIS_VERSION, ECHD_VERSION, ECHD_VERSION);
-		resp_buf_printf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\n");
+		resp_buf_printf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:%s\r\n",
+			srv->cluster != NULL ? "cluster" : "standalone");
 		resp_buf_printf(b, "os:%s %s %s\r\narch_bits:%d\r\nmultiplexing_api:%s\r\n", u.sysname,
 			u.release, u.machine, (int)(sizeof(void *) * 8),
 			event_base_get_method(srv->base));
@@ -325,9 +326,9 @@ info_build(struct brk_ctx *x, unsigned secs, struct resp_buf *b)
 	}
 	if (secs & SEC_CLUSTER) {
 		/* client libraries' set-ups and monitoring agents read this field of
-		 * every Redis; echd is one node, never a cluster */
+		 * every Redis (cluster-enabled: cluster.h) */
 		SECTION("Cluster");
-		resp_buf_printf(b, "cluster_enabled:0\r\n");
+		resp_buf_printf(b, "cluster_enabled:%d\r\n", srv->cluster != NULL);
 	}
 	if ((secs & SEC_KEYSPACE) && x->txn == NULL) {
 		SECTION("Keyspace"); /* a standby front end: no data to count */

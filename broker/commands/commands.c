@@ -360,6 +360,27 @@ static const struct brk_subcmd sentinel_subs[] = {
 		"O(N) where N is the number of Sentinels", "master-name")},
 	{"help", 2, HELP_DOC("6.2.0")},
 };
+/* CLUSTER (cmd_cluster.c): the map's views; none has keys (KEYSLOT's is a
+ * name to hash, not a key it touches) */
+static const struct brk_subcmd cluster_subs[] = {
+	{"keyslot", 3, 0, DOC("Returns the hash slot for a key.", "3.0.0",
+		"O(N) where N is the number of bytes in the key", "key")},
+	{"myid", 2, 0, DOC("Returns the ID of a node.", "3.0.0", "O(1)", NULL)},
+	{"info", 2, 0, DOC("Returns information about the state of a node.", "3.0.0", "O(1)",
+		NULL)},
+	{"nodes", 2, 0, DOC("Returns the cluster configuration for a node.", "3.0.0",
+		"O(N) where N is the total number of Cluster nodes", NULL)},
+	{"slots", 2, 0, DOC("Returns the mapping of cluster slots to nodes.", "3.0.0",
+		"O(N) where N is the total number of Cluster nodes", NULL)},
+	{"shards", 2, 0, DOC("Returns the mapping of cluster slots to shards.", "7.0.0",
+		"O(N) where N is the total number of cluster nodes", NULL)},
+	/* echd keeps no index by slot: both walk the keyspace (cmd_cluster.c) */
+	{"countkeysinslot", 3, 0, DOC("Returns the number of keys in a hash slot.", "3.0.0",
+		"O(N) where N is the number of keys in the database", "slot")},
+	{"getkeysinslot", 4, 0, DOC("Returns the key names in a hash slot.", "3.0.0",
+		"O(N) where N is the number of keys in the database", "slot count")},
+	{"help", 2, 0, HELP_DOC("5.0.0")},
+};
 #undef HELP_DOC
 #undef DOC
 
@@ -503,6 +524,18 @@ static const struct brk_cmd cmds[] = {
 		"@admin @slow @dangerous", "sentinel", "2.8.4",
 		"A container for Redis Sentinel commands: the active front end of ha-name.",
 		"Depends on subcommand.", SUBS(sentinel_subs)},
+	{"cluster", brk_cmd_cluster, -2, R, NOKEYS, "@slow", "cluster", "3.0.0",
+		"A container for Redis Cluster commands.", "Depends on subcommand.",
+		SUBS(cluster_subs)},
+	{"readonly", brk_cmd_readonly, 1, SB | NS | F | L | S, NOKEYS, "@fast @connection",
+		"cluster", "3.0.0",
+		"Enables read-only queries for a connection to a Redis Cluster replica node.", "O(1)"},
+	{"readwrite", brk_cmd_readonly, 1, SB | NS | F | L | S, NOKEYS, "@fast @connection",
+		"cluster", "3.0.0",
+		"Enables read-write queries for a connection to a Redis Cluster replica node.",
+		"O(1)"},
+	{"asking", brk_cmd_readonly, 1, SB | NS | F, NOKEYS, "@fast @connection", "cluster",
+		"3.0.0", "Signals that a cluster client is following an -ASK redirect.", "O(1)"},
 	{"auth", brk_cmd_auth, -2, SB | NS | F | L | S | NC | NA, NOKEYS, "@fast @connection",
 		"connection", "1.0.0", "Authenticates the connection.",
 		"O(N) where N is the number of passwords defined for the user",

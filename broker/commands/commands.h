@@ -244,6 +244,7 @@ BRK_DECL(object); BRK_DECL(memory); BRK_DECL(move); BRK_DECL(copy); BRK_DECL(lat
 BRK_DECL(subscribe); BRK_DECL(unsubscribe); BRK_DECL(psubscribe); BRK_DECL(punsubscribe);
 BRK_DECL(ssubscribe); BRK_DECL(sunsubscribe); BRK_DECL(publish); BRK_DECL(spublish);
 BRK_DECL(pubsub); BRK_DECL(xdelex); BRK_DECL(xackdel); BRK_DECL(role); BRK_DECL(sentinel);
+BRK_DECL(cluster); BRK_DECL(readonly); /* cmd_cluster.c; READWRITE and ASKING: readonly */
 #undef BRK_DECL
 
 #endif

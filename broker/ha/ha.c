@@ -28,9 +28,8 @@ role_name(enum storage_role r)
 									     : "offline";
 }
 
-/* 40 hex digits, as Redis' run ids, for SENTINEL myid and runid. */
-static void
-make_id(char out[41])
+void
+brk_random_id(char out[41])
 {
 	unsigned char raw[20];
 	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -57,7 +56,7 @@ brk_ha_announce(struct brk_server *srv)
 {
 	brk_config_announce(&srv->cfg, srv->ha_host, sizeof(srv->ha_host), &srv->ha_port);
 	if (srv->ha_myid[0] == '\0') {
-		make_id(srv->ha_myid);
+		brk_random_id(srv->ha_myid);
 	}
 }
 

@@ -1,0 +1,326 @@
+/* cluster.c - the Redis Cluster side of echd (issue 36): the hash slot of a
+ * key, the shard map, this front end's node id, and the slot a request's
+ * keys share (conn.c's admission asks it, beside the ACL's key check).
+ *
+ * The keys come from the command table's key specs through
+ * brk_keys_find(), the one finder the ACL uses too: no command's keys are
+ * found by hand here. The CLUSTER commands that print the map are in
+ * commands/cmd_cluster.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "cluster.h"
+
+/* CRC16-CCITT as XMODEM computes it (polynomial 0x1021, initial value 0,
+ * no reflection): the Redis Cluster specification's key hash. Bit by bit:
+ * keys are short, and a table would cost more cache than it saves. */
+static uint16_t
+crc16_xmodem(const unsigned char *p, size_t len)
+{
+	uint16_t crc = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		crc ^= (uint16_t)(p[i] << 8);
+		for (int b = 0; b < 8; b++) {
+			crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+		}
+	}
+	return crc;
+}
+
+unsigned
+brk_cluster_keyslot(const char *key, size_t len)
+{
+	const char *open = memchr(key, '{', len);
+
+	if (open != NULL) {
+		size_t from = (size_t)(open - key) + 1;
+		const char *close = memchr(open + 1, '}', len - from);
+		/* "{}" is no tag: the whole key is hashed */
+		if (close != NULL && close > open + 1) {
+			key = open + 1;
+			len = (size_t)(close - key);
+		}
+	}
+	return crc16_xmodem((const unsigned char *)key, len) & (BRK_CLUSTER_SLOTS - 1);
+}
+
+/* ------------------------------------------------------------------------
+ * The shard map
+ * ---------------------------------------------------------------------- */
+
+int
+brk_cluster_create(unsigned nshards, struct brk_cluster **out)
+{
+	struct brk_cluster *cl;
+
+	if (nshards < 1 || nshards > BRK_CLUSTER_SLOTS) {
+		return -EINVAL;
+	}
+	cl = echd_calloc(1, sizeof(*cl));
+	if (cl == NULL) {
+		return -ENOMEM;
+	}
+	cl->shards = echd_calloc(nshards, sizeof(*cl->shards));
+	if (cl->shards == NULL) {
+		echd_free(cl);
+		return -ENOMEM;
+	}
+	cl->nshards = nshards;
+	for (unsigned i = 0; i < nshards; i++) {
+		cl->shards[i].first = i * BRK_CLUSTER_SLOTS / nshards;
+		cl->shards[i].last = (i + 1) * BRK_CLUSTER_SLOTS / nshards - 1;
+	}
+	/* Redis' epochs begin at 0 and a primary that holds slots has one of
+	 * its own; with the map kept by one front end there is one epoch */
+	cl->epoch = 1;
+	*out = cl;
+	return 0;
+}
+
+void
+brk_cluster_destroy(struct brk_cluster *cl)
+{
+	if (cl == NULL) {
+		return;
+	}
+	for (size_t i = 0; i < cl->nshards && cl->shards != NULL; i++) {
+		echd_free(cl->shards[i].nodes);
+	}
+	echd_free(cl->shards);
+	echd_free(cl);
+}
+
+int
+brk_cluster_add_node(struct brk_cluster *cl, size_t i, const struct brk_cluster_node *n)
+{
+	struct brk_cluster_shard *s;
+	struct brk_cluster_node *nodes;
+	size_t at;
+
+	if (i >= cl->nshards) {
+		return -EINVAL;
+	}
+	s = &cl->shards[i];
+	nodes = echd_realloc(s->nodes, (s->nnodes + 1) * sizeof(*nodes));
+	if (nodes == NULL) {
+		return -ENOMEM;
+	}
+	s->nodes = nodes;
+	at = n->role == BRK_CLUSTER_PRIMARY ? 0 : s->nnodes;
+	memmove(&nodes[at + 1], &nodes[at], (s->nnodes - at) * sizeof(*nodes));
+	nodes[at] = *n;
+	s->nnodes++;
+	return 0;
+}
+
+const struct brk_cluster_shard *
+brk_cluster_shard_of(const struct brk_cluster *cl, unsigned slot)
+{
+	size_t lo = 0, hi = cl->nshards;
+
+	/* the shards cut the slots in order: a binary search */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cl->shards[mid].first <= slot) {
+			lo = mid;
+		} else {
+			hi = mid;
+		}
+	}
+	return &cl->shards[lo];
+}
+
+const struct brk_cluster_node *
+brk_cluster_primary(const struct brk_cluster_shard *s)
+{
+	/* brk_cluster_add_node() puts a primary first */
+	return s->nnodes > 0 && s->nodes[0].role == BRK_CLUSTER_PRIMARY ? &s->nodes[0] : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The node id
+ * ---------------------------------------------------------------------- */
+
+static bool
+is_node_id(const char *s, size_t len)
+{
+	if (len != BRK_CLUSTER_ID_LEN) {
+		return false;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Writes id to path through a temporary file renamed over it, flushed
+ * with its directory, so that a crash leaves the old file or the whole new one. */
+static int
+write_id(const char *dir, const char *path, const char *id)
+{
+	char tmp[4096];
+	FILE *f;
+	int rc = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+		return -ENAMETOOLONG;
+	}
+	f = fopen(tmp, "w");
+	if (f == NULL) {
+		return -errno;
+	}
+	if (fprintf(f, "%s\n", id) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		rc = -errno;
+	}
+	if (fclose(f) != 0 && rc == 0) {
+		rc = -errno;
+	}
+	if (rc == 0 && rename(tmp, path) != 0) {
+		rc = -errno;
+	}
+	if (rc != 0) {
+		unlink(tmp);
+		return rc;
+	}
+	return echd_fsync_path(dir, O_RDONLY | O_DIRECTORY);
+}
+
+int
+brk_cluster_node_id(const char *dir, char out[BRK_CLUSTER_ID_LEN + 1])
+{
+	char path[4096], buf[BRK_CLUSTER_ID_LEN + 2], id[BRK_CLUSTER_ID_LEN + 1];
+	FILE *f;
+	size_t n;
+	int rc;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/cluster-node-id", dir) >= sizeof(path)) {
+		return -ENAMETOOLONG;
+	}
+	f = fopen(path, "r");
+	if (f == NULL && errno != ENOENT) {
+		return -errno;
+	}
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf), f);
+		rc = ferror(f) ? -EIO : 0;
+		fclose(f);
+		if (rc != 0) {
+			return rc;
+		}
+		if (n > 0 && buf[n - 1] == '\n') {
+			n--;
+		}
+		if (!is_node_id(buf, n)) {
+			return ECHD_ECORRUPT;
+		}
+		memcpy(out, buf, n);
+		out[n] = '\0';
+		return 0;
+	}
+	brk_random_id(id);
+	rc = write_id(dir, path, id);
+	if (rc != 0) {
+		return rc;
+	}
+	memcpy(out, id, sizeof(id));
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The slot of a request
+ * ---------------------------------------------------------------------- */
+
+bool
+brk_cluster_slot_add(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
+	int *slot)
+{
+	struct brk_keys k;
+	int s = *slot;
+
+	if (brk_keys_find(cmd, argc, argv, BRK_KEYS_NOT_KEYS, &k) != 0) {
+		return true; /* a request its handler refuses: no keys to route */
+	}
+	for (int i = 0; i < brk_keys_count(&k); i++) {
+		const struct resp_arg *a = &argv[brk_keys_at(&k, i, NULL)];
+		int ks = (int)brk_cluster_keyslot(a->p, a->len);
+
+		if (s >= 0 && ks != s) {
+			return false;
+		}
+		s = ks;
+	}
+	*slot = s;
+	return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Start-up
+ * ---------------------------------------------------------------------- */
+
+int
+brk_cluster_check(struct brk_server *srv)
+{
+	if (srv->cfg.cluster_shards != 1) {
+		echd_log(ECHD_LOG_WARNING,
+			"cluster-shards %lld: only 1 is supported in this version",
+			srv->cfg.cluster_shards);
+		return BRK_INIT_CONFIG;
+	}
+	if (!srv->cfg.cluster_enabled) {
+		return 0;
+	}
+	/* A cluster's shards are stores its front ends share (the HA part):
+	 * asked of the engine, not read from its name */
+	if (storage_ha(srv->st) == NULL) {
+		echd_log(ECHD_LOG_WARNING,
+			"cluster-enabled yes needs storage postgres, a store front ends share; "
+			"storage is '%s'", srv->cfg.storage_backend);
+		return BRK_INIT_CONFIG;
+	}
+	return 0;
+}
+
+int
+brk_cluster_init(struct brk_server *srv)
+{
+	struct brk_cluster_node me = {.role = BRK_CLUSTER_PRIMARY, .myself = true};
+	int rc;
+
+	if (!srv->cfg.cluster_enabled) {
+		return 0;
+	}
+	rc = brk_cluster_node_id(srv->cfg.dir, me.id);
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cannot read or write %s/cluster-node-id: %s",
+			srv->cfg.dir, echd_strerror(rc));
+		return -1;
+	}
+	snprintf(me.host, sizeof(me.host), "%s", srv->ha_host);
+	me.port = srv->ha_port != 0 ? srv->ha_port : srv->bound_port;
+	rc = brk_cluster_create((unsigned)srv->cfg.cluster_shards, &srv->cluster);
+	if (rc == 0) {
+		rc = brk_cluster_add_node(srv->cluster, 0, &me);
+	}
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cluster map: %s", echd_strerror(rc));
+		return -1;
+	}
+	echd_log(ECHD_LOG_NOTICE, "cluster mode: node %s, %zu shard(s), serving slots 0-%d",
+		me.id, srv->cluster->nshards, BRK_CLUSTER_SLOTS - 1);
+	return 0;
+}
+
+void
+brk_cluster_finish(struct brk_server *srv)
+{
+	brk_cluster_destroy(srv->cluster);
+	srv->cluster = NULL;
+}

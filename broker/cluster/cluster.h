@@ -1,0 +1,112 @@
+/* cluster.h - echd as Redis Cluster sees it (issue 36): the hash slot of a
+ * key, the shard map (which slots each shard holds and the front ends that
+ * serve it), this front end's node id, and where a request's keys belong.
+ *
+ * Unstable: this slice has one shard, holding every slot, served by this
+ * front end (cluster-shards 1); the map is shaped for N shards, each a
+ * PostgreSQL schema with one active front end and standbys as replicas.
+ * Called from the event loop's thread only.
+ */
+#ifndef ECHD_BROKER_CLUSTER_H
+#define ECHD_BROKER_CLUSTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "resp.h"
+
+struct brk_cmd;
+struct brk_server;
+
+#define BRK_CLUSTER_SLOTS  16384
+#define BRK_CLUSTER_ID_LEN 40 /* hex digits of a node id, as Redis' */
+/* The cluster bus port Redis adds to a node's port in CLUSTER NODES: echd
+ * has no bus, and prints the port Redis would use, as clients parse it. */
+#define BRK_CLUSTER_BUS_INCR 10000
+
+/* The hash slot of key (len bytes, borrowed): CRC16 (XMODEM) mod 16384 of
+ * its hash tag, the bytes between the first '{' and the next '}' when there
+ * is at least one, else of the whole key (Redis Cluster's keyHashSlot()). */
+unsigned brk_cluster_keyslot(const char *key, size_t len);
+
+enum brk_cluster_role {
+	BRK_CLUSTER_PRIMARY,
+	BRK_CLUSTER_REPLICA,
+};
+
+/* A front end serving a shard. */
+struct brk_cluster_node {
+	char id[BRK_CLUSTER_ID_LEN + 1];
+	char host[256]; /* the announced address (ha-announce-ip, or the first bind address) */
+	int port;
+	enum brk_cluster_role role;
+	bool myself;    /* this front end */
+};
+
+/* A shard: a range of slots (first..last) and its front ends, the primary
+ * first (nnodes 0: none known yet). */
+struct brk_cluster_shard {
+	unsigned first, last;
+	struct brk_cluster_node *nodes; /* owned by the map */
+	size_t nnodes;
+};
+
+struct brk_cluster {
+	struct brk_cluster_shard *shards; /* owned; in slot order */
+	size_t nshards;
+	uint64_t epoch; /* CLUSTER INFO's current epoch, and each primary's config epoch */
+};
+
+/* A map of nshards (1..16384) shards cutting the slots evenly, in order
+ * (shard i: from i*16384/nshards), with no front ends yet. Returns 0 and
+ * *out (owned, free with brk_cluster_destroy()), -EINVAL or -ENOMEM. */
+int brk_cluster_create(unsigned nshards, struct brk_cluster **out);
+/* Frees cl and all it owns; NULL is a no-op. */
+void brk_cluster_destroy(struct brk_cluster *cl);
+/* Adds node n (borrowed: copied) to shard i of cl; a primary goes first.
+ * Returns 0, -EINVAL (no shard i) or -ENOMEM. */
+int brk_cluster_add_node(struct brk_cluster *cl, size_t i, const struct brk_cluster_node *n);
+/* The shard holding slot (< 16384) of cl: returns borrowed (valid until cl
+ * changes). Every slot has one. */
+const struct brk_cluster_shard *brk_cluster_shard_of(const struct brk_cluster *cl,
+	unsigned slot);
+
+/* The primary of shard s (borrowed, valid as s), or NULL when it has none:
+ * no front end serves its slots. */
+const struct brk_cluster_node *brk_cluster_primary(const struct brk_cluster_shard *s);
+
+/* This front end's node id, kept in the data directory dir (borrowed) as
+ * the file "cluster-node-id": read when it exists, else 40 random hex
+ * digits written there (atomically, durably) on first start. One echd per
+ * directory (echd.lock), so the id is the front end's for as long as its
+ * directory lives. Returns 0 with out set, -errno, or ECHD_ECORRUPT when
+ * the file does not hold a node id. */
+int brk_cluster_node_id(const char *dir, char out[BRK_CLUSTER_ID_LEN + 1]);
+
+/* The slot a request's keys share. Start with slot -1 (no keys yet) and add
+ * each request (argv[0] its command's name, borrowed; EXEC adds each one it
+ * queued): the keys that brk_keys_find() finds from cmd's key specs, shard
+ * channels included, as Redis' getNodeByQuery() takes them. Returns false
+ * when a key hashes to a slot other than *slot (CROSSSLOT), else true with
+ * *slot the keys' slot, or left at -1 when there were none (a request that
+ * does not fit its specs has none here: its handler refuses it). */
+bool brk_cluster_slot_add(const struct brk_cmd *cmd, int argc, const struct resp_arg *argv,
+	int *slot);
+
+/* Start-up, for brk_server_init(). brk_cluster_check(), after storage_open:
+ * 0 when the options and the engine fit (cluster-enabled no: any engine);
+ * BRK_INIT_CONFIG, with the reason logged naming the option, when they do
+ * not (cluster-shards other than 1; an engine without the HA interface,
+ * that is not a store front ends share). brk_cluster_init(), once the
+ * listeners are bound (the port is known): srv->cluster, the map of one
+ * shard served by this front end; 0, or -1 logged. brk_cluster_finish()
+ * frees it. */
+int brk_cluster_check(struct brk_server *srv);
+int brk_cluster_init(struct brk_server *srv);
+void brk_cluster_finish(struct brk_server *srv);
+
+#define BRK_CLUSTER_ERR_CROSSSLOT "CROSSSLOT Keys in request don't hash to the same slot"
+#define BRK_CLUSTER_ERR_DISABLED  "ERR This instance has cluster support disabled"
+
+#endif
