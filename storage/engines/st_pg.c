@@ -1901,7 +1901,10 @@ send_failed:
  * second, read-only connection; storage_fetch_poll() reads the answer,
  * puts each row that is not in the cache already (a row there is newer:
  * it was written since) nor deleted by a commit since the fetch left (the
- * gone keys), and adds the range the answer covers to the spans.
+ * gone keys), and adds the range the answer covers to the spans. It puts
+ * an answer in, and evicts, PG_LAND_ROWS / PG_EVICT_ROWS rows a poll, so
+ * that a scan does not stall the other clients; the fetch counts as out
+ * until its last row is in.
  *
  * A fetch sees every commit whose COMMIT was answered before it was sent
  * (commits are synchronous here), and commits while it is out are in the
