@@ -368,7 +368,10 @@ struct storage_fetch_state {
 	uint64_t cache_max;    /* what they may take before eviction */
 };
 /* Reads what arrived and puts those rows in memory, evicts down to the
- * limit, and sends what is queued. No write transaction may be open.
+ * limit, and sends what is queued. No write transaction may be open. An
+ * engine may do the putting and the evicting in bounded steps, one a poll,
+ * so as not to stall the loop: then it answers busy with poll_ms 0 until
+ * done (a fetch has landed once all its rows are in).
  * Returns 0 and *out, or a negative error (*out still filled). */
 int storage_fetch_poll(struct storage_fetch *f, struct storage_fetch_state *out);
 /* The misses so far (storage_fetch_state.misses), without any I/O: a

@@ -221,6 +221,10 @@ struct st_pg {
 	size_t nq, capq;
 	bool inflight;
 	int64_t inflight_dl;     /* the answer is late past this (timeout-ms) */
+	PGresult *land;          /* q[0]'s answer, put in the cache from row land_i on
+				  * (PG_LAND_ROWS a poll; owned; NULL: none) */
+	int land_i;
+	bool evict_more;         /* an eviction went on past its budget: the rest next poll */
 	int64_t fconn_retry_ms;  /* no new connection before this */
 	int fetch_err;           /* the last failure, answered to misses ... */
 	int64_t fetch_err_ms;    /* ... until this time */
@@ -1897,7 +1901,10 @@ send_failed:
  * second, read-only connection; storage_fetch_poll() reads the answer,
  * puts each row that is not in the cache already (a row there is newer:
  * it was written since) nor deleted by a commit since the fetch left (the
- * gone keys), and adds the range the answer covers to the spans.
+ * gone keys), and adds the range the answer covers to the spans. It puts
+ * an answer in, and evicts, PG_LAND_ROWS / PG_EVICT_ROWS rows a poll, so
+ * that a scan does not stall the other clients; the fetch counts as out
+ * until its last row is in.
  *
  * A fetch sees every commit whose COMMIT was answered before it was sent
  * (commits are synchronous here), and commits while it is out are in the
@@ -1912,8 +1919,9 @@ send_failed:
 
 #define PG_ROW_COST       96    /* a row's bytes besides key and value (mem's node, row) */
 #define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
-#define PG_FETCH_ROWS_MAX 4096  /* what one poll puts in (and so stalls the loop for) */
-#define PG_EVICT_ROWS     4096  /* rows one poll drops at most */
+#define PG_FETCH_ROWS_MAX 4096  /* rows one fetch asks for at most */
+#define PG_EVICT_ROWS     512   /* rows one poll drops at most */
+#define PG_LAND_ROWS      512   /* rows one poll puts in at most */
 #define PG_FETCH_BYTES_MIN ((uint64_t)1 << 20)
 #define PG_FETCH_ERR_MS   1000  /* misses answer a failed fetch's error this long */
 #define PG_FETCH_POLL_MS  100
@@ -2007,6 +2015,8 @@ fconn_close(struct st_pg *s)
 		PQfinish(s->fconn);
 		s->fconn = NULL;
 	}
+	PQclear(s->land); /* rows put so far stay: a row without a span is safe */
+	s->land = NULL;
 	s->inflight = false;
 }
 
@@ -2044,6 +2054,7 @@ lazy_reset(struct st_pg *s, struct pgc_spans *fresh)
 	fconn_close(s);
 	s->nq = 0;
 	s->fetch_err = 0;
+	s->evict_more = false;
 	for (int i = 0; i < PG_NSEQ; i++) {
 		s->seq[i].ix = -1;
 	}
@@ -2241,22 +2252,29 @@ inner_rows(PGresult *res)
 	return (unsigned)v;
 }
 
-/* Puts the rows of answer res to r in the cache, but for those it holds
- * (newer) and those deleted since r left; the range r covers becomes a
- * span. No transaction is open. */
+/* Puts up to PG_LAND_ROWS more rows of s->land, the answer to r, in the
+ * cache, but for those it holds (newer) and those deleted since r left;
+ * once all are in, the range r covers becomes a span and *done is set.
+ * Putting an answer in steps bounds what one poll stalls the loop for
+ * (a 4096-row answer and its eviction took some 15 ms); the fetch stays in
+ * flight meanwhile, so commits keep their deleted keys in the gone list and
+ * nothing is evicted. No transaction is open. */
 static int
-fetch_apply(struct st_pg *s, const struct pg_req *r, PGresult *res)
+land_step(struct st_pg *s, const struct pg_req *r, bool *done)
 {
 	enum storage_table tb = pg_lazy_tb[r->ix];
+	PGresult *res = s->land;
 	struct pgc_bound lo = r->lo, hi = r->hi;
-	int n = PQntuples(res), rc;
+	int n = PQntuples(res), end, rc;
 	struct storage_txn *t;
 
+	*done = false;
+	end = n - s->land_i > PG_LAND_ROWS ? s->land_i + PG_LAND_ROWS : n;
 	rc = storage_txn_begin(s->fwd.inner, NULL, 0, &t);
 	if (rc != 0) {
 		return rc;
 	}
-	for (int i = 0; i < n && rc == 0; i++) {
+	for (int i = s->land_i; i < end && rc == 0; i++) {
 		struct st_buf k = {PQgetvalue(res, i, 0), (size_t)PQgetlength(res, i, 0)};
 		struct st_buf v = {PQgetvalue(res, i, 1), (size_t)PQgetlength(res, i, 1)}, cur;
 
@@ -2273,20 +2291,24 @@ fetch_apply(struct st_pg *s, const struct pg_req *r, PGresult *res)
 			rc = pgc_parts_touch(&s->parts, k.data, k.len);
 		}
 	}
-	if (rc == 0 && n > 0 && ((unsigned)n >= r->rows || (unsigned)n < inner_rows(res))) {
+	if (rc == 0) {
+		rc = storage_txn_commit(t);
+		t = NULL;
+	}
+	storage_txn_abort(t);
+	if (rc != 0 || end < n) {
+		s->land_i = end;
+		return rc;
+	}
+	if (n > 0 && ((unsigned)n >= r->rows || (unsigned)n < inner_rows(res))) {
 		/* as far as the last row it got (all it asked for, or all its
 		 * bytes allowed) */
 		const char *p = PQgetvalue(res, n - 1, 0);
 		rc = bound_at(r->back ? &lo : &hi, p, (size_t)PQgetlength(res, n - 1, 0), !r->back);
 	}
 	if (rc == 0) {
-		rc = storage_txn_commit(t);
-		t = NULL;
-	}
-	if (rc == 0) {
 		rc = pgc_spans_add(&s->spans[r->ix], &lo, &hi);
 	}
-	storage_txn_abort(t);
 	if (rc == 0 && !r->back) {
 		struct pg_seq *q = &s->seq[s->seq_next++ % PG_NSEQ];
 
@@ -2294,16 +2316,30 @@ fetch_apply(struct st_pg *s, const struct pg_req *r, PGresult *res)
 		q->end = hi;
 		q->rows = r->rows;
 	}
+	PQclear(s->land);
+	s->land = NULL;
+	*done = rc == 0;
 	return rc;
 }
 
-/* Reads what the fetch in flight got, and applies it when complete. */
+/* Reads what the fetch in flight got, and puts it in the cache (in steps:
+ * land_step()); the fetch has landed once all of it is in. */
 static void
 fetch_read(struct st_pg *s)
 {
 	PGresult *res;
+	bool done;
 	int rc = 0;
 
+	if (s->land != NULL) {
+		rc = land_step(s, &s->q[0], &done);
+		if (rc != 0 || !done) {
+			if (rc != 0) {
+				fetch_fail(s, rc, echd_strerror(rc));
+			}
+			return; /* the rest at the next poll */
+		}
+	}
 	if (PQconsumeInput(s->fconn) == 0 || PQflush(s->fconn) < 0) {
 		fetch_fail(s, ECHD_EOFFLINE, PQerrorMessage(s->fconn));
 		return;
@@ -2318,16 +2354,22 @@ fetch_read(struct st_pg *s)
 			s->landed++;
 			return;
 		}
-		if (PQresultStatus(res) == PGRES_TUPLES_OK) {
-			rc = fetch_apply(s, &s->q[0], res);
-		} else {
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 			echd_log(ECHD_LOG_WARNING, "st_pg: fetch: %s", PQresultErrorMessage(res));
-			rc = -EIO;
+			PQclear(res);
+			fetch_fail(s, -EIO, "the query failed");
+			return;
 		}
-		PQclear(res);
+		PQclear(s->land); /* (one answer a query: never set here) */
+		s->land = res;
+		s->land_i = 0;
+		rc = land_step(s, &s->q[0], &done);
 		if (rc != 0) {
 			fetch_fail(s, rc, echd_strerror(rc));
 			return;
+		}
+		if (!done) {
+			return; /* the rest at the next poll; its end is read after */
 		}
 	}
 	if (now_ms() > s->inflight_dl) {
@@ -2392,8 +2434,9 @@ evict_part(struct st_pg *s, struct storage_txn *t, const unsigned char *p, uint6
 	return 0;
 }
 
-/* Over cache-size: drops rows down to 7/8 of it (PG_EVICT_ROWS a call at
- * most). No fetch is out, no transaction open. */
+/* Over cache-size (or going on with a drop begun): drops rows down to 7/8
+ * of it, PG_EVICT_ROWS a call at most; s->evict_more says when some are
+ * left for the next. No fetch is out, no transaction open. */
 static int
 evict(struct st_pg *s)
 {
@@ -2403,13 +2446,15 @@ evict(struct st_pg *s)
 	struct storage_txn *t;
 	int rc;
 
-	if (est <= s->cache_max) {
+	if (est <= (s->evict_more ? low : s->cache_max)) {
+		s->evict_more = false;
 		return 0;
 	}
 	rc = storage_txn_begin(s->fwd.inner, NULL, 0, &t);
 	while (rc == 0 && est > low && budget > 0 && pgc_parts_oldest(&s->parts, p)) {
 		rc = evict_part(s, t, p, low, &est, &budget);
 	}
+	s->evict_more = rc == 0 && budget == 0 && est > low;
 	if (rc != 0) {
 		storage_txn_abort(t);
 		/* the spans may be cut already: fewer known rows is safe */
@@ -2450,8 +2495,11 @@ fetch_fill(const struct st_pg *s, struct storage_fetch_state *out, uint64_t byte
 	out->fd = s->fconn != NULL ? PQsocket(s->fconn) : -1;
 	out->want_write = s->fconn != NULL && PQisnonblocking(s->fconn) && s->inflight &&
 			  PQflush(s->fconn) == 1;
-	out->busy = s->nq > 0;
+	out->busy = s->nq > 0 || s->evict_more;
 	out->poll_ms = PG_FETCH_POLL_MS < s->timeout_ms ? PG_FETCH_POLL_MS : s->timeout_ms;
+	if (s->land != NULL || s->evict_more) {
+		out->poll_ms = 0; /* the rest of an answer, or of an eviction: next turn */
+	}
 	out->landed = s->landed;
 	out->misses = s->misses;
 	out->fetched_rows = s->fetched_rows;
@@ -2486,7 +2534,9 @@ pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
 	if (s->inflight) {
 		fetch_read(s);
 	}
-	if (!s->inflight && s->nq > 0) {
+	/* over cache-size, the next fetch waits for the eviction's next steps:
+	 * the cache stays within one answer of its limit */
+	if (!s->inflight && s->nq > 0 && !(s->evict_more && cache_bytes(s) > s->cache_max)) {
 		if (s->fconn == NULL && now_ms() >= s->fconn_retry_ms && fconn_open(s) != 0) {
 			fetch_fail(s, ECHD_EOFFLINE, "no connection");
 		}
