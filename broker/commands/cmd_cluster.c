@@ -254,6 +254,11 @@ keys_in_slot(struct brk_ctx *x, bool list)
 		    &slot)) {
 		return 0;
 	}
+	if (x->txn == NULL) {
+		/* a standby (CLUSTER may run there): it holds no keys to walk */
+		resp_add_error(x->w, BRK_ERR_READONLY);
+		return 0;
+	}
 	if (list) {
 		if (!brk_arg_ll(x, &x->argv[3], &max)) {
 			return 0;
