@@ -61,6 +61,18 @@
  * transaction-mode pooler would break the session's lock: the session
  * carries a token (echd.session) that the polls check (session_check()).
  *
+ * Shards (postgres.shards, issue 36). The store is then cut into parts,
+ * schema <schema>_s<i> each with its own ha row, lock and fence, the map
+ * (index, schema, the caller's first and last key of each) in
+ * <schema>.shards, created under the creation lock and compared at every
+ * open (another map: refused). A front end holds at most one part: while
+ * standby each poll tries the parts' locks in order and takes the first
+ * free one, preparing the statements again for its schema; then the part
+ * is served exactly as a lone schema. Every poll also reads, in one
+ * statement, each part's ha row (its front end's node, postgres.node, and
+ * address) and whether its lock is held (pg_locks), which
+ * storage_ha_part() answers from.
+ *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
  * which (after one more look: a stall of this process is not a lost
@@ -68,7 +80,7 @@
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
- * none), cache-size (0: the whole schema).
+ * none), cache-size (0: the whole schema), shards ("": one schema), node.
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
