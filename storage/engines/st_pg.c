@@ -122,6 +122,7 @@
 #define PG_BACKOFF_MAX_MS     5000
 #define PG_SCHEMA_VERSION     1
 #define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
+#define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
 #define PG_OID_INT8           20
 #define PG_OID_BYTEA_ARRAY    1001
 #define PG_OID_BYTEA          17
@@ -1224,6 +1225,12 @@ shards_parse(struct st_pg *s, const char *text)
 		}
 		p = *end == ',' ? end + 1 : end;
 		snprintf(name, sizeof(name), "%s_s%zu", s->base, i);
+		if (strlen(name) > PG_NAME_MAX) {
+			/* PostgreSQL would cut it, and two shards could share a schema */
+			echd_log(ECHD_LOG_WARNING, "st_pg: shard schema %s: longer than %d bytes",
+				name, PG_NAME_MAX);
+			return ECHD_EINVAL;
+		}
 		s->shard[i].schema = echd_strndup(name, strlen(name));
 		if (s->shard[i].schema == NULL) {
 			return -ENOMEM;

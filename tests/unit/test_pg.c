@@ -756,6 +756,16 @@ START_TEST(test_shards)
 	ck_assert_int_eq(rc, ECHD_EINVAL);
 	ck_assert_ptr_null(open_shards("9-0", 7104, "node-x", &rc));
 	ck_assert_int_eq(rc, ECHD_EINVAL);
+	{
+		/* <schema>_s0 past 63 bytes: PostgreSQL would cut it */
+		struct storage_opts o = opts(
+			"a_schema_name_of_61_bytes_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 7104, 0);
+		struct storage *st = NULL;
+
+		opt_str(&o, "postgres.shards", "0-9,10-19");
+		FAILS(storage_open("postgres", &o, &st), ECHD_EINVAL);
+		ck_assert_ptr_null(st);
+	}
 	/* b goes: c takes its part, with its rows; a sees who holds it now */
 	storage_close(b);
 	h = poll_until_active(c, 5000);
