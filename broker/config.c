@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "cluster.h"
 
 enum opt_type {
 	OPT_INT,    /* plain integer */
@@ -149,12 +150,16 @@ static const struct opt opts[] = {
 		"many idle milliseconds (a hung front end loses its place), and reads are served "
 		"from memory only this long after its last round trip; 0 = none",
 		"postgres.lease-ms"},
+	/* the engine gets the node id (cluster-enabled yes) and the shards'
+	 * slot ranges (more than one): brk_config_engine_opts() */
 	{"cluster-enabled", OPT_BOOL, false, "no", OFF(cluster_enabled), 0, 0, NULL,
 		"speak the Redis Cluster protocol (CLUSTER SLOTS, hash slots, CROSSSLOT); needs "
-		"storage postgres"},
-	{"cluster-shards", OPT_INT, false, "1", OFF(cluster_shards), 1, 16384, NULL,
-		"cluster-enabled: shards the 16384 hash slots are cut into; only 1 is supported "
-		"in this version"},
+		"storage postgres", "postgres.node"},
+	{"cluster-shards", OPT_INT, false, "1", OFF(cluster_shards), 1, BRK_CLUSTER_SHARDS_MAX,
+		NULL,
+		"cluster-enabled: shards the 16384 hash slots are cut into, each a schema "
+		"<storage-pg-schema>_s<i> (1: storage-pg-schema itself); every front end of a "
+		"cluster gives the same number", "postgres.shards"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
 	{"batch-max-reply-bytes", OPT_MEM, true, "4mb", OFF(batch_max_reply_bytes), 1024, LLMAX,
@@ -1215,7 +1220,16 @@ brk_config_engine_opts(const struct brk_config *cfg, struct storage_opt **out, s
 			continue;
 		}
 		/* the announced address in effect, not the option as set */
-		if (opts[i].off == OFF(ha_announce_ip)) {
+		if (opts[i].off == OFF(cluster_enabled)) {
+			snprintf(buf, sizeof(buf), "%s", cfg->cluster_enabled ? cfg->cluster_node : "");
+		} else if (opts[i].off == OFF(cluster_shards)) {
+			buf[0] = '\0';
+			if (cfg->cluster_enabled && cfg->cluster_shards > 1 &&
+				brk_cluster_ranges((unsigned)cfg->cluster_shards, buf, sizeof(buf)) != 0) {
+				brk_config_engine_opts_free(opt, k);
+				return -EINVAL; /* not with the table's bound */
+			}
+		} else if (opts[i].off == OFF(ha_announce_ip)) {
 			brk_config_announce(cfg, buf, sizeof(buf), &port);
 		} else if (opts[i].off == OFF(ha_announce_port)) {
 			brk_config_announce(cfg, buf, sizeof(buf), &port);

@@ -71,7 +71,9 @@ struct brk_config {
 	long long ha_retry_ms;
 	long long ha_lease_ms;   /* 0: none */
 	bool cluster_enabled;    /* the Redis Cluster protocol (cluster.h): postgres only */
-	long long cluster_shards; /* shards the slots are cut into; only 1 so far */
+	long long cluster_shards; /* shards the slots are cut into (cluster.h) */
+	char cluster_node[41];   /* not an option: this front end's cluster node id,
+				  * read at start-up (server.c), handed to the engine */
 	long long batch_max_commands; /* commands in one group commit */
 	long long batch_max_reply_bytes; /* one connection's replies per loop turn */
 	long long slowlog_log_slower_than; /* microseconds; -1 = off */

@@ -267,6 +267,15 @@ brk_server_init(struct brk_server *srv)
 					   "words)");
 		return BRK_INIT_CONFIG;
 	}
+	if (srv->cfg.cluster_enabled) {
+		/* before the storage: the engine records it for the other front ends */
+		rc = brk_cluster_node_id(srv->cfg.dir, srv->cfg.cluster_node);
+		if (rc != 0) {
+			echd_log(ECHD_LOG_WARNING, "cannot read or write %s/cluster-node-id: %s",
+				srv->cfg.dir, echd_strerror(rc));
+			return -1;
+		}
+	}
 	memset(&so, 0, sizeof(so));
 	so.dir = srv->cfg.dir;
 	so.sync_mode = STORAGE_SYNC_DATA;

@@ -594,6 +594,21 @@ storage_maintain_verify(struct storage_maintain *m, struct storage_txn *t,
 	return t->st != m->st ? ECHD_EINVAL : m->ops->verify(t, problem, ud, rows);
 }
 
+size_t
+storage_ha_nparts(const struct storage_ha *ha)
+{
+	return ha->ops->nparts != NULL ? ha->ops->nparts(ha->st) : 0;
+}
+
+int
+storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *out)
+{
+	if (i >= storage_ha_nparts(ha)) {
+		return -EINVAL;
+	}
+	return ha->ops->part(ha->st, i, out);
+}
+
 int
 storage_ha_confirm(struct storage_ha *ha)
 {

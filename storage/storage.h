@@ -117,7 +117,11 @@ struct storage_opts {
 	 * libpq URI or key=value string), schema ("echd"), ha-name ("echd"),
 	 * announce-host and announce-port (this front end's address for
 	 * clients), timeout-ms (a longer round trip is a lost connection),
-	 * cache-size (bytes of entries held in memory; 0: the whole schema).
+	 * cache-size (bytes of entries held in memory; 0: the whole schema),
+	 * shards ("" or "first-last,first-last,...": the store cut into
+	 * parts, schema <schema>_s<i> for the i-th, a range of the caller's
+	 * each, kept in <schema>.shards; storage_ha_nparts()), node (this
+	 * front end's name in each part's ha row, as other front ends read it).
 	 * lmdb-staged: lmdb's, and stage-size (the staging table's bound in
 	 * bytes). lmdb.stage-owner (0 or 1) is for lmdb-staged alone, opening
 	 * its lmdb: it reads the staging table itself (without it, lmdb refuses
@@ -310,6 +314,7 @@ struct storage_ha_state {
 	char active_host[256]; /* the active front end's announced address ("" unknown) */
 	int active_port;
 	char why[256];      /* OFFLINE: the last connection error */
+	int part;           /* ACTIVE on a store of parts: the part held (below); else -1 */
 };
 /* The role as of the last poll or commit; no round trip. */
 enum storage_role storage_ha_role(const struct storage_ha *ha);
@@ -326,6 +331,24 @@ int storage_ha_poll(struct storage_ha *ha, struct storage_ha_state *out);
  * ECHD_EOFFLINE, or another error (nothing known). No write transaction
  * need be closed. */
 int storage_ha_confirm(struct storage_ha *ha);
+
+/* A store cut into parts (postgres with postgres.shards: a schema each),
+ * each with its own active front end (lock and fence), a front end holding
+ * at most one. A standby tries each free part in turn; storage_ha_state's
+ * part says which one it holds. What the last poll read of part i (<
+ * storage_ha_nparts(ha); 0: a store of one piece, then none of this
+ * applies): whether a front end is active on it, and that front end's
+ * node (postgres.node), address and generation. Returns 0 with *out, or
+ * -EINVAL (no part i). No round trip. */
+struct storage_ha_part {
+	bool held;        /* a front end is active on it (this one included) */
+	uint64_t gen;     /* its generation: +1 per takeover */
+	char node[64];    /* the active front end's node ("" unknown) */
+	char host[256];   /* its announced address ("" unknown) */
+	int port;
+};
+size_t storage_ha_nparts(const struct storage_ha *ha);
+int storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *out);
 
 /* Fetching: an optional interface, of an engine that keeps a bounded part
  * of its store in memory and reads the rest when it is needed, without

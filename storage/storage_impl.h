@@ -124,6 +124,9 @@ struct storage_ha_ops {
 	int (*poll)(struct storage *st, struct storage_ha_state *out);
 	enum storage_role (*role)(const struct storage *st);
 	int (*confirm)(struct storage *st); /* NULL: the role says */
+	/* NULL: a store of one piece (storage_ha_nparts() 0) */
+	size_t (*nparts)(const struct storage *st);
+	int (*part)(const struct storage *st, size_t i, struct storage_ha_part *out);
 };
 struct storage_ha {
 	const struct storage_ha_ops *ops;

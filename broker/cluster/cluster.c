@@ -119,6 +119,31 @@ brk_cluster_add_node(struct brk_cluster *cl, size_t i, const struct brk_cluster_
 	return 0;
 }
 
+int
+brk_cluster_ranges(unsigned nshards, char *buf, size_t len)
+{
+	struct brk_cluster *cl = NULL;
+	size_t at = 0;
+	int rc;
+
+	if (nshards > BRK_CLUSTER_SHARDS_MAX) {
+		return -EINVAL;
+	}
+	rc = brk_cluster_create(nshards, &cl);
+	for (size_t i = 0; rc == 0 && i < cl->nshards; i++) {
+		int n = snprintf(buf + at, len - at, "%s%u-%u", i > 0 ? "," : "",
+			cl->shards[i].first, cl->shards[i].last);
+
+		if (n < 0 || (size_t)n >= len - at) {
+			rc = -ENOSPC;
+		} else {
+			at += (size_t)n;
+		}
+	}
+	brk_cluster_destroy(cl);
+	return rc;
+}
+
 const struct brk_cluster_shard *
 brk_cluster_shard_of(const struct brk_cluster *cl, unsigned slot)
 {
@@ -268,12 +293,8 @@ brk_cluster_slot_add(const struct brk_cmd *cmd, int argc, const struct resp_arg 
 int
 brk_cluster_check(struct brk_server *srv)
 {
-	if (srv->cfg.cluster_shards != 1) {
-		echd_log(ECHD_LOG_WARNING,
-			"cluster-shards %lld: only 1 is supported in this version",
-			srv->cfg.cluster_shards);
-		return BRK_INIT_CONFIG;
-	}
+	struct storage_ha *ha;
+
 	if (!srv->cfg.cluster_enabled) {
 		return 0;
 	}
@@ -285,37 +306,116 @@ brk_cluster_check(struct brk_server *srv)
 			"storage is '%s'", srv->cfg.storage_backend);
 		return BRK_INIT_CONFIG;
 	}
+	ha = storage_ha(srv->st);
+	if (srv->cfg.cluster_shards > 1 &&
+		storage_ha_nparts(ha) != (size_t)srv->cfg.cluster_shards) {
+		echd_log(ECHD_LOG_WARNING,
+			"cluster-shards %lld: storage '%s' holds %zu part(s), not one per shard",
+			srv->cfg.cluster_shards, srv->cfg.storage_backend, storage_ha_nparts(ha));
+		return BRK_INIT_CONFIG;
+	}
 	return 0;
 }
 
 int
 brk_cluster_init(struct brk_server *srv)
 {
-	struct brk_cluster_node me = {.role = BRK_CLUSTER_PRIMARY, .myself = true};
+	struct brk_cluster_node me = {.role = BRK_CLUSTER_PRIMARY, .myself = true, .epoch = 1};
 	int rc;
 
 	if (!srv->cfg.cluster_enabled) {
 		return 0;
 	}
-	rc = brk_cluster_node_id(srv->cfg.dir, me.id);
-	if (rc != 0) {
-		echd_log(ECHD_LOG_WARNING, "cannot read or write %s/cluster-node-id: %s",
-			srv->cfg.dir, echd_strerror(rc));
-		return -1;
-	}
+	/* read before the storage opened (server.c): the engine records it */
+	snprintf(me.id, sizeof(me.id), "%s", srv->cfg.cluster_node);
 	snprintf(me.host, sizeof(me.host), "%s", srv->ha_host);
 	me.port = srv->ha_port != 0 ? srv->ha_port : srv->bound_port;
 	rc = brk_cluster_create((unsigned)srv->cfg.cluster_shards, &srv->cluster);
 	if (rc == 0) {
-		rc = brk_cluster_add_node(srv->cluster, 0, &me);
+		srv->cluster->self = me;
+		if (srv->cfg.cluster_shards == 1) {
+			/* the store itself is the one shard (as a lone front end's) */
+			rc = brk_cluster_add_node(srv->cluster, 0, &me);
+		}
 	}
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cluster map: %s", echd_strerror(rc));
 		return -1;
 	}
-	echd_log(ECHD_LOG_NOTICE, "cluster mode: node %s, %zu shard(s), serving slots 0-%d",
-		me.id, srv->cluster->nshards, BRK_CLUSTER_SLOTS - 1);
+	brk_cluster_update(srv);
+	echd_log(ECHD_LOG_NOTICE, "cluster mode: node %s, %zu shard(s)", me.id,
+		srv->cluster->nshards);
 	return 0;
+}
+
+/* The primary of part i as the last poll read it, into *n: false when
+ * the part has none (no front end holds it, or the store is unreachable:
+ * nothing is known). */
+static bool
+part_primary(struct brk_server *srv, struct storage_ha *ha, size_t i,
+	struct brk_cluster_node *n)
+{
+	struct storage_ha_part p;
+
+	if (srv->ha.role == STORAGE_ROLE_OFFLINE || storage_ha_part(ha, i, &p) != 0 || !p.held) {
+		return false;
+	}
+	if (srv->ha.role == STORAGE_ROLE_ACTIVE && srv->ha.part == (int)i) {
+		*n = srv->cluster->self;
+	} else {
+		/* a front end of another version, or one between its lock and
+		 * its ha row: not known yet, the next poll may tell */
+		if (p.host[0] == '\0' || p.port <= 0 || !is_node_id(p.node, strlen(p.node))) {
+			return false;
+		}
+		memset(n, 0, sizeof(*n));
+		memcpy(n->id, p.node, BRK_CLUSTER_ID_LEN);
+		snprintf(n->host, sizeof(n->host), "%s", p.host);
+		n->port = p.port;
+	}
+	n->role = BRK_CLUSTER_PRIMARY;
+	n->epoch = p.gen;
+	return true;
+}
+
+void
+brk_cluster_update(struct brk_server *srv)
+{
+	struct storage_ha *ha = srv->cluster != NULL ? storage_ha(srv->st) : NULL;
+	size_t n = ha != NULL ? storage_ha_nparts(ha) : 0;
+	struct brk_cluster *cl = NULL;
+	int rc;
+
+	if (n == 0 || n != srv->cluster->nshards) {
+		return; /* one shard: the store itself, this front end its primary */
+	}
+	rc = brk_cluster_create((unsigned)n, &cl);
+	if (rc == 0) {
+		cl->self = srv->cluster->self;
+		cl->self.epoch = 0;
+		cl->epoch = 0;
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct brk_cluster_node p;
+
+		if (!part_primary(srv, ha, i, &p)) {
+			continue;
+		}
+		if (p.myself) {
+			cl->self.epoch = p.epoch;
+		}
+		if (p.epoch > cl->epoch) {
+			cl->epoch = p.epoch;
+		}
+		rc = brk_cluster_add_node(cl, i, &p);
+	}
+	if (rc != 0) {
+		echd_log(ECHD_LOG_WARNING, "cluster map: %s: the last one stays", echd_strerror(rc));
+		brk_cluster_destroy(cl);
+		return;
+	}
+	brk_cluster_destroy(srv->cluster);
+	srv->cluster = cl;
 }
 
 void

@@ -2,10 +2,14 @@
  * key, the shard map (which slots each shard holds and the front ends that
  * serve it), this front end's node id, and where a request's keys belong.
  *
- * Unstable: this slice has one shard, holding every slot, served by this
- * front end (cluster-shards 1); the map is shaped for N shards, each a
- * PostgreSQL schema with one active front end and standbys as replicas.
- * Called from the event loop's thread only.
+ * Unstable. cluster-shards 1: one shard, holding every slot, on the store
+ * itself, this front end its primary. cluster-shards N > 1: the store is
+ * cut into N parts (storage.h's storage_ha_nparts(): postgres schemas),
+ * each with one active front end; the map is read again after each HA
+ * poll (brk_cluster_update()): this front end is the primary of the part
+ * it holds, the other parts' active front ends of theirs, and a part no
+ * one holds has no primary (CLUSTERDOWN). Standbys are not listed as
+ * replicas yet. Called from the event loop's thread only.
  */
 #ifndef ECHD_BROKER_CLUSTER_H
 #define ECHD_BROKER_CLUSTER_H
@@ -24,6 +28,9 @@ struct brk_server;
 /* The cluster bus port Redis adds to a node's port in CLUSTER NODES: echd
  * has no bus, and prints the port Redis would use, as clients parse it. */
 #define BRK_CLUSTER_BUS_INCR 10000
+/* cluster-shards' bound: each shard is a schema of its own, and every HA
+ * poll reads who holds each one. */
+#define BRK_CLUSTER_SHARDS_MAX 256
 
 /* The hash slot of key (len bytes, borrowed): CRC16 (XMODEM) mod 16384 of
  * its hash tag, the bytes between the first '{' and the next '}' when there
@@ -42,6 +49,7 @@ struct brk_cluster_node {
 	int port;
 	enum brk_cluster_role role;
 	bool myself;    /* this front end */
+	uint64_t epoch; /* its config epoch: the shard's generation (takeovers) */
 };
 
 /* A shard: a range of slots (first..last) and its front ends, the primary
@@ -55,7 +63,8 @@ struct brk_cluster_shard {
 struct brk_cluster {
 	struct brk_cluster_shard *shards; /* owned; in slot order */
 	size_t nshards;
-	uint64_t epoch; /* CLUSTER INFO's current epoch, and each primary's config epoch */
+	uint64_t epoch; /* CLUSTER INFO's current epoch: the largest config epoch */
+	struct brk_cluster_node self; /* this front end, in a shard or not (a standby) */
 };
 
 /* A map of nshards (1..16384) shards cutting the slots evenly, in order
@@ -71,6 +80,12 @@ int brk_cluster_add_node(struct brk_cluster *cl, size_t i, const struct brk_clus
  * changes). Every slot has one. */
 const struct brk_cluster_shard *brk_cluster_shard_of(const struct brk_cluster *cl,
 	unsigned slot);
+
+/* Writes the slot ranges of nshards (1..BRK_CLUSTER_SHARDS_MAX) shards as
+ * brk_cluster_create() cuts them, "first-last,first-last,...", to buf (len
+ * bytes): the ranges the engine keeps beside its parts (postgres.shards).
+ * Returns 0, -EINVAL or -ENOSPC. */
+int brk_cluster_ranges(unsigned nshards, char *buf, size_t len);
 
 /* The primary of shard s (borrowed, valid as s), or NULL when it has none:
  * no front end serves its slots. */
@@ -97,14 +112,19 @@ bool brk_cluster_slot_add(const struct brk_cmd *cmd, int argc, const struct resp
 /* Start-up, for brk_server_init(). brk_cluster_check(), after storage_open:
  * 0 when the options and the engine fit (cluster-enabled no: any engine);
  * BRK_INIT_CONFIG, with the reason logged naming the option, when they do
- * not (cluster-shards other than 1; an engine without the HA interface,
- * that is not a store front ends share). brk_cluster_init(), once the
+ * not (an engine without the HA interface, that is not a store front ends
+ * share; cluster-shards N > 1 and an engine that did not cut its store in
+ * N parts). brk_cluster_init(), once the
  * listeners are bound (the port is known): srv->cluster, the map of one
  * shard served by this front end; 0, or -1 logged. brk_cluster_finish()
  * frees it. */
 int brk_cluster_check(struct brk_server *srv);
 int brk_cluster_init(struct brk_server *srv);
 void brk_cluster_finish(struct brk_server *srv);
+/* After each HA poll (ha.c): builds the map again from what the poll read
+ * of the store's parts (cluster-shards > 1; else nothing changes). On
+ * -ENOMEM the old map stays, logged. */
+void brk_cluster_update(struct brk_server *srv);
 
 #define BRK_CLUSTER_ERR_CROSSSLOT "CROSSSLOT Keys in request don't hash to the same slot"
 #define BRK_CLUSTER_ERR_DISABLED  "ERR This instance has cluster support disabled"

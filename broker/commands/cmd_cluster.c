@@ -59,21 +59,26 @@ reply_text(struct brk_ctx *x, struct resp_buf *b)
 	resp_buf_finish(b);
 }
 
-/* CLUSTER INFO: the fields Redis always prints. One map kept by one front
- * end: no bus, so no bus messages; every shard has its primary. */
+/* CLUSTER INFO: the fields Redis always prints. No bus, so no bus
+ * messages. A shard no front end holds has no node: its slots are not
+ * assigned, and the cluster is down (Redis' cluster-require-full-coverage). */
 static void
 cluster_info(struct brk_ctx *x, const struct brk_cluster *cl)
 {
 	struct resp_buf b;
-	size_t nodes = 0, served = 0;
+	size_t nodes = myself(cl) == NULL, served = 0;
+	unsigned slots = 0;
 
 	resp_buf_init(&b);
 	for (size_t i = 0; i < cl->nshards; i++) {
 		nodes += cl->shards[i].nnodes;
-		served += brk_cluster_primary(&cl->shards[i]) != NULL;
+		if (brk_cluster_primary(&cl->shards[i]) != NULL) {
+			served++;
+			slots += cl->shards[i].last - cl->shards[i].first + 1;
+		}
 	}
 	resp_buf_printf(&b,
-		"cluster_state:ok\r\n"
+		"cluster_state:%s\r\n"
 		"cluster_slots_assigned:%d\r\n"
 		"cluster_slots_ok:%d\r\n"
 		"cluster_slots_pfail:0\r\n"
@@ -85,8 +90,8 @@ cluster_info(struct brk_ctx *x, const struct brk_cluster *cl)
 		"cluster_stats_messages_sent:0\r\n"
 		"cluster_stats_messages_received:0\r\n"
 		"total_cluster_links_buffer_limit_exceeded:0\r\n",
-		BRK_CLUSTER_SLOTS, BRK_CLUSTER_SLOTS, nodes, served,
-		(unsigned long long)cl->epoch, (unsigned long long)cl->epoch);
+		slots == BRK_CLUSTER_SLOTS ? "ok" : "fail", slots, slots, nodes, served,
+		(unsigned long long)cl->epoch, (unsigned long long)cl->self.epoch);
 	reply_text(x, &b);
 }
 
@@ -98,6 +103,12 @@ cluster_nodes(struct brk_ctx *x, const struct brk_cluster *cl)
 	struct resp_buf b;
 
 	resp_buf_init(&b);
+	if (myself(cl) == NULL) {
+		/* a standby: a primary without slots, as Redis shows an empty one */
+		resp_buf_printf(&b, "%s %s:%d@%d myself,master - 0 0 %llu connected\n", cl->self.id,
+			cl->self.host, cl->self.port, cl->self.port + BRK_CLUSTER_BUS_INCR,
+			(unsigned long long)cl->self.epoch);
+	}
 	for (size_t i = 0; i < cl->nshards; i++) {
 		const struct brk_cluster_shard *s = &cl->shards[i];
 		for (size_t j = 0; j < s->nnodes; j++) {
@@ -108,7 +119,7 @@ cluster_nodes(struct brk_ctx *x, const struct brk_cluster *cl)
 			resp_buf_printf(&b, "%s %s:%d@%d %s%s %s 0 0 %llu connected", n->id, n->host,
 				n->port, n->port + BRK_CLUSTER_BUS_INCR, n->myself ? "myself," : "",
 				primary ? "master" : "slave", primary || p == NULL ? "-" : p->id,
-				(unsigned long long)cl->epoch);
+				(unsigned long long)n->epoch);
 			if (primary) {
 				resp_buf_printf(&b, " %u-%u", s->first, s->last);
 			}
@@ -243,6 +254,11 @@ keys_in_slot(struct brk_ctx *x, bool list)
 		    &slot)) {
 		return 0;
 	}
+	if (x->txn == NULL) {
+		/* a standby (CLUSTER may run there): it holds no keys to walk */
+		resp_add_error(x->w, BRK_ERR_READONLY);
+		return 0;
+	}
 	if (list) {
 		if (!brk_arg_ll(x, &x->argv[3], &max)) {
 			return 0;
@@ -282,8 +298,7 @@ brk_cmd_cluster(struct brk_ctx *x)
 	} else if (brk_arg_eq(sub, "KEYSLOT")) {
 		resp_add_int(x->w, brk_cluster_keyslot(x->argv[2].p, x->argv[2].len));
 	} else if (brk_arg_eq(sub, "MYID")) {
-		const struct brk_cluster_node *me = myself(cl);
-		resp_add_bulk_cstr(x->w, me != NULL ? me->id : "");
+		resp_add_bulk_cstr(x->w, cl->self.id);
 	} else if (brk_arg_eq(sub, "INFO")) {
 		cluster_info(x, cl);
 	} else if (brk_arg_eq(sub, "NODES")) {

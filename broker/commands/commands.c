@@ -524,7 +524,8 @@ static const struct brk_cmd cmds[] = {
 		"@admin @slow @dangerous", "sentinel", "2.8.4",
 		"A container for Redis Sentinel commands: the active front end of ha-name.",
 		"Depends on subcommand.", SUBS(sentinel_subs)},
-	{"cluster", brk_cmd_cluster, -2, R, NOKEYS, "@slow", "cluster", "3.0.0",
+	/* a standby answers it too: clients read the map from any node */
+	{"cluster", brk_cmd_cluster, -2, SB | R, NOKEYS, "@slow", "cluster", "3.0.0",
 		"A container for Redis Cluster commands.", "Depends on subcommand.",
 		SUBS(cluster_subs)},
 	{"readonly", brk_cmd_readonly, 1, SB | NS | F | L | S, NOKEYS, "@fast @connection",

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "broker.h"
+#include "cluster.h"
 
 static const char *
 role_name(enum storage_role r)
@@ -167,6 +168,7 @@ ha_poll(struct brk_server *srv)
 			h.role == STORAGE_ROLE_OFFLINE && h.why[0] ? ": " : "",
 			h.role == STORAGE_ROLE_OFFLINE ? h.why : "");
 	}
+	brk_cluster_update(srv); /* the shards' primaries, as this poll read them */
 }
 
 /* Between two polls: ha-retry-ms, but at least three a lease, which a

@@ -61,6 +61,18 @@
  * transaction-mode pooler would break the session's lock: the session
  * carries a token (echd.session) that the polls check (session_check()).
  *
+ * Shards (postgres.shards, issue 36). The store is then cut into parts,
+ * schema <schema>_s<i> each with its own ha row, lock and fence, the map
+ * (index, schema, the caller's first and last key of each) in
+ * <schema>.shards, created under the creation lock and compared at every
+ * open (another map: refused). A front end holds at most one part: while
+ * standby each poll tries the parts' locks in order and takes the first
+ * free one, preparing the statements again for its schema; then the part
+ * is served exactly as a lone schema. Every poll also reads, in one
+ * statement, each part's ha row (its front end's node, postgres.node, and
+ * address) and whether its lock is held (pg_locks), which
+ * storage_ha_part() answers from.
+ *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
  * which (after one more look: a stall of this process is not a lost
@@ -68,7 +80,7 @@
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
- * none), cache-size (0: the whole schema).
+ * none), cache-size (0: the whole schema), shards ("": one schema), node.
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
@@ -109,6 +121,8 @@
 #define PG_BACKOFF_MIN_MS     100
 #define PG_BACKOFF_MAX_MS     5000
 #define PG_SCHEMA_VERSION     1
+#define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
+#define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
 #define PG_OID_INT8           20
 #define PG_OID_BYTEA_ARRAY    1001
 #define PG_OID_BYTEA          17
@@ -156,6 +170,15 @@ struct pg_req {
 	unsigned rows;
 };
 
+/* A part of a store cut into shards (postgres.shards): a schema each,
+ * with its own lock and fence. */
+struct pg_shard {
+	char *schema;         /* owned: <schema>_s<i> */
+	unsigned first, last; /* the caller's range, kept in <schema>.shards */
+	int64_t lock_key;
+	struct storage_ha_part seen; /* as of the last poll (peers_read()) */
+};
+
 /* One (table, key) a write transaction touched: the key is at off in
  * st_pg.log_bytes. */
 struct pg_touch {
@@ -197,6 +220,13 @@ struct st_pg {
 	 * of alive_ms: the send time of the last statement it answered. */
 	int64_t sent_ms, alive_ms;
 	char token[40];      /* our session's echd.session setting (a pooler check) */
+	/* Shards (postgres.shards): schema and qschema are then the part
+	 * tried or held last, base the schema holding the map. */
+	struct pg_shard *shard;
+	size_t nshard;
+	int cur;             /* the part held when active; -1: none */
+	char *base, *node;   /* owned; node: postgres.node ("" none) */
+	char *peers_sql;     /* owned: every part's ha row and whether it is held */
 	/* The write log of the open top-level write transaction. */
 	struct pg_touch *log;
 	size_t nlog, caplog;
@@ -807,9 +837,10 @@ schema_ensure(struct st_pg *s)
 			"INSERT INTO %s.version SELECT %d WHERE NOT EXISTS (SELECT 1 FROM %s.version); "
 			"CREATE TABLE IF NOT EXISTS %s.ha (id int PRIMARY KEY CHECK (id = 1), "
 			"gen bigint NOT NULL, name text, host text, port int, since timestamptz); "
-			"INSERT INTO %s.ha (id, gen) VALUES (1, 0) ON CONFLICT (id) DO NOTHING; ",
+			"INSERT INTO %s.ha (id, gen) VALUES (1, 0) ON CONFLICT (id) DO NOTHING; "
+			"ALTER TABLE %s.ha ADD COLUMN IF NOT EXISTS node text; ",
 			s->create_key, s->qschema, s->qschema, s->qschema, PG_SCHEMA_VERSION,
-			s->qschema, s->qschema, s->qschema);
+			s->qschema, s->qschema, s->qschema, s->qschema);
 		p += n;
 		for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
 			n = snprintf(p, cap - (size_t)(p - sql),
@@ -1067,41 +1098,67 @@ unlock(struct st_pg *s)
 	return run(s, "unlock", sql, 0, NULL, NULL);
 }
 
+/* Tries the advisory lock key (a session lock: ours until unlocked or
+ * the session ends). Returns 0 with *got, or a run() error. */
+static int
+try_lock(struct st_pg *s, int64_t key, bool *got)
+{
+	PGresult *res = NULL;
+	char sql[96];
+	int rc;
+
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%" PRId64 ")", key);
+	rc = run(s, "lock", sql, 0, NULL, &res);
+	*got = rc == 0 && res != NULL && PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	return rc;
+}
+
+static int take(struct st_pg *s, bool *became);
+static int try_shards(struct st_pg *s, bool *became);
+
 /* STANDBY: tries the lock, and on success takes over (bumps gen, loads
  * the schema). Returns 0 (*became set), or an error. */
 static int
 try_takeover(struct st_pg *s, bool *became)
 {
-	char sql[384], port[16];
-	const char *params[3];
-	PGresult *res = NULL;
 	bool got;
 	int rc;
 
 	*became = false;
-	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_lock(%" PRId64 ")", s->lock_key);
-	rc = run(s, "lock", sql, 0, NULL, &res);
-	if (rc != 0) {
-		PQclear(res);
-		return rc;
+	if (s->nshard > 0) {
+		return try_shards(s, became);
 	}
-	got = res != NULL && PQntuples(res) == 1 && PQgetvalue(res, 0, 0)[0] == 't';
-	PQclear(res);
-	res = NULL;
-	if (!got) {
-		return ha_row(s);
+	rc = try_lock(s, s->lock_key, &got);
+	if (rc != 0 || !got) {
+		return rc != 0 ? rc : ha_row(s);
 	}
+	return take(s, became);
+}
+
+/* The lock of s->schema is ours: takes over (bumps gen, loads the
+ * schema), or unlocks. Returns 0 (*became set), or an error. */
+static int
+take(struct st_pg *s, bool *became)
+{
+	char sql[384], port[16];
+	const char *params[4];
+	PGresult *res = NULL;
+	int rc;
+
 	snprintf(port, sizeof(port), "%d", s->port);
 	params[0] = s->ha_name;
 	params[1] = s->host;
 	params[2] = port;
+	params[3] = s->node;
 	snprintf(sql, sizeof(sql),
-		"UPDATE %s.ha SET gen = gen + 1, name = $1, host = $2, port = $3, since = now() "
+		"UPDATE %s.ha SET gen = gen + 1, name = $1, host = $2, port = $3, "
+		"node = nullif($4, ''), since = now() "
 		"WHERE id = 1 RETURNING gen, host, port, current_setting('echd.session', true)",
 		s->qschema);
 	rc = check_plain(s);
 	if (rc == 0) {
-		rc = run(s, "takeover", sql, 3, params, &res);
+		rc = run(s, "takeover", sql, 4, params, &res);
 	}
 	if (rc == 0 && (res == NULL || PQntuples(res) != 1)) {
 		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s has no ha row", s->schema);
@@ -1130,6 +1187,301 @@ try_takeover(struct st_pg *s, bool *became)
 	*became = true;
 	echd_log(ECHD_LOG_NOTICE, "st_pg: active on schema %s (generation %" PRId64 ")",
 		s->schema, s->gen);
+	return 0;
+}
+
+/* ---- shards ------------------------------------------------------------------ */
+
+/* Parses postgres.shards ("first-last,first-last,..."): one part per
+ * range, schema <base>_s<i>. Returns 0, ECHD_EINVAL (logged) or -ENOMEM. */
+static int
+shards_parse(struct st_pg *s, const char *text)
+{
+	const char *p = text;
+	size_t n = 1;
+	char name[256];
+
+	for (const char *q = text; *q != '\0'; q++) {
+		n += *q == ',';
+	}
+	if (n > PG_SHARDS_MAX) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: shards: more than %d", PG_SHARDS_MAX);
+		return ECHD_EINVAL;
+	}
+	s->shard = echd_calloc(n, sizeof(*s->shard));
+	if (s->shard == NULL) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *end;
+		unsigned long first = strtoul(p, &end, 10), last = 0;
+		bool ok = end != p && *end == '-';
+
+		if (ok) {
+			p = end + 1;
+			last = strtoul(p, &end, 10);
+			ok = end != p && (*end == ',' || *end == '\0') && first <= last &&
+			     last <= UINT32_MAX;
+		}
+		if (!ok) {
+			echd_log(ECHD_LOG_WARNING, "st_pg: shards: '%s' is not first-last,...", text);
+			return ECHD_EINVAL;
+		}
+		p = *end == ',' ? end + 1 : end;
+		snprintf(name, sizeof(name), "%s_s%zu", s->base, i);
+		if (strlen(name) > PG_NAME_MAX) {
+			/* PostgreSQL would cut it, and two shards could share a schema */
+			echd_log(ECHD_LOG_WARNING, "st_pg: shard schema %s: longer than %d bytes",
+				name, PG_NAME_MAX);
+			return ECHD_EINVAL;
+		}
+		s->shard[i].schema = echd_strndup(name, strlen(name));
+		if (s->shard[i].schema == NULL) {
+			return -ENOMEM;
+		}
+		s->nshard = i + 1; /* pg_close() frees what is counted */
+		s->shard[i].first = (unsigned)first;
+		s->shard[i].last = (unsigned)last;
+		s->shard[i].lock_key = fnv_key("echd:", name); /* a lone schema's key */
+	}
+	return 0;
+}
+
+/* Makes part i the schema the statements name (its lock, its fence).
+ * Returns 0 or -ENOMEM. */
+static int
+use_shard(struct st_pg *s, size_t i)
+{
+	const char *name = s->shard[i].schema;
+	char *q = PQescapeIdentifier(s->conn, name, strlen(name));
+	char *dup = echd_strndup(name, strlen(name));
+
+	if (q == NULL || dup == NULL) {
+		if (q != NULL) {
+			PQfreemem(q);
+		}
+		echd_free(dup);
+		return -ENOMEM;
+	}
+	if (s->qschema != NULL) {
+		PQfreemem(s->qschema);
+	}
+	echd_free(s->schema);
+	s->qschema = q;
+	s->schema = dup;
+	s->lock_key = s->shard[i].lock_key;
+	s->create_key = fnv_key("echd-create:", name);
+	return 0;
+}
+
+/* Creates <base>.shards, the map of the parts (under the transaction-level
+ * lock schema_ensure() takes), when missing, and refuses to go on when it
+ * holds another map than ours: the parts' ranges cannot change under the
+ * data yet. Returns 0, ECHD_EINVAL (logged), -ENOMEM or a run() error. */
+static int
+map_ensure(struct st_pg *s)
+{
+	size_t cap = 1024 + s->nshard * (64 + 2 * strlen(s->base));
+	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
+	char *sql = echd_malloc(cap), *p;
+	char what[300];
+	PGresult *res = NULL;
+	bool same;
+	int rc = -ENOMEM;
+
+	if (qb == NULL || sql == NULL) {
+		goto out;
+	}
+	p = sql + snprintf(sql, cap,
+			  "BEGIN; SELECT pg_advisory_xact_lock(%" PRId64 "); "
+			  "CREATE SCHEMA IF NOT EXISTS %s; "
+			  "CREATE TABLE IF NOT EXISTS %s.shards (ix int PRIMARY KEY, "
+			  "schema text NOT NULL UNIQUE, first bigint NOT NULL, last bigint NOT NULL); "
+			  "INSERT INTO %s.shards (ix, schema, first, last) SELECT * FROM (VALUES ",
+			  fnv_key("echd-create:", s->base), qb, qb, qb);
+	for (size_t i = 0; i < s->nshard; i++) {
+		/* the names are the base's (quoted) plus "_s<i>": no quote inside */
+		char *lit = PQescapeLiteral(s->conn, s->shard[i].schema, strlen(s->shard[i].schema));
+
+		if (lit == NULL) {
+			goto out;
+		}
+		p += snprintf(p, cap - (size_t)(p - sql), "%s(%zu, %s, %u, %u)", i > 0 ? ", " : "",
+			i, lit, s->shard[i].first, s->shard[i].last);
+		PQfreemem(lit);
+	}
+	snprintf(p, cap - (size_t)(p - sql),
+		") v WHERE NOT EXISTS (SELECT 1 FROM %s.shards); COMMIT", qb);
+	snprintf(what, sizeof(what), "shard map %s.shards", s->base);
+	rc = run(s, what, sql, 0, NULL, NULL);
+	if (rc != 0) {
+		if (s->conn != NULL) {
+			(void)run(s, what, "ROLLBACK", 0, NULL, NULL);
+		}
+		goto out;
+	}
+	snprintf(sql, cap, "SELECT ix, schema, first, last FROM %s.shards ORDER BY ix", qb);
+	rc = run(s, what, sql, 0, NULL, &res);
+	if (rc != 0) {
+		goto out;
+	}
+	same = PQntuples(res) == (int)s->nshard;
+	for (int r = 0; same && r < PQntuples(res); r++) {
+		const struct pg_shard *pt = &s->shard[r];
+
+		same = atoi(PQgetvalue(res, r, 0)) == r &&
+		       strcmp(PQgetvalue(res, r, 1), pt->schema) == 0 &&
+		       strtoul(PQgetvalue(res, r, 2), NULL, 10) == pt->first &&
+		       strtoul(PQgetvalue(res, r, 3), NULL, 10) == pt->last;
+	}
+	if (!same) {
+		echd_log(ECHD_LOG_WARNING,
+			"st_pg: %s.shards maps the store in %d shard(s), from %s %s-%s; this front "
+			"end was started with %zu (%s %u-%u first): refused (every front end of a "
+			"cluster is started with the same number of shards)",
+			s->base, PQntuples(res), PQntuples(res) > 0 ? PQgetvalue(res, 0, 1) : "-",
+			PQntuples(res) > 0 ? PQgetvalue(res, 0, 2) : "",
+			PQntuples(res) > 0 ? PQgetvalue(res, 0, 3) : "", s->nshard,
+			s->shard[0].schema, s->shard[0].first, s->shard[0].last);
+		rc = ECHD_EINVAL;
+	}
+out:
+	PQclear(res);
+	if (qb != NULL) {
+		PQfreemem(qb);
+	}
+	echd_free(sql);
+	return rc;
+}
+
+/* The statement peers_read() runs: per part, its index, its ha row and
+ * whether its advisory lock is held (pg_locks shows a bigint key's high
+ * half as classid, its low half as objid, objsubid 1). Returns 0 or -ENOMEM. */
+static int
+peers_sql_build(struct st_pg *s)
+{
+	size_t cap = 256 + s->nshard * (400 + 2 * strlen(s->base));
+	char *p;
+
+	s->peers_sql = echd_malloc(cap);
+	if (s->peers_sql == NULL) {
+		return -ENOMEM;
+	}
+	p = s->peers_sql;
+	for (size_t i = 0; i < s->nshard; i++) {
+		uint64_t k = (uint64_t)s->shard[i].lock_key;
+		char *q = PQescapeIdentifier(s->conn, s->shard[i].schema,
+			strlen(s->shard[i].schema));
+
+		if (q == NULL) {
+			return -ENOMEM;
+		}
+		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
+			"%sSELECT %zu, h.gen, h.node, h.host, h.port, EXISTS (SELECT 1 FROM pg_locks l "
+			"WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND "
+			"l.classid = %u::oid AND l.objid = %u::oid AND l.database = (SELECT oid FROM "
+			"pg_database WHERE datname = current_database())) FROM %s.ha h WHERE h.id = 1",
+			i > 0 ? " UNION ALL " : "", i, (unsigned)(k >> 32), (unsigned)(k & 0xffffffffu),
+			q);
+		PQfreemem(q);
+	}
+	return 0;
+}
+
+/* Reads who holds each part (its lock) and their addresses. Returns 0 or
+ * a run() error. */
+static int
+peers_read(struct st_pg *s)
+{
+	PGresult *res = NULL;
+	int rc = run(s, "shards", s->peers_sql, 0, NULL, &res);
+
+	if (rc != 0) {
+		PQclear(res);
+		return rc;
+	}
+	for (size_t i = 0; i < s->nshard; i++) {
+		memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
+	}
+	for (int r = 0; res != NULL && r < PQntuples(res); r++) {
+		unsigned long i = strtoul(PQgetvalue(res, r, 0), NULL, 10);
+		struct storage_ha_part *pt;
+
+		if (i >= s->nshard) {
+			continue;
+		}
+		pt = &s->shard[i].seen;
+		pt->gen = strtoull(PQgetvalue(res, r, 1), NULL, 10);
+		snprintf(pt->node, sizeof(pt->node), "%s", PQgetvalue(res, r, 2)); /* "" when NULL */
+		snprintf(pt->host, sizeof(pt->host), "%s", PQgetvalue(res, r, 3));
+		pt->port = atoi(PQgetvalue(res, r, 4));
+		pt->held = PQgetvalue(res, r, 5)[0] == 't';
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* STANDBY on a store of parts: takes over the first part whose lock is
+ * free (one: this front end holds none now), then reads who holds each. */
+static int
+try_shards(struct st_pg *s, bool *became)
+{
+	bool got = false;
+	int rc;
+
+	for (size_t i = 0; i < s->nshard && !got; i++) {
+		rc = try_lock(s, s->shard[i].lock_key, &got);
+		if (rc != 0) {
+			return rc;
+		}
+		if (!got) {
+			continue;
+		}
+		/* the statements name the schema: prepared again for this one,
+		 * and the fetch connection read another's */
+		fconn_close(s);
+		rc = use_shard(s, i);
+		if (rc == 0) {
+			rc = run(s, "takeover", "DEALLOCATE ALL", 0, NULL, NULL);
+		}
+		if (rc == 0) {
+			rc = prepare_all(s);
+		}
+		if (rc != 0) {
+			if (s->conn != NULL) {
+				(void)unlock(s);
+			}
+			return rc;
+		}
+		rc = take(s, became);
+		if (rc != 0) {
+			return rc;
+		}
+		s->cur = (int)i;
+	}
+	return peers_read(s);
+}
+
+static size_t
+pg_ha_nparts(const struct storage *st)
+{
+	return pg_from_const(st)->nshard;
+}
+
+static int
+pg_ha_part(const struct storage *st, size_t i, struct storage_ha_part *out)
+{
+	const struct st_pg *s = pg_from_const(st);
+
+	*out = s->shard[i].seen;
+	if (s->role == STORAGE_ROLE_ACTIVE && s->cur == (int)i) {
+		/* ours, whatever the last read showed */
+		out->held = true;
+		out->gen = (uint64_t)s->gen;
+		snprintf(out->node, sizeof(out->node), "%s", s->node);
+		snprintf(out->host, sizeof(out->host), "%s", s->host);
+		out->port = s->port;
+	}
 	return 0;
 }
 
@@ -1192,6 +1544,7 @@ ha_fill(const struct st_pg *s, struct storage_ha_state *out, bool became)
 	if (s->role == STORAGE_ROLE_OFFLINE) {
 		snprintf(out->why, sizeof(out->why), "%s", s->why);
 	}
+	out->part = s->role == STORAGE_ROLE_ACTIVE && s->nshard > 0 ? s->cur : -1;
 }
 
 /* ACTIVE: checks in the ha row that no one took over. Returns 0 (the role
@@ -1256,6 +1609,9 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE) {
 		rc = still_ours(s);
+		if (rc == 0 && s->nshard > 0 && s->conn != NULL) {
+			rc = peers_read(s); /* the other parts' front ends */
+		}
 	} else {
 		if (s->role == STORAGE_ROLE_OFFLINE) {
 			rc = reconnect(s);
@@ -1305,6 +1661,13 @@ pg_close(struct storage *st)
 	echd_free(s->step_tb);
 	echd_free(s->log);
 	echd_free(s->log_bytes);
+	for (size_t i = 0; i < s->nshard; i++) {
+		echd_free(s->shard[i].schema);
+	}
+	echd_free(s->shard);
+	echd_free(s->base);
+	echd_free(s->node);
+	echd_free(s->peers_sql);
 	echd_free(s->url);
 	echd_free(s->schema);
 	echd_free(s->ha_name);
@@ -1317,7 +1680,7 @@ pg_close(struct storage *st)
 
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
-	const char *url, *schema, *ha_name, *host;
+	const char *url, *schema, *ha_name, *host, *shards, *node;
 	uint64_t port, timeout_ms, lease_ms, cache_size;
 };
 static const struct storage_optdef pg_optdefs[] = {
@@ -1332,6 +1695,9 @@ static const struct storage_optdef pg_optdefs[] = {
 	{"lease-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, lease_ms)},
 	/* 0: the whole schema in memory */
 	{"cache-size", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct pg_settings, cache_size)},
+	/* "": one schema; else its parts' ranges (storage.h) */
+	{"shards", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, shards)},
+	{"node", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, node)},
 };
 
 static const struct storage_ha_ops pg_ha_ops;
@@ -1341,7 +1707,7 @@ static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
 	struct storage_opts mo = {0};
-	struct pg_settings set = {NULL, NULL, "echd", "", 0, 0, 0};
+	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0};
 	struct st_pg *s;
 	struct storage_ha_state ha;
 	int rc;
@@ -1377,6 +1743,22 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->ha_name = dup_or_null(set.ha_name);
 	s->host = dup_or_null(set.host);
 	s->port = (int)set.port;
+	s->cur = -1;
+	s->base = dup_or_null(s->schema);
+	s->node = dup_or_null(set.node != NULL ? set.node : "");
+	if (s->base == NULL || s->node == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* a read_only open reads one schema: the base's (tools) */
+	if (set.shards != NULL && set.shards[0] != '\0' && !o->read_only) {
+		rc = shards_parse(s, set.shards);
+		if (rc != 0) {
+			goto fail;
+		}
+		echd_free(s->schema);
+		s->schema = dup_or_null(s->shard[0].schema); /* until use_shard() */
+	}
 	s->timeout_ms = set.timeout_ms != 0 ? (unsigned)set.timeout_ms : PG_TIMEOUT_MS_DEFAULT;
 	s->lease_ms = (unsigned)set.lease_ms;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
@@ -1404,7 +1786,23 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		rc = ECHD_EINVAL;
 		goto fail;
 	}
-	rc = schema_ensure(s);
+	if (s->nshard > 0) {
+		rc = map_ensure(s);
+		for (size_t i = 0; i < s->nshard && rc == 0; i++) {
+			rc = use_shard(s, i);
+			if (rc == 0) {
+				rc = schema_ensure(s);
+			}
+		}
+		if (rc == 0) {
+			rc = use_shard(s, 0); /* the statements need a schema until a takeover */
+		}
+		if (rc == 0) {
+			rc = peers_sql_build(s);
+		}
+	} else {
+		rc = schema_ensure(s);
+	}
 	if (rc != 0) {
 		goto fail;
 	}
@@ -2888,6 +3286,8 @@ static const struct storage_ha_ops pg_ha_ops = {
 	.poll = pg_ha_poll,
 	.role = pg_ha_role,
 	.confirm = pg_ha_confirm,
+	.nparts = pg_ha_nparts,
+	.part = pg_ha_part,
 };
 
 /* Cursor open and close and the txn abort: the base's, served by the

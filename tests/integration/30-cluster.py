@@ -4,7 +4,8 @@ one shard holding all 16384 slots, served by the front end itself.
 - Without cluster-enabled, CLUSTER, READONLY, READWRITE and ASKING answer Redis' "cluster
   support disabled" error and INFO cluster says cluster_enabled:0 (against Redis too).
 - cluster-enabled needs a store front ends share: echd refuses to start with it on lmdb and
-  mem (exit status 2, the option named), and refuses cluster-shards other than 1.
+  mem (exit status 2, the option named), and refuses cluster-shards past 256 (several
+  shards over several front ends: 31-shards.py).
 - On postgres (@pg_only: each test spawns a cluster-enabled echd of its own): CLUSTER
   KEYSLOT against a CRC16 written here and redis-py's own key_slot(); the shapes of CLUSTER
   SLOTS, SHARDS, NODES, MYID (kept across a restart) and INFO; COUNTKEYSINSLOT and
@@ -107,13 +108,13 @@ def start_fails(server, *args):
 @echd_only("echd's options")
 def test_refused_without_a_shared_store(server):
     """lmdb and mem are no store front ends share: cluster-enabled refuses to start on them,
-    saying what it needs; cluster-shards other than 1 is refused whatever the engine."""
+    saying what it needs; cluster-shards past its bound (256) is refused whatever the engine."""
     for engine in ("lmdb", "mem"):
         out = start_fails(server, "--storage", engine, "--cluster-enabled", "yes")
         assert ("cluster-enabled yes needs storage postgres, a store front ends share; "
                 "storage is '%s'" % engine) in out, out
-    out = start_fails(server, "--storage", "lmdb", "--cluster-shards", "3")
-    assert "cluster-shards 3: only 1 is supported in this version" in out, out
+    out = start_fails(server, "--storage", "lmdb", "--cluster-shards", "257")
+    assert "option 'cluster-shards': argument must be between 1 and 256 inclusive" in out, out
     out = start_fails(server, "--cluster-enabled", "maybe")
     assert "cluster-enabled" in out, out
 

@@ -136,6 +136,36 @@ END_TEST
  * The node id
  * ---------------------------------------------------------------------- */
 
+/* The ranges handed to the engine (postgres.shards) are the map's own cut. */
+START_TEST(map_ranges)
+{
+	char buf[4096], small[16];
+	struct brk_cluster *cl = NULL;
+	char *p = buf;
+
+	ck_assert_int_eq(brk_cluster_ranges(1, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "0-16383");
+	ck_assert_int_eq(brk_cluster_ranges(3, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "0-5460,5461-10921,10922-16383");
+	/* every count up to the bound fits the config line, and matches the map */
+	ck_assert_int_eq(brk_cluster_ranges(BRK_CLUSTER_SHARDS_MAX, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(brk_cluster_create(BRK_CLUSTER_SHARDS_MAX, &cl), 0);
+	for (size_t i = 0; i < cl->nshards; i++) {
+		char *end;
+
+		ck_assert_uint_eq(strtoul(p, &end, 10), cl->shards[i].first);
+		ck_assert_int_eq(*end, '-');
+		ck_assert_uint_eq(strtoul(end + 1, &p, 10), cl->shards[i].last);
+		ck_assert_int_eq(*p, i + 1 < cl->nshards ? ',' : '\0');
+		p++;
+	}
+	brk_cluster_destroy(cl);
+	ck_assert_int_eq(brk_cluster_ranges(BRK_CLUSTER_SHARDS_MAX + 1, buf, sizeof(buf)), -EINVAL);
+	ck_assert_int_eq(brk_cluster_ranges(0, buf, sizeof(buf)), -EINVAL);
+	ck_assert_int_eq(brk_cluster_ranges(3, small, sizeof(small)), -ENOSPC);
+}
+END_TEST
+
 START_TEST(node_id_kept)
 {
 	char dir[] = "/tmp/echd-test-cluster-XXXXXX", path[256], a[41], b[41];
@@ -235,6 +265,7 @@ cluster_suite(void)
 	tc = tcase_create("map");
 	tcase_add_test(tc, map_one_shard);
 	tcase_add_test(tc, map_n_shards);
+	tcase_add_test(tc, map_ranges);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("node_id");
 	tcase_add_test(tc, node_id_kept);

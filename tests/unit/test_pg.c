@@ -687,6 +687,114 @@ START_TEST(test_standby_takes_over)
 }
 END_TEST
 
+/* A store of parts (postgres.shards, issue 36) opened by front end port
+ * (node its postgres.node); *rc the open's result. */
+static struct storage *
+open_shards(const char *shards, int port, const char *node, int *rc)
+{
+	struct storage_opts o = opts("sh", port, 0);
+	struct storage *st = NULL;
+
+	opt_str(&o, "postgres.shards", shards);
+	opt_str(&o, "postgres.node", node);
+	*rc = storage_open("postgres", &o, &st);
+	return st;
+}
+
+static void
+part_is(struct storage *st, size_t i, bool held, const char *node, int port)
+{
+	struct storage_ha_part p;
+
+	OK(storage_ha_part(ha_of(st), i, &p));
+	ck_assert_msg(p.held == held, "part %zu held %d", i, p.held);
+	ck_assert_str_eq(p.node, node);
+	ck_assert_int_eq(p.port, port);
+}
+
+/* Each front end holds the first free part, a third stands by, every
+ * poll reads who holds each part; the map is the first open's (another,
+ * or one that does not parse, is refused); the standby takes a part its
+ * front end left, with its rows. */
+START_TEST(test_shards)
+{
+	struct storage *a, *b, *c;
+	struct storage_ha_state h;
+	struct storage_ha_part p;
+	struct storage_txn *t;
+	PGconn *pc = side();
+	int rc;
+
+	a = open_shards("0-9,10-19", 7101, "node-a", &rc);
+	OK(rc);
+	b = open_shards("0-9,10-19", 7102, "node-b", &rc);
+	OK(rc);
+	c = open_shards("0-9,10-19", 7103, "node-c", &rc);
+	OK(rc);
+	ck_assert_uint_eq(storage_ha_nparts(ha_of(a)), 2);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 0);
+	ck_assert_int_eq(poll_role(b, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 1);
+	ck_assert_int_eq(poll_role(c, &h), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(h.part, -1);
+	part_is(c, 0, true, "node-a", 7101);
+	part_is(c, 1, true, "node-b", 7102);
+	FAILS(storage_ha_part(ha_of(c), 2, &p), -EINVAL);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sh.shards"), 2);
+	ck_assert_int_eq(sql_int(pc, "SELECT last FROM sh.shards WHERE schema = 'sh_s1'"), 19);
+	/* b writes in its own part's schema */
+	OK(storage_txn_begin(b, NULL, 0, &t));
+	put_s(t, STORAGE_T_GROUPS, "g", "in s1");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pc, "sh_s1", "groups"), 1);
+	ck_assert_int_eq(rows_in(pc, "sh_s0", "groups"), 0);
+	/* the map is the first open's */
+	ck_assert_ptr_null(open_shards("0-19", 7104, "node-x", &rc));
+	ck_assert_int_eq(rc, ECHD_EINVAL);
+	ck_assert_ptr_null(open_shards("0-9,x", 7104, "node-x", &rc));
+	ck_assert_int_eq(rc, ECHD_EINVAL);
+	ck_assert_ptr_null(open_shards("9-0", 7104, "node-x", &rc));
+	ck_assert_int_eq(rc, ECHD_EINVAL);
+	{
+		/* <schema>_s0 past 63 bytes: PostgreSQL would cut it */
+		struct storage_opts o = opts(
+			"a_schema_name_of_61_bytes_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 7104, 0);
+		struct storage *st = NULL;
+
+		opt_str(&o, "postgres.shards", "0-9,10-19");
+		FAILS(storage_open("postgres", &o, &st), ECHD_EINVAL);
+		ck_assert_ptr_null(st);
+	}
+	/* b goes: c takes its part, with its rows; a sees who holds it now */
+	storage_close(b);
+	h = poll_until_active(c, 5000);
+	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
+	ck_assert(h.became_active);
+	ck_assert_int_eq(h.part, 1);
+	OK(storage_txn_begin(c, NULL, 0, &t));
+	get_is(t, STORAGE_T_GROUPS, "g", "in s1");
+	put_s(t, STORAGE_T_GROUPS, "g", "from c");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	part_is(a, 1, true, "node-c", 7103);
+	part_is(a, 0, true, "node-a", 7101);
+	/* a goes and no one is left for its part: not held */
+	storage_close(a);
+	for (int64_t end = now_ms() + 3000; now_ms() < end; usleep(50 * 1000)) {
+		/* its session ends a moment after the close */
+		ck_assert_int_eq(poll_role(c, &h), STORAGE_ROLE_ACTIVE);
+		OK(storage_ha_part(ha_of(c), 0, &p));
+		if (!p.held) {
+			break;
+		}
+	}
+	part_is(c, 0, false, "node-a", 7101);
+	storage_close(c);
+	PQfinish(pc);
+}
+END_TEST
+
 /* Another front end's takeover (the generation bumped behind our back)
  * fails our next commit, which then leaves nothing in PostgreSQL. */
 START_TEST(test_fenced_commit)
@@ -1666,6 +1774,7 @@ pg_suite(void)
 	tc = tcase_create("ha");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_standby_takes_over);
+	tcase_add_test(tc, test_shards);
 	tcase_add_test(tc, test_fenced_commit);
 	tcase_add_test(tc, test_poll_sees_takeover);
 	tcase_add_test(tc, test_killed_session);

@@ -1,0 +1,315 @@
+"""Several shards over several front ends on one PostgreSQL (issue 36): cluster-shards 3 cuts
+the 16384 slots into three schemas (<schema>_s0.._s2, the map in <schema>.shards), and each
+front end is active for at most one shard no one else holds, standing by for the rest.
+
+- 3 shards over 4 front ends: every slot is covered by 3 distinct primaries, as CLUSTER SLOTS,
+  SHARDS, NODES and INFO of each front end say; the 4th is a standby (an empty primary in its
+  CLUSTER NODES) that answers a keyed command MOVED to the shard's primary and a keyless one
+  READONLY; a primary answers MOVED, with the right host:port, for another shard's key.
+- 3 shards over 3 front ends, one killed: its shard's slots answer CLUSTERDOWN, CLUSTER INFO
+  says cluster_state:fail with the slots counted as Redis counts them; a front end started
+  later takes the shard (its data there) and the cluster is ok.
+- A front end started with another cluster-shards than the stored map refuses to start.
+- redis-py's RedisCluster works a queue of many streams across the shards; kill -9 of one
+  shard's front end: the standby takes that shard over within 5 s (the time is printed), the
+  client follows the new MOVED, and every XADD acknowledged before the kill is still there.
+"""
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+
+import redis
+import redis.cluster
+import redis.crc
+import redis.exceptions
+
+import echdtest
+from echdtest import RespError, free_port, pg_only, timeout, wait_until
+
+PG = "several shards need the postgres engine"
+READONLY = "READONLY You can't write against a standby echd."
+# the cut of cluster.c: shard i from i * 16384 / 3
+RANGES = [(i * 16384 // 3, (i + 1) * 16384 // 3 - 1) for i in range(3)]
+
+
+def shard_of(key):
+    """The shard of 3 holding key (no hash tags in the keys used here)."""
+    slot = redis.crc.key_slot(key.encode())  # 30-cluster.py checks it against echd's
+    return next(i for i, (lo, hi) in enumerate(RANGES) if lo <= slot <= hi), slot
+
+
+class Shards:
+    """Front ends of one cluster: one base schema on the pass' PostgreSQL."""
+
+    def __init__(self, server, nshards=3):
+        self.server = server
+        self.nshards = nshards
+        self.base = "sh_%s" % uuid.uuid4().hex[:8]
+        self.fronts = []
+
+    def args(self, nshards=None):
+        return ["--storage", "postgres", "--storage-url", echdtest.PG_URL,
+                "--storage-pg-schema", self.base, "--cluster-enabled", "yes",
+                "--cluster-shards", str(nshards or self.nshards), "--ha-retry-ms", "100"]
+
+    def start(self):
+        s = self.server.spawn(*self.args())
+        self.fronts.append(s)
+        return s
+
+    def drop(self):
+        for name in [self.base] + ["%s_s%d" % (self.base, i) for i in range(self.nshards)]:
+            echdtest.pg_drop_schema(name)
+
+
+def slots_of(s):
+    """CLUSTER SLOTS of front end s as {(first, last): port of the primary}."""
+    return {(r[0], r[1]): r[2][1] for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
+
+
+def cinfo(s):
+    text = s.raw(timeout=5).call("CLUSTER", "INFO")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return dict(ln.split(":", 1) for ln in text.split("\r\n") if ":" in ln)
+
+
+def myself(s):
+    """The myself line of CLUSTER NODES, split."""
+    text = s.raw(timeout=5).call("CLUSTER", "NODES")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return next(ln.split() for ln in text.splitlines() if "myself" in ln)
+
+
+def held_by(fronts):
+    """{shard index: front end} as each front end's own CLUSTER NODES line says."""
+    out = {}
+    for s in fronts:
+        me = myself(s)
+        if len(me) > 8:
+            lo = int(me[8].split("-")[0])
+            out[next(i for i, r in enumerate(RANGES) if r[0] == lo)] = s
+    return out
+
+
+def settled(fronts, nprimaries):
+    """Every front end sees the same nprimaries primaries."""
+    try:
+        seen = [slots_of(s) for s in fronts]
+    except (OSError, RespError):
+        return False
+    return all(v == seen[0] and len(v) == nprimaries for v in seen)
+
+
+@pg_only(PG)
+@timeout(120)
+def test_three_shards_four_front_ends(server):
+    """All 16384 slots are covered by three distinct primaries, the fourth front end stands
+    by; MOVED points at the right front end from a primary and from the standby."""
+    sh = Shards(server)
+    try:
+        fronts = [sh.start() for _ in range(4)]
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        slots = slots_of(fronts[0])
+        assert sorted(slots) == RANGES, slots
+        ports = {s.port for s in fronts}
+        assert len(set(slots.values())) == 3 and set(slots.values()) <= ports, slots
+        held = held_by(fronts)
+        assert sorted(held) == [0, 1, 2], held
+        standby = next(s for s in fronts if s not in held.values())
+        assert standby.port not in slots.values()
+        for i, s in held.items():
+            assert slots[RANGES[i]] == s.port
+        # CLUSTER INFO on each: every slot served by 3 primaries
+        for s in fronts:
+            ci = cinfo(s)
+            assert ci["cluster_state"] == "ok", ci
+            assert ci["cluster_slots_assigned"] == "16384" and ci["cluster_size"] == "3", ci
+            assert ci["cluster_known_nodes"] == ("4" if s is standby else "3"), ci
+        # the standby: an empty primary in its own NODES; its MYID is its own
+        me = myself(standby)
+        assert me[2] == "myself,master" and len(me) == 8, me
+        assert standby.raw().call("CLUSTER", "MYID").decode() == me[0]
+        # CLUSTER SHARDS: three shards, one node each, the primary
+        shards = standby.raw().call("CLUSTER", "SHARDS")
+        assert len(shards) == 3 and all(len(x[3]) == 1 for x in shards), shards
+        # the files are the schemas: <base>_s<i>, the map in <base>.shards
+        rows = echdtest.pg_sql('SELECT ix, schema, first, last FROM "%s".shards ORDER BY ix'
+                               % sh.base)
+        assert rows.split("\n") == ["%d|%s_s%d|%d|%d" % (i, sh.base, i, lo, hi)
+                                    for i, (lo, hi) in enumerate(RANGES)], rows
+        # MOVED: for a key of each shard, from every front end but its primary
+        for key in ("a", "b", "c", "foo", "somekey", "k1", "k2", "k3"):
+            i, slot = shard_of(key)
+            for s in fronts:
+                c = s.raw()
+                if s is held[i]:
+                    assert c.call("XADD", key, "*", "f", "v")
+                    continue
+                assert c.err("XADD", key, "*", "f", "v") == \
+                    "MOVED %d 127.0.0.1:%d" % (slot, held[i].port), (key, s.port)
+        # the standby answers what has no key as a standby does
+        assert standby.raw().err("DBSIZE") == READONLY
+        assert standby.raw().err("CLUSTER", "COUNTKEYSINSLOT", "0") == READONLY
+        assert standby.raw().call("PING") == "PONG"
+    finally:
+        sh.drop()
+
+
+@pg_only(PG)
+@timeout(120)
+def test_a_shard_no_one_holds(server):
+    """3 shards, 3 front ends, no standby: kill -9 of shard 2's front end leaves its slots
+    down (CLUSTERDOWN, not a MOVED to the dead one; cluster_state fail, 10922 slots
+    assigned); a front end started later takes the shard, and the cluster is ok."""
+    sh = Shards(server)
+    try:
+        fronts = [sh.start() for _ in range(3)]
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        held = held_by(fronts)
+        a, b = held[0], held[1]
+        key = next(k for k in ("k%d" % n for n in range(100)) if shard_of(k)[0] == 2)
+        assert held[2].raw().call("XADD", key, "*", "f", "v")
+        held[2].kill(signal.SIGKILL)
+        wait_until(lambda: settled([a, b], 2), 5, what="shard 2 seen unserved")
+        assert a.raw().err("XADD", key, "*", "f", "v") == "CLUSTERDOWN Hash slot not served"
+        assert b.raw().err("XLEN", key) == "CLUSTERDOWN Hash slot not served"
+        ci = cinfo(a)
+        assert ci["cluster_state"] == "fail", ci
+        assert ci["cluster_slots_assigned"] == str(RANGES[2][0]), ci  # 10922
+        assert ci["cluster_slots_ok"] == ci["cluster_slots_assigned"], ci
+        assert ci["cluster_size"] == "2" and ci["cluster_known_nodes"] == "2", ci
+        assert sorted(slots_of(a)) == RANGES[:2]
+        c = sh.start()
+        wait_until(lambda: settled([a, b, c], 3), 5, what="the third shard served")
+        assert cinfo(a)["cluster_state"] == "ok"
+        assert a.raw().err("XADD", key, "*", "f", "v") == \
+            "MOVED %d 127.0.0.1:%d" % (shard_of(key)[1], c.port)
+        assert c.raw().call("XLEN", key) == 1
+    finally:
+        sh.drop()
+
+
+@pg_only(PG)
+@timeout(120)
+def test_another_shard_count_is_refused(server):
+    """The map is the first front end's: one started with cluster-shards 4 against a map of 3
+    refuses to start, saying why."""
+    sh = Shards(server)
+    tmp = tempfile.mkdtemp(prefix="echd-shards-")
+    try:
+        sh.start()
+        p = subprocess.run([server.exe, "--port", str(free_port()), "--bind", "127.0.0.1",
+                            "--dir", tmp] + sh.args(4),
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0, out
+        assert re.search(r"%s\.shards maps the store in 3 shard\(s\).*started with 4" % sh.base,
+                         out), out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        sh.drop()
+
+
+class _Shared:
+    """redis-py 4.3 (Debian's) deep-copies its connection options at each reinitialize after
+    a lost node, its own bound on_connect among them, and fails ("cannot pickle
+    '_thread.lock' object"; 4.4 no longer copies it): the callback is kept as it is."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *a, **kw):
+        return self.fn(*a, **kw)
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def cluster_client(fronts):
+    rc = redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode("127.0.0.1", s.port) for s in fronts],
+        decode_responses=True, socket_timeout=5)
+    kw = rc.nodes_manager.connection_kwargs
+    if "redis_connect_func" in kw:
+        kw["redis_connect_func"] = _Shared(kw["redis_connect_func"])
+    return rc
+
+
+def retrying(fn, what, limit=15.0):
+    """fn() until it works: a cluster client meets refused connections and CLUSTERDOWN while a
+    shard changes hands."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            return fn()
+        except (redis.exceptions.ConnectionError, redis.exceptions.ClusterDownError,
+                redis.exceptions.TimeoutError, redis.exceptions.ClusterError) as e:
+            if time.monotonic() - t0 > limit:
+                raise AssertionError("%s: still failing after %.0f s: %r" % (what, limit, e))
+            time.sleep(0.1)
+
+
+@pg_only(PG)
+@timeout(180)
+def test_redis_cluster_client_and_takeover(server):
+    """redis-py's RedisCluster works a queue of 24 streams across 3 shards; kill -9 of one
+    shard's front end: the standby takes that shard over within 5 s, the client follows the
+    new MOVED, and every XADD acknowledged before the kill is still there."""
+    sh = Shards(server)
+    try:
+        fronts = [sh.start() for _ in range(4)]
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        held = held_by(fronts)
+        standby = next(s for s in fronts if s not in held.values())
+        rc = cluster_client(fronts)
+        streams = ["job:%d" % i for i in range(24)]
+        assert {shard_of(k)[0] for k in streams} == {0, 1, 2}
+        assert sorted((n.port for n in rc.get_primaries())) == sorted(s.port for s in held.values())
+        acked = {}
+        for k in streams:
+            rc.xgroup_create(k, "workers", id="0", mkstream=True)
+            acked[k] = [rc.xadd(k, {"job": "%s-%d" % (k, j)}) for j in range(5)]
+        for k in streams:
+            got = rc.xreadgroup("workers", "w1", {k: ">"}, count=3)
+            ids = [e[0] for e in got[0][1]]
+            assert ids == acked[k][:3]
+            assert rc.xack(k, "workers", *ids) == 3
+        # kill -9 the front end of shard 0; the standby takes it over
+        victim = held[0]
+        victim.kill(signal.SIGKILL)
+        t0 = time.monotonic()
+
+        def standby_took():
+            try:
+                return len(myself(standby)) > 8 and myself(standby)[8] == "0-5460"
+            except (OSError, RespError):
+                return False
+        wait_until(standby_took, 5, interval=0.05,
+                   what="the standby holding shard 0 within 5 s of kill -9")
+        took = time.monotonic() - t0
+        print("takeover of shard 0 after kill -9: %.2f s" % took)
+        assert took < 5
+        survivors = [s for s in fronts if s is not victim]
+        wait_until(lambda: settled(survivors, 3), 5, what="every front end sees the new primary")
+        assert slots_of(held[1])[RANGES[0]] == standby.port
+        # the client follows: every acknowledged entry is there, on every shard
+        for k in streams:
+            got = retrying(lambda k=k: rc.xrange(k, "-", "+"), "XRANGE %s" % k)
+            assert [e[0] for e in got] == acked[k], k
+            pend = retrying(lambda k=k: rc.xpending(k, "workers"), "XPENDING %s" % k)
+            assert pend["pending"] == 0, (k, pend)
+        # and the queue goes on: the rest is delivered once, from the new primary too
+        for k in streams:
+            new = retrying(lambda k=k: rc.xadd(k, {"job": "after"}), "XADD %s" % k)
+            got = retrying(lambda k=k: rc.xreadgroup("workers", "w2", {k: ">"}, count=10),
+                           "XREADGROUP %s" % k)
+            assert [e[0] for e in got[0][1]] == acked[k][3:] + [new], k
+        rc.close()
+    finally:
+        sh.drop()
