@@ -10,11 +10,15 @@ front end is active for at most one shard no one else holds, standing by for the
   says cluster_state:fail with the slots counted as Redis counts them; a front end started
   later takes the shard (its data there) and the cluster is ok.
 - A front end started with another cluster-shards than the stored map refuses to start.
+- /metrics of each front end: echd_cluster_shards 3, and echd_cluster_shard_info with the
+  index and slots of the shard it serves (none on the standby); promtool accepts it; after a
+  takeover the standby's scrape names the shard it took.
 - redis-py's RedisCluster works a queue of many streams across the shards; kill -9 of one
   shard's front end: the standby takes that shard over within 5 s (the time is printed), the
   client follows the new MOVED, and every XADD acknowledged before the kill is still there.
 """
 
+import http.client
 import re
 import shutil
 import signal
@@ -23,7 +27,7 @@ import tempfile
 import time
 
 import echdtest
-from echdtest import RespError, free_port, pg_only, timeout, wait_until
+from echdtest import RespError, free_port, http_server, pg_only, timeout, wait_until
 from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, held_by, myself,
                        retrying, settled, shard_of, slots_of)
 
@@ -136,6 +140,56 @@ def test_another_shard_count_is_refused(server):
                          out), out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        sh.drop()
+
+
+def shard_series(port):
+    """The scrape of /metrics on port, and its echd_cluster_* lines without comments."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        assert r.status == 200, r.status
+        text = r.read().decode()
+    finally:
+        c.close()
+    return text, sorted(ln for ln in text.splitlines() if ln.startswith("echd_cluster_"))
+
+
+def info_line(i):
+    return 'echd_cluster_shard_info{shard="%d",first_slot="%d",last_slot="%d"} 1' % (
+        (i,) + RANGES[i])
+
+
+@pg_only(PG)
+@timeout(120)
+def test_metrics_name_the_shard(server):
+    """Each front end's /metrics says how many shards there are and which one it serves (an
+    info series, none on the standby); promtool accepts it; after a takeover the standby's
+    scrape names the shard it took."""
+    sh = Shards(server)
+    try:
+        fronts, ports = [], {}
+        for _ in range(4):
+            s, port = http_server(server, *sh.args())
+            fronts.append(s)
+            ports[s] = port
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        held = held_by(fronts)
+        standby = next(s for s in fronts if s not in held.values())
+        for s in fronts:
+            text, lines = shard_series(ports[s])
+            want = ["echd_cluster_shards 3"]
+            if s is not standby:
+                want.insert(0, info_line(next(i for i, h in held.items() if h is s)))
+            assert lines == want, (s.port, lines)
+            p = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=text,
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, "promtool:\n%s%s" % (p.stdout, p.stderr)
+        held[1].kill(signal.SIGKILL)
+        wait_until(lambda: shard_series(ports[standby])[1][0] == info_line(1), 5,
+                   what="the standby's scrape naming shard 1")
+    finally:
         sh.drop()
 
 
