@@ -13,12 +13,16 @@ front end is active for at most one shard no one else holds, standing by for the
 - /metrics of each front end: echd_cluster_shards 3, and echd_cluster_shard_info with the
   index and slots of the shard it serves (none on the standby); promtool accepts it; after a
   takeover the standby's scrape names the shard it took.
+- echo-admin shards reads the map from PostgreSQL: each shard's slots, schema, holder (node,
+  address, generation) as CLUSTER NODES says; free once its front end is killed; a schema
+  without a map is refused.
 - redis-py's RedisCluster works a queue of many streams across the shards; kill -9 of one
   shard's front end: the standby takes that shard over within 5 s (the time is printed), the
   client follows the new MOVED, and every XADD acknowledged before the kill is still there.
 """
 
 import http.client
+import json
 import re
 import shutil
 import signal
@@ -189,6 +193,60 @@ def test_metrics_name_the_shard(server):
         held[1].kill(signal.SIGKILL)
         wait_until(lambda: shard_series(ports[standby])[1][0] == info_line(1), 5,
                    what="the standby's scrape naming shard 1")
+    finally:
+        sh.drop()
+
+
+def admin_shards(server, base, *opts):
+    p = subprocess.run([echdtest.admin_exe(server.exe)] + list(opts) +
+                       echdtest.pg_admin_args(base) + ["shards"],
+                       capture_output=True, text=True, timeout=60)
+    return p
+
+
+@pg_only(PG)
+@timeout(120)
+def test_echo_admin_shards(server):
+    """echo-admin shards: the map read from PostgreSQL, each shard's holder as the front
+    ends' CLUSTER NODES say (its node id, address, generation); a shard whose front end was
+    killed is free; a schema that holds no map is refused."""
+    sh = Shards(server)
+    try:
+        fronts = [sh.start() for _ in range(3)]
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        held = held_by(fronts)
+        p = admin_shards(server, sh.base, "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["schema"] == sh.base
+        want = []
+        for i, (lo, hi) in enumerate(RANGES):
+            me = myself(held[i])
+            want.append({"shard": i, "first_slot": lo, "last_slot": hi,
+                         "schema": "%s_s%d" % (sh.base, i), "held": True,
+                         "generation": int(me[6]), "node": me[0],
+                         "address": "127.0.0.1:%d" % held[i].port})
+        assert doc["shards"] == want, doc
+        held[2].kill(signal.SIGKILL)
+
+        def freed():
+            d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+            return not d["shards"][2]["held"]
+        wait_until(freed, 5, what="shard 2 free once its front end is killed")
+        d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+        assert d["shards"][2]["node"] is None and d["shards"][2]["address"] is None, d
+        assert d["shards"][:2] == want[:2], d
+        # the table: one line per shard, held or free
+        text = admin_shards(server, sh.base, "--no-color").stdout.splitlines()
+        print("\n".join(text))
+        assert text[0].split() == ["SHARD", "SLOTS", "SCHEMA", "STATE", "GEN", "NODE",
+                                   "ADDRESS"], text
+        assert text[1].split()[:4] == ["0", "0-5460", sh.base + "_s0", "held"], text
+        assert text[3].split() == ["2", "10922-16383", sh.base + "_s2", "free",
+                                   str(want[2]["generation"]), "-", "-"], text
+        # a schema without a map
+        p = admin_shards(server, sh.base + "_s0")
+        assert p.returncode != 0 and "holds no shard map" in p.stderr + p.stdout, p
     finally:
         sh.drop()
 
