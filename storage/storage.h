@@ -346,6 +346,8 @@ struct storage_ha_part {
 	char node[64];    /* the active front end's node ("" unknown) */
 	char host[256];   /* its announced address ("" unknown) */
 	int port;
+	char name[64];    /* the part's own name (postgres: its schema) */
+	unsigned first, last; /* the range of keys the caller gave it */
 };
 size_t storage_ha_nparts(const struct storage_ha *ha);
 int storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *out);

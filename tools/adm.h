@@ -280,6 +280,11 @@ int adm_off_consumers(struct adm_ctx *x, const char *stream, const char *group);
 int adm_off_pending(struct adm_ctx *x, const char *stream, const char *group);
 int adm_off_entry(struct adm_ctx *x, const char *stream, const struct stream_id *id);
 int adm_off_stats(struct adm_ctx *x);
+/* The shards of the cluster whose base schema x->o names (storage_url,
+ * pg_schema): each one's slots, schema, and the front end holding it (node,
+ * address, generation), read from PostgreSQL without a lock. Opens and
+ * closes the store itself. Returns an ADM_EXIT_ code. */
+int adm_off_shards(struct adm_ctx *x);
 /* storage_copy() of src into dest (created if missing, must hold no
  * environment). Works while echd writes to src. */
 int adm_backup(const char *src, const char *dest);

@@ -58,12 +58,13 @@ open_dir(const char *dir, struct storage **out)
 }
 
 /* The schema on PostgreSQL, read-only: a snapshot, no lock, no write (the
- * schema must exist: echd creates it). */
+ * schema must exist: echd creates it). map: only its map of shards and who
+ * holds each (storage_ha_part()), no data. */
 static int
-open_pg(const struct adm_opts *ao, struct storage **out)
+open_pg(const struct adm_opts *ao, bool map, struct storage **out)
 {
 	struct storage_opts so;
-	struct storage_opt opt[3];
+	struct storage_opt opt[4];
 	char timeout[24];
 	int rc;
 
@@ -71,10 +72,11 @@ open_pg(const struct adm_opts *ao, struct storage **out)
 	opt[0] = (struct storage_opt){"postgres.url", ao->storage_url};
 	opt[1] = (struct storage_opt){"postgres.schema", adm_pg_schema(ao)};
 	opt[2] = (struct storage_opt){"postgres.timeout-ms", timeout};
+	opt[3] = (struct storage_opt){"postgres.shards", "map"};
 	memset(&so, 0, sizeof(so));
 	so.read_only = true;
 	so.opt = opt;
-	so.nopt = 3;
+	so.nopt = map ? 4 : 3;
 	rc = storage_open("postgres", &so, out);
 	if (rc != 0) {
 		/* not the URL: it may carry a password */
@@ -94,7 +96,7 @@ adm_pg_schema(const struct adm_opts *o)
 int
 adm_off_open(struct adm_ctx *x, const char *dir)
 {
-	int rc = dir != NULL ? open_dir(dir, &x->st) : open_pg(x->o, &x->st);
+	int rc = dir != NULL ? open_dir(dir, &x->st) : open_pg(x->o, false, &x->st);
 
 	if (rc != 0) {
 		return rc;
@@ -835,4 +837,91 @@ adm_backup(const char *src, const char *dest)
 			adm_fmt_bytes(sz, (uint64_t)sb.st_size), (long long)ms);
 	}
 	return 0;
+}
+
+int
+adm_off_shards(struct adm_ctx *x)
+{
+	static const struct adm_col cols[] = {{"SHARD", ADM_RIGHT, 0}, {"SLOTS", 0, 0},
+		{"SCHEMA", ADM_FLEX, 8}, {"STATE", 0, 0}, {"GEN", ADM_RIGHT, 0},
+		{"NODE", ADM_FLEX, 8}, {"ADDRESS", 0, 0}};
+	struct storage *st = NULL;
+	struct storage_ha *ha;
+	struct adm_table *t = NULL;
+	size_t n;
+	int rc = open_pg(x->o, true, &st);
+
+	if (rc != 0) {
+		return rc;
+	}
+	ha = storage_ha(st);
+	n = ha != NULL ? storage_ha_nparts(ha) : 0;
+	if (adm_out.json) {
+		adm_json_obj();
+		adm_json_key("schema");
+		adm_json_cstr(adm_pg_schema(x->o));
+		adm_json_key("shards");
+		adm_json_arr();
+	} else {
+		t = adm_table_create(cols, sizeof(cols) / sizeof(cols[0]));
+		if (t == NULL) {
+			storage_close(st);
+			return adm_err(ADM_EXIT_FAILED, "out of memory");
+		}
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct storage_ha_part p;
+		char ix[24], slots[48], gen[24], addr[300];
+
+		if (storage_ha_part(ha, i, &p) != 0) {
+			continue;
+		}
+		/* the address of a front end that died is its last: shown only held */
+		snprintf(addr, sizeof(addr), "%s:%d", p.host, p.port);
+		if (adm_out.json) {
+			adm_json_obj();
+			adm_json_key("shard");
+			adm_json_uint(i);
+			adm_json_key("first_slot");
+			adm_json_uint(p.first);
+			adm_json_key("last_slot");
+			adm_json_uint(p.last);
+			adm_json_key("schema");
+			adm_json_cstr(p.name);
+			adm_json_key("held");
+			adm_json_bool(p.held);
+			adm_json_key("generation");
+			adm_json_uint(p.gen);
+			adm_json_key("node");
+			if (p.held && p.node[0] != '\0') {
+				adm_json_cstr(p.node);
+			} else {
+				adm_json_null();
+			}
+			adm_json_key("address");
+			if (p.held && p.host[0] != '\0') {
+				adm_json_cstr(addr);
+			} else {
+				adm_json_null();
+			}
+			adm_json_obj_end();
+			continue;
+		}
+		snprintf(ix, sizeof(ix), "%zu", i);
+		snprintf(slots, sizeof(slots), "%u-%u", p.first, p.last);
+		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)p.gen);
+		const char *cells[] = {ix, slots, p.name, p.held ? "held" : "free", gen,
+			p.held && p.node[0] != '\0' ? p.node : "-",
+			p.held && p.host[0] != '\0' ? addr : "-"};
+		rc = adm_table_row(t, cells) == 0 ? 0 : adm_err(ADM_EXIT_FAILED, "out of memory");
+	}
+	if (adm_out.json) {
+		adm_json_arr_end();
+		adm_json_obj_end();
+		adm_json_done();
+	} else {
+		adm_table_end(t);
+	}
+	storage_close(st);
+	return rc;
 }

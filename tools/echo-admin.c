@@ -33,6 +33,7 @@ enum cmd_id {
 	C_BACKUP,
 	C_CHECK,
 	C_STATS,
+	C_SHARDS,
 	C_HELP,
 	C__COUNT
 };
@@ -128,6 +129,13 @@ static const struct cmddef cmds[C__COUNT] = {
 		"Live: highlights of INFO (clients, commands, commits and fsyncs, how long\n"
 		"commits and flushes took, storage, memory, keys). With --data-dir: the\n"
 		"environment's size and key counts; with --storage-url: the key counts.\n"},
+	[C_SHARDS] = {"shards", 0, 0, 0, "shards --storage-url URL",
+		"a cluster's shards: slots, schema, who holds each",
+		"Lists the shards of the cluster whose base schema is --storage-pg-schema\n"
+		"(echd's cluster-shards: the map in <schema>.shards), read from PostgreSQL\n"
+		"without a lock: each one's slots and schema, whether a front end holds it\n"
+		"(held) or none does (free: its slots answer CLUSTERDOWN), and the holder's\n"
+		"node id, announced address and generation (+1 per takeover).\n"},
 	[C_HELP] = {"help", 0, 1, 0, "help [COMMAND]", "this text, or a command's", NULL},
 };
 
@@ -785,6 +793,11 @@ run(struct parsed *p)
 		return adm_check_store(o, o->nargs > 0 ? o->args[0] : o->data_dir);
 	case C_BACKUP:
 		return run_backup(&x);
+	case C_SHARDS:
+		if (o->storage_url == NULL) {
+			return usage("shards reads the map on PostgreSQL: give --storage-url");
+		}
+		return adm_off_shards(&x);
 	case C_ACK:
 	case C_CLAIM:
 	case C_DELCONSUMER:

@@ -37,6 +37,7 @@
 #include <event2/event.h>
 
 #include "broker.h"
+#include "cluster.h"
 #include "http.h"
 
 /* The per-stream families, each gathered apart: the format wants every
@@ -480,6 +481,35 @@ fail(struct brk_scrape *s, int code, const char *why)
 	scrape_free(s);
 }
 
+/* cluster-enabled yes: how many shards, and the one this front end serves
+ * as an info series (its index and slots in labels, joined on instance with
+ * echd_ha_active and the rest); a front end serving none (a standby, or one
+ * that cannot reach the store) has no sample of it. */
+static void
+cluster_series(struct brk_server *srv, struct evbuffer *out)
+{
+	const struct brk_cluster *cl = srv->cluster;
+
+	if (cl == NULL) {
+		return;
+	}
+	gauge(out, "echd_cluster_shards", "Shards the 16384 slots are cut into (cluster-shards).",
+		(unsigned long long)cl->nshards);
+	header(out, "echd_cluster_shard_info", "gauge",
+		"Always 1: the shard this front end serves, its index and slots in labels; no "
+		"sample while it serves none (a standby).");
+	for (size_t i = 0; brk_ha_serving(srv) && i < cl->nshards; i++) {
+		const struct brk_cluster_node *p = brk_cluster_primary(&cl->shards[i]);
+
+		if (p != NULL && p->myself) {
+			evbuffer_add_printf(out,
+				"echd_cluster_shard_info{shard=\"%zu\",first_slot=\"%u\","
+				"last_slot=\"%u\"} 1\n",
+				i, cl->shards[i].first, cl->shards[i].last);
+		}
+	}
+}
+
 /* Answers a finished scrape: the server-wide series, then the walk's. */
 static void
 finish(struct brk_scrape *s)
@@ -505,6 +535,7 @@ finish(struct brk_scrape *s)
 		"1 on the active front end (always without a shared store), 0 on a standby or one "
 		"that cannot reach the store: a standby's scrape has the server-wide series only.",
 		brk_ha_serving(srv) ? 1 : 0);
+	cluster_series(srv, out);
 	commands(srv, out);
 	counter(out, "echd_command_errors_total", "Error replies (INFO total_error_replies).",
 		(unsigned long long)srv->stats.total_error_replies);

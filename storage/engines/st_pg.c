@@ -71,7 +71,9 @@
  * is served exactly as a lone schema. Every poll also reads, in one
  * statement, each part's ha row (its front end's node, postgres.node, and
  * address) and whether its lock is held (pg_locks), which
- * storage_ha_part() answers from.
+ * storage_ha_part() answers from. A read_only open with shards "map" (echo-admin
+ * shards) reads no data: the map of the store <schema> names, and who holds
+ * each part, once.
  *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
@@ -1354,6 +1356,63 @@ out:
 	return rc;
 }
 
+/* A read_only open with shards "map": the parts as <base>.shards lists them
+ * (no data read). Returns 0, ECHD_ENOTFOUND (logged: no map there),
+ * -ENOMEM or a run() error. */
+static int
+map_load(struct st_pg *s)
+{
+	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
+	char sql[512], what[300];
+	PGresult *res = NULL;
+	int rc = -ENOMEM, n;
+
+	if (qb == NULL) {
+		return -ENOMEM;
+	}
+	snprintf(what, sizeof(what), "shard map %s.shards", s->base);
+	/* a missing table is an error of the whole statement: ask first */
+	snprintf(sql, sizeof(sql), "SELECT to_regclass('%s.shards') IS NOT NULL", qb);
+	rc = run(s, what, sql, 0, NULL, &res);
+	if (rc == 0 && strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s holds no shard map (%s.shards)",
+			s->base, s->base);
+		rc = ECHD_ENOTFOUND;
+	}
+	PQclear(res);
+	res = NULL;
+	if (rc == 0) {
+		snprintf(sql, sizeof(sql), "SELECT ix, schema, first, last FROM %s.shards ORDER BY ix",
+			qb);
+		rc = run(s, what, sql, 0, NULL, &res);
+	}
+	n = rc == 0 ? PQntuples(res) : 0;
+	if (rc == 0 && n == 0) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: %s.shards is empty", s->base);
+		rc = ECHD_ENOTFOUND;
+	}
+	if (rc == 0) {
+		s->shard = echd_calloc((size_t)n, sizeof(*s->shard));
+		rc = s->shard == NULL ? -ENOMEM : 0;
+	}
+	for (int r = 0; rc == 0 && r < n; r++) {
+		const char *name = PQgetvalue(res, r, 1);
+
+		s->shard[r].schema = echd_strndup(name, strlen(name));
+		if (s->shard[r].schema == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		s->nshard = (size_t)r + 1; /* pg_close() frees what is counted */
+		s->shard[r].first = (unsigned)strtoul(PQgetvalue(res, r, 2), NULL, 10);
+		s->shard[r].last = (unsigned)strtoul(PQgetvalue(res, r, 3), NULL, 10);
+		s->shard[r].lock_key = fnv_key("echd:", name);
+	}
+	PQclear(res);
+	PQfreemem(qb);
+	return rc;
+}
+
 /* The statement peers_read() runs: per part, its index, its ha row and
  * whether its advisory lock is held (pg_locks shows a bigint key's high
  * half as classid, its low half as objid, objsubid 1). Returns 0 or -ENOMEM. */
@@ -1482,6 +1541,9 @@ pg_ha_part(const struct storage *st, size_t i, struct storage_ha_part *out)
 		snprintf(out->host, sizeof(out->host), "%s", s->host);
 		out->port = s->port;
 	}
+	snprintf(out->name, sizeof(out->name), "%s", s->shard[i].schema);
+	out->first = s->shard[i].first;
+	out->last = s->shard[i].last;
 	return 0;
 }
 
@@ -1710,6 +1772,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0};
 	struct st_pg *s;
 	struct storage_ha_state ha;
+	bool map_only;
 	int rc;
 
 	*out = NULL;
@@ -1750,7 +1813,8 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	/* a read_only open reads one schema: the base's (tools) */
+	/* a read_only open reads one schema: the base's (tools), or its map */
+	map_only = o->read_only && set.shards != NULL && strcmp(set.shards, "map") == 0;
 	if (set.shards != NULL && set.shards[0] != '\0' && !o->read_only) {
 		rc = shards_parse(s, set.shards);
 		if (rc != 0) {
@@ -1785,6 +1849,21 @@ pg_open(const struct storage_opts *o, struct storage **out)
 			PQerrorMessage(s->conn));
 		rc = ECHD_EINVAL;
 		goto fail;
+	}
+	if (map_only) {
+		rc = map_load(s);
+		if (rc == 0) {
+			rc = peers_sql_build(s);
+		}
+		if (rc == 0) {
+			rc = peers_read(s);
+		}
+		if (rc != 0) {
+			goto fail;
+		}
+		s->role = STORAGE_ROLE_STANDBY; /* holds nothing, reads nothing */
+		*out = &s->fwd.base;
+		return 0;
 	}
 	if (s->nshard > 0) {
 		rc = map_ensure(s);

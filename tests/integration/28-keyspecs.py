@@ -175,7 +175,8 @@ def test_exec_rechecks_acl(server):
 # src/commands/<cmd>.json key specs find them (echd's own XGROUP SETPOLICY: the key and the
 # DEADLETTER key). Every key in an example is named k<n> and appears once, so that a name
 # tells its position. Allowed its keys, each example runs without an error (it is a real
-# invocation), but for those in RUNTIME_ERROR.
+# invocation), but for those in RUNTIME_ERROR. 33-cluster-commands.py runs the stream ones
+# through a cluster of 3 shards.
 EXAMPLES = {
     "del": (["DEL", "k1", "k2"], [1, 2]),
     "unlink": (["UNLINK", "k1", "k2"], [1, 2]),
@@ -247,15 +248,18 @@ def setup_keys(c):
     c.call("EXPIRE", "k3", "3600")
 
 
-def commands_with_keys(c):
+def commands_with_keys(c, category=None):
     """Every command and subcommand ("container|sub") the server lists whose key specs
-    (COMMAND INFO's element 9) name a key (not only shard channels)."""
+    (COMMAND INFO's element 9) name a key (not only shard channels); with category (say
+    "@stream"), only those in that ACL category."""
     out = []
 
     def walk(row):
         name = row[0].decode()
         specs = row[8]
-        if any("not_key" not in flags_of(s) for s in specs):
+        cats = [x if isinstance(x, str) else x.decode() for x in row[6]]
+        if any("not_key" not in flags_of(s) for s in specs) and (
+                category is None or category in cats):
             out.append(name)
         for sub in row[9]:
             walk(sub)

@@ -10,99 +10,30 @@ front end is active for at most one shard no one else holds, standing by for the
   says cluster_state:fail with the slots counted as Redis counts them; a front end started
   later takes the shard (its data there) and the cluster is ok.
 - A front end started with another cluster-shards than the stored map refuses to start.
+- /metrics of each front end: echd_cluster_shards 3, and echd_cluster_shard_info with the
+  index and slots of the shard it serves (none on the standby); promtool accepts it; after a
+  takeover the standby's scrape names the shard it took.
+- echo-admin shards reads the map from PostgreSQL: each shard's slots, schema, holder (node,
+  address, generation) as CLUSTER NODES says; free once its front end is killed; a schema
+  without a map is refused.
 - redis-py's RedisCluster works a queue of many streams across the shards; kill -9 of one
   shard's front end: the standby takes that shard over within 5 s (the time is printed), the
   client follows the new MOVED, and every XADD acknowledged before the kill is still there.
 """
 
+import http.client
+import json
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-import uuid
-
-import redis
-import redis.cluster
-import redis.crc
-import redis.exceptions
 
 import echdtest
-from echdtest import RespError, free_port, pg_only, timeout, wait_until
-
-PG = "several shards need the postgres engine"
-READONLY = "READONLY You can't write against a standby echd."
-# the cut of cluster.c: shard i from i * 16384 / 3
-RANGES = [(i * 16384 // 3, (i + 1) * 16384 // 3 - 1) for i in range(3)]
-
-
-def shard_of(key):
-    """The shard of 3 holding key (no hash tags in the keys used here)."""
-    slot = redis.crc.key_slot(key.encode())  # 30-cluster.py checks it against echd's
-    return next(i for i, (lo, hi) in enumerate(RANGES) if lo <= slot <= hi), slot
-
-
-class Shards:
-    """Front ends of one cluster: one base schema on the pass' PostgreSQL."""
-
-    def __init__(self, server, nshards=3):
-        self.server = server
-        self.nshards = nshards
-        self.base = "sh_%s" % uuid.uuid4().hex[:8]
-        self.fronts = []
-
-    def args(self, nshards=None):
-        return ["--storage", "postgres", "--storage-url", echdtest.PG_URL,
-                "--storage-pg-schema", self.base, "--cluster-enabled", "yes",
-                "--cluster-shards", str(nshards or self.nshards), "--ha-retry-ms", "100"]
-
-    def start(self):
-        s = self.server.spawn(*self.args())
-        self.fronts.append(s)
-        return s
-
-    def drop(self):
-        for name in [self.base] + ["%s_s%d" % (self.base, i) for i in range(self.nshards)]:
-            echdtest.pg_drop_schema(name)
-
-
-def slots_of(s):
-    """CLUSTER SLOTS of front end s as {(first, last): port of the primary}."""
-    return {(r[0], r[1]): r[2][1] for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
-
-
-def cinfo(s):
-    text = s.raw(timeout=5).call("CLUSTER", "INFO")
-    text = text.decode() if isinstance(text, bytes) else str(text)
-    return dict(ln.split(":", 1) for ln in text.split("\r\n") if ":" in ln)
-
-
-def myself(s):
-    """The myself line of CLUSTER NODES, split."""
-    text = s.raw(timeout=5).call("CLUSTER", "NODES")
-    text = text.decode() if isinstance(text, bytes) else str(text)
-    return next(ln.split() for ln in text.splitlines() if "myself" in ln)
-
-
-def held_by(fronts):
-    """{shard index: front end} as each front end's own CLUSTER NODES line says."""
-    out = {}
-    for s in fronts:
-        me = myself(s)
-        if len(me) > 8:
-            lo = int(me[8].split("-")[0])
-            out[next(i for i, r in enumerate(RANGES) if r[0] == lo)] = s
-    return out
-
-
-def settled(fronts, nprimaries):
-    """Every front end sees the same nprimaries primaries."""
-    try:
-        seen = [slots_of(s) for s in fronts]
-    except (OSError, RespError):
-        return False
-    return all(v == seen[0] and len(v) == nprimaries for v in seen)
+from echdtest import RespError, free_port, http_server, pg_only, timeout, wait_until
+from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, held_by, myself,
+                       retrying, settled, shard_of, slots_of)
 
 
 @pg_only(PG)
@@ -216,43 +147,108 @@ def test_another_shard_count_is_refused(server):
         sh.drop()
 
 
-class _Shared:
-    """redis-py 4.3 (Debian's) deep-copies its connection options at each reinitialize after
-    a lost node, its own bound on_connect among them, and fails ("cannot pickle
-    '_thread.lock' object"; 4.4 no longer copies it): the callback is kept as it is."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *a, **kw):
-        return self.fn(*a, **kw)
-
-    def __deepcopy__(self, memo):
-        return self
+def shard_series(port):
+    """The scrape of /metrics on port, and its echd_cluster_* lines without comments."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        assert r.status == 200, r.status
+        text = r.read().decode()
+    finally:
+        c.close()
+    return text, sorted(ln for ln in text.splitlines() if ln.startswith("echd_cluster_"))
 
 
-def cluster_client(fronts):
-    rc = redis.cluster.RedisCluster(
-        startup_nodes=[redis.cluster.ClusterNode("127.0.0.1", s.port) for s in fronts],
-        decode_responses=True, socket_timeout=5)
-    kw = rc.nodes_manager.connection_kwargs
-    if "redis_connect_func" in kw:
-        kw["redis_connect_func"] = _Shared(kw["redis_connect_func"])
-    return rc
+def info_line(i):
+    return 'echd_cluster_shard_info{shard="%d",first_slot="%d",last_slot="%d"} 1' % (
+        (i,) + RANGES[i])
 
 
-def retrying(fn, what, limit=15.0):
-    """fn() until it works: a cluster client meets refused connections and CLUSTERDOWN while a
-    shard changes hands."""
-    t0 = time.monotonic()
-    while True:
-        try:
-            return fn()
-        except (redis.exceptions.ConnectionError, redis.exceptions.ClusterDownError,
-                redis.exceptions.TimeoutError, redis.exceptions.ClusterError) as e:
-            if time.monotonic() - t0 > limit:
-                raise AssertionError("%s: still failing after %.0f s: %r" % (what, limit, e))
-            time.sleep(0.1)
+@pg_only(PG)
+@timeout(120)
+def test_metrics_name_the_shard(server):
+    """Each front end's /metrics says how many shards there are and which one it serves (an
+    info series, none on the standby); promtool accepts it; after a takeover the standby's
+    scrape names the shard it took."""
+    sh = Shards(server)
+    try:
+        fronts, ports = [], {}
+        for _ in range(4):
+            s, port = http_server(server, *sh.args())
+            fronts.append(s)
+            ports[s] = port
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        held = held_by(fronts)
+        standby = next(s for s in fronts if s not in held.values())
+        for s in fronts:
+            text, lines = shard_series(ports[s])
+            want = ["echd_cluster_shards 3"]
+            if s is not standby:
+                want.insert(0, info_line(next(i for i, h in held.items() if h is s)))
+            assert lines == want, (s.port, lines)
+            p = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=text,
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, "promtool:\n%s%s" % (p.stdout, p.stderr)
+        held[1].kill(signal.SIGKILL)
+        wait_until(lambda: shard_series(ports[standby])[1][0] == info_line(1), 5,
+                   what="the standby's scrape naming shard 1")
+    finally:
+        sh.drop()
+
+
+def admin_shards(server, base, *opts):
+    p = subprocess.run([echdtest.admin_exe(server.exe)] + list(opts) +
+                       echdtest.pg_admin_args(base) + ["shards"],
+                       capture_output=True, text=True, timeout=60)
+    return p
+
+
+@pg_only(PG)
+@timeout(120)
+def test_echo_admin_shards(server):
+    """echo-admin shards: the map read from PostgreSQL, each shard's holder as the front
+    ends' CLUSTER NODES say (its node id, address, generation); a shard whose front end was
+    killed is free; a schema that holds no map is refused."""
+    sh = Shards(server)
+    try:
+        fronts = [sh.start() for _ in range(3)]
+        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        held = held_by(fronts)
+        p = admin_shards(server, sh.base, "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["schema"] == sh.base
+        want = []
+        for i, (lo, hi) in enumerate(RANGES):
+            me = myself(held[i])
+            want.append({"shard": i, "first_slot": lo, "last_slot": hi,
+                         "schema": "%s_s%d" % (sh.base, i), "held": True,
+                         "generation": int(me[6]), "node": me[0],
+                         "address": "127.0.0.1:%d" % held[i].port})
+        assert doc["shards"] == want, doc
+        held[2].kill(signal.SIGKILL)
+
+        def freed():
+            d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+            return not d["shards"][2]["held"]
+        wait_until(freed, 5, what="shard 2 free once its front end is killed")
+        d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+        assert d["shards"][2]["node"] is None and d["shards"][2]["address"] is None, d
+        assert d["shards"][:2] == want[:2], d
+        # the table: one line per shard, held or free
+        text = admin_shards(server, sh.base, "--no-color").stdout.splitlines()
+        print("\n".join(text))
+        assert text[0].split() == ["SHARD", "SLOTS", "SCHEMA", "STATE", "GEN", "NODE",
+                                   "ADDRESS"], text
+        assert text[1].split()[:4] == ["0", "0-5460", sh.base + "_s0", "held"], text
+        assert text[3].split() == ["2", "10922-16383", sh.base + "_s2", "free",
+                                   str(want[2]["generation"]), "-", "-"], text
+        # a schema without a map
+        p = admin_shards(server, sh.base + "_s0")
+        assert p.returncode != 0 and "holds no shard map" in p.stderr + p.stdout, p
+    finally:
+        sh.drop()
 
 
 @pg_only(PG)
