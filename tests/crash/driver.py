@@ -187,6 +187,7 @@ class Model:
         self.del_unknown = {}       # id -> (consumer, cycle)  XACKDEL/XDELEX sent, no reply
         self.lost_reply = set()     # consumers whose XREADGROUP/XAUTOCLAIM reply got lost
         self.released = {}          # id -> (consumer, cycle)  XNACK acknowledged, not claimed
+        self.claims = {}            # id -> XAUTOCLAIM replies that named it
         self.nack_unknown = {}      # id -> (consumer, cycle)  XNACK sent, no reply
         self.last_batch = {}        # consumer -> last id it got from '>'
         self.cursor = None          # (last-delivered-id, entries-read) at the previous check
@@ -473,6 +474,7 @@ def consumer(server, gate, model, name, wid, seed):
                             check_fields(model, eid, fields, "%s XAUTOCLAIM" % name)
                             take(model, name, eid)
                             model.released.pop(eid, None)
+                            model.claims[eid] = model.claims.get(eid, 0) + 1
                             model.stats["claimed"] += 1
                 else:
                     op = "read"
@@ -518,6 +520,7 @@ def consumer(server, gate, model, name, wid, seed):
                     nack_inflight = [rng.choice(held)]
                     with model.lock:
                         model.mine[name].discard(nack_inflight[0])
+                        claims0 = model.claims.get(nack_inflight[0], 0)
                     op = "nack"
                     n = conn.call("XNACK", KEY, GROUP, rng.choice(("SILENT", "FAIL", "FATAL")),
                                   "IDS", "1", *nack_inflight)
@@ -526,7 +529,10 @@ def consumer(server, gate, model, name, wid, seed):
                         if n not in (0, 1):
                             model.violate("%s: XNACK of 1 id replied %r" % (name, n))
                         for eid in nack_inflight:
-                            if n == 1:
+                            # a claim reported while the XNACK's reply was on its way
+                            # took the entry after the release (it was this consumer's
+                            # until then): released, and taken since
+                            if n == 1 and model.claims.get(eid, 0) == claims0:
                                 model.released[eid] = (name, model.cycle)
                         model.stats["nacked"] += 1
                     nack_inflight = []
