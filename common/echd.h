@@ -57,6 +57,29 @@ void echd_free(void *p);
 		(p) = NULL;                                                                        \
 	} while (0)
 
+/* Big-endian u64 at p (8 bytes): the byte order of every stored key and
+ * number, so that memcmp order is numeric order. */
+static inline void
+echd_put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)v;
+		v >>= 8;
+	}
+}
+
+static inline uint64_t
+echd_get_be64(const void *data)
+{
+	const unsigned char *p = data;
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++) {
+		v = v << 8 | p[i];
+	}
+	return v;
+}
+
 /* Test hook: the Nth allocation from now on (1-based) fails; 0 disables. */
 void echd_alloc_fail_at(unsigned long n);
 

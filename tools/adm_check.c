@@ -72,31 +72,10 @@ struct chk {
 /* ---- helpers ---------------------------------------------------------------- */
 
 static void
-put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (unsigned char)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t
-get_u64(const void *data)
-{
-	const unsigned char *p = data;
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++) {
-		v = (v << 8) | p[i];
-	}
-	return v;
-}
-
-static void
 get_id(const void *data, struct stream_id *id)
 {
-	id->ms = get_u64(data);
-	id->seq = get_u64((const unsigned char *)data + 8);
+	id->ms = echd_get_be64(data);
+	id->seq = echd_get_be64((const unsigned char *)data + 8);
 }
 
 static const char *
@@ -255,7 +234,7 @@ seek_prefix(struct chk *c, enum storage_table tb, uint64_t prefix, struct storag
 	struct st_buf seek = {k, 8};
 	int rc;
 
-	put_u64(k, prefix);
+	echd_put_be64(k, prefix);
 	rc = storage_cursor_open(c->t, tb, cur);
 	if (rc != 0) {
 		return rc;
@@ -266,7 +245,7 @@ seek_prefix(struct chk *c, enum storage_table tb, uint64_t prefix, struct storag
 static bool
 has_prefix(const struct st_buf *key, uint64_t prefix)
 {
-	return key->len >= 8 && get_u64(key->data) == prefix;
+	return key->len >= 8 && echd_get_be64(key->data) == prefix;
 }
 
 /* ---- groups ----------------------------------------------------------------- */
@@ -307,7 +286,7 @@ check_consumers(
 		if (val.len != 8) {
 			problem(c, "consumer '%s': its id row has %zu bytes, not 8", a.p, val.len);
 		} else {
-			uint64_t cid = get_u64(val.data);
+			uint64_t cid = echd_get_be64(val.data);
 			see_id(c, cid);
 			rc = consumer_by_id(c->t, g, cid, &cm, &rname);
 			if (rc == ECHD_ENOTFOUND) {
@@ -365,9 +344,9 @@ check_consumers(
 	while (rc == 0 && has_prefix(&key, g->gid)) {
 		if (key.len != 16) {
 			problem(c, "a consumer record key has %zu bytes, not 16", key.len);
-		} else if (tally_find(v, n, get_u64((const unsigned char *)key.data + 8)) == NULL) {
+		} else if (tally_find(v, n, echd_get_be64((const unsigned char *)key.data + 8)) == NULL) {
 			problem(c, "consumer record %llu belongs to no named consumer",
-				(unsigned long long)get_u64((const unsigned char *)key.data + 8));
+				(unsigned long long)echd_get_be64((const unsigned char *)key.data + 8));
 		}
 		rc = storage_cursor_next(cur, &key, &val);
 	}
@@ -411,7 +390,7 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 			continue;
 		}
 		get_id((const unsigned char *)key.data + 8, &id);
-		cid = get_u64(val.data);
+		cid = echd_get_be64(val.data);
 		if (rows > 0 && stream_id_cmp(&id, &prev) <= 0) {
 			problem(c, "PEL ids out of order: %s after %s", idstr(&id, ib),
 				idstr(&prev, lb));
@@ -426,7 +405,7 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 			/* released by XNACK: no owner, no index row; its delivery
 			 * time is 0 (claimable at once) or when an XNACK DELAY ends,
 			 * a Unix time in ms (none is before 2000) */
-			uint64_t t = get_u64((const unsigned char *)val.data + 8);
+			uint64_t t = echd_get_be64((const unsigned char *)val.data + 8);
 			released++;
 			if (t != 0 && t < UNIX_MS_2000) {
 				problem(c,
@@ -445,8 +424,8 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 			int grc;
 
 			ct->pel++;
-			put_u64(ck, g->gid);
-			put_u64(ck + 8, cid);
+			echd_put_be64(ck, g->gid);
+			echd_put_be64(ck + 8, cid);
 			memcpy(ck + 16, (const unsigned char *)key.data + 8, 16);
 			grc = storage_get(c->t, STORAGE_T_CPEL, &k, &cv);
 			if (grc == ECHD_ENOTFOUND) {
@@ -490,7 +469,7 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 			rc = storage_cursor_next(cur, &key, &val);
 			continue;
 		}
-		cid = get_u64((const unsigned char *)key.data + 8);
+		cid = echd_get_be64((const unsigned char *)key.data + 8);
 		get_id((const unsigned char *)key.data + 16, &id);
 		ct = tally_find(v, nv, cid);
 		if (ct == NULL) {
@@ -501,7 +480,7 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 		} else {
 			ct->cpel++;
 		}
-		put_u64(pk, g->gid);
+		echd_put_be64(pk, g->gid);
 		memcpy(pk + 8, (const unsigned char *)key.data + 16, 16);
 		grc = storage_get(c->t, STORAGE_T_PEL, &k, &pv);
 		if (grc == ECHD_ENOTFOUND) {
@@ -511,12 +490,12 @@ check_pel(struct chk *c, const struct stream_meta *m, const struct group_meta *g
 		} else if (grc != 0) {
 			rc = grc;
 			break;
-		} else if (pv.len == PEL_VLEN && get_u64(pv.data) != cid) {
+		} else if (pv.len == PEL_VLEN && echd_get_be64(pv.data) != cid) {
 			problem(c,
 				"index (cpel) of consumer id %llu lists %s, pending for consumer "
 				"id %llu",
 				(unsigned long long)cid, idstr(&id, ib),
-				(unsigned long long)get_u64(pv.data));
+				(unsigned long long)echd_get_be64(pv.data));
 		}
 		rc = storage_cursor_next(cur, &key, &val);
 	}
@@ -551,7 +530,7 @@ out:
 static bool
 due_expected(const struct group_policy *p, const unsigned char *pv, uint64_t *at, int *kind)
 {
-	uint64_t cid = get_u64(pv), time = get_u64(pv + 8), count = get_u64(pv + 16), wait;
+	uint64_t cid = echd_get_be64(pv), time = echd_get_be64(pv + 8), count = echd_get_be64(pv + 16), wait;
 
 	if (p->ack_wait == 0 && p->nbackoff == 0) {
 		return false;
@@ -601,7 +580,7 @@ check_due(struct chk *c, const struct group_meta *g)
 			continue;
 		}
 		get_id(k + 17, &id);
-		put_u64(pk, g->gid);
+		echd_put_be64(pk, g->gid);
 		memcpy(pk + 8, k + 17, 16);
 		grc = storage_get(c->t, STORAGE_T_PEL, &pkb, &pv);
 		if (grc == ECHD_ENOTFOUND) {
@@ -614,11 +593,11 @@ check_due(struct chk *c, const struct group_meta *g)
 		} else if (!due_expected(&g->policy, pv.data, &at, &kind)) {
 			problem(c, "a due row names %s, which has no deadline under the policy",
 				idstr(&id, ib));
-		} else if (at != get_u64(k + 9) || kind != k[8]) {
+		} else if (at != echd_get_be64(k + 9) || kind != k[8]) {
 			problem(c,
 				"the due row of %s says %s at %llu, its pending entry %s at %llu",
 				idstr(&id, ib), k[8] ? "redelivery" : "dead-lettering",
-				(unsigned long long)get_u64(k + 9),
+				(unsigned long long)echd_get_be64(k + 9),
 				kind ? "redelivery" : "dead-lettering", (unsigned long long)at);
 		}
 		rc = storage_cursor_next(cur, &key, &val);
@@ -637,9 +616,9 @@ check_due(struct chk *c, const struct group_meta *g)
 
 		if (key.len == 24 && val.len == PEL_VLEN &&
 			due_expected(&g->policy, val.data, &at, &kind)) {
-			put_u64(dk, g->gid);
+			echd_put_be64(dk, g->gid);
 			dk[8] = (unsigned char)kind;
-			put_u64(dk + 9, at);
+			echd_put_be64(dk + 9, at);
 			memcpy(dk + 17, (const unsigned char *)key.data + 8, 16);
 			grc = storage_get(c->t, STORAGE_T_DUE, &dkb, &dv);
 			if (grc == ECHD_ENOTFOUND) {
@@ -753,7 +732,7 @@ load_nodes(struct chk *c, const struct stream_meta *m, struct node **out, size_t
 		}
 		memset(&nd, 0, sizeof(nd));
 		get_id((const unsigned char *)key.data + 8, &nd.first);
-		nd.live = get_u64(val.data);
+		nd.live = echd_get_be64(val.data);
 		get_id((const unsigned char *)val.data + 24, &nd.last);
 		if (stream_id_cmp(&nd.first, &nd.last) > 0) {
 			problem(c, "node %s ends before it starts, at %s", idstr(&nd.first, ib),
@@ -960,11 +939,11 @@ check_idmp(struct chk *c, const struct stream_meta *m)
 		if (kind == 'C' && key.len == 9 && (val.len == 64 || val.len == 80)) {
 			has_c = true;
 			for (int i = 0; i < 8; i++) {
-				cfg[i] = get_u64(vp + 8 * i);
+				cfg[i] = echd_get_be64(vp + 8 * i);
 			}
 		} else if (kind == 'I' && key.len >= 18 && idmp_part_ok(kp + 17, key.len - 17) &&
 			   val.len >= 32) {
-			uint64_t pnum = get_u64(kp + 9);
+			uint64_t pnum = echd_get_be64(kp + 9);
 			irows++;
 			if (tn == 0 || tv[tn - 1].pnum != pnum) {
 				if (tn == tcap) {
@@ -984,16 +963,16 @@ check_idmp(struct chk *c, const struct stream_meta *m)
 		} else if (kind == 'P' && key.len >= 10 && idmp_part_ok(kp + 9, key.len - 9) &&
 			   val.len >= 24) {
 			prows++;
-			pt = ptally_find(tv, tn, get_u64(vp));
+			pt = ptally_find(tv, tn, echd_get_be64(vp));
 			if (pt == NULL || pt->has_p) {
 				problem(c, "idempotent producer %llu has %s",
-					(unsigned long long)get_u64(vp),
+					(unsigned long long)echd_get_be64(vp),
 					pt == NULL ? "no records" : "two producer rows");
 			} else {
 				pt->has_p = true;
-				pt->count = get_u64(vp + 8);
-				pt->next_seq = get_u64(vp + 16);
-				if (get_u64(vp) >= cfg[6]) {
+				pt->count = echd_get_be64(vp + 8);
+				pt->next_seq = echd_get_be64(vp + 16);
+				if (echd_get_be64(vp) >= cfg[6]) {
 					problem(c, "idempotent producer %llu is past the stream's next "
 						   "number %llu",
 						(unsigned long long)pt->pnum, (unsigned long long)cfg[6]);
@@ -1003,7 +982,7 @@ check_idmp(struct chk *c, const struct stream_meta *m)
 			   idmp_part_ok(vp + 8, val.len - 8)) {
 			unsigned char ik[17 + 1 + 400];
 			struct st_buf ikey = {ik, 17 + val.len - 8}, iv;
-			uint64_t pnum = get_u64(kp + 9), seq = get_u64(kp + 17);
+			uint64_t pnum = echd_get_be64(kp + 9), seq = echd_get_be64(kp + 17);
 			int grc;
 
 			qrows++;
@@ -1022,7 +1001,7 @@ check_idmp(struct chk *c, const struct stream_meta *m)
 			memcpy(ik + 17, vp + 8, val.len - 8);
 			grc = storage_get(c->t, STORAGE_T_IDMP, &ikey, &iv);
 			if (grc == ECHD_ENOTFOUND || (grc == 0 && (iv.len < 32 ||
-								  get_u64((const unsigned char *)iv.data +
+								  echd_get_be64((const unsigned char *)iv.data +
 									  24) != seq))) {
 				problem(c, "idempotent record %llu of producer %llu: its id row is "
 					   "missing or names another",
@@ -1079,10 +1058,10 @@ check_idmp(struct chk *c, const struct stream_meta *m)
 	if (cfg[7] != 0) {
 		unsigned char ek[25];
 		struct st_buf ekey = {ek, sizeof(ek)}, ev;
-		put_u64(ek, 0);
+		echd_put_be64(ek, 0);
 		ek[8] = 'E';
-		put_u64(ek + 9, cfg[7]);
-		put_u64(ek + 17, m->sid);
+		echd_put_be64(ek + 9, cfg[7]);
+		echd_put_be64(ek + 17, m->sid);
 		rc = storage_get(c->t, STORAGE_T_IDMP, &ekey, &ev);
 		if (rc == ECHD_ENOTFOUND) {
 			problem(c, "its idempotency expiry index row (%llu ms) is missing",
@@ -1151,7 +1130,7 @@ check_keys(struct chk *c)
 			break;
 		}
 		bk[0] = (unsigned char)db;
-		put_u64(bk + 1, m.sid);
+		echd_put_be64(bk + 1, m.sid);
 		rc = storage_get(c->t, STORAGE_T_BYID, &bkey, &bn);
 		if (rc == ECHD_ENOTFOUND) {
 			problem(c, "no scan row (byid) for its id %llu", (unsigned long long)m.sid);
@@ -1165,9 +1144,9 @@ check_keys(struct chk *c)
 			unsigned char ek[17];
 			struct st_buf ekey = {ek, sizeof(ek)}, ev;
 
-			put_u64(ek, m.expire_ms);
+			echd_put_be64(ek, m.expire_ms);
 			ek[8] = (unsigned char)db;
-			put_u64(ek + 9, m.sid);
+			echd_put_be64(ek + 9, m.sid);
 			rc = storage_get(c->t, STORAGE_T_EXPIRES, &ekey, &ev);
 			if (rc == ECHD_ENOTFOUND) {
 				problem(c, "it expires at %llu ms but has no expiry row",
@@ -1221,7 +1200,7 @@ check_byid(struct chk *c)
 			continue;
 		}
 		db = ((const unsigned char *)key.data)[0];
-		sid = get_u64((const unsigned char *)key.data + 1);
+		sid = echd_get_be64((const unsigned char *)key.data + 1);
 		per_db[db]++;
 		escaped(&a, &val);
 		rc = stream_lookup(c->t, db, &val, &m);
@@ -1276,7 +1255,7 @@ check_trash(struct chk *c)
 		const unsigned char *kp = key.data;
 		if (key.len != 9 || (kp[0] != 'S' && kp[0] != 'G')) {
 			problem(c, "a deletion queue (trash) row is malformed");
-		} else if (!idset_add(kp[0] == 'S' ? &c->trash_s : &c->trash_g, get_u64(kp + 1))) {
+		} else if (!idset_add(kp[0] == 'S' ? &c->trash_s : &c->trash_g, echd_get_be64(kp + 1))) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -1309,7 +1288,7 @@ check_orphans(struct chk *c, enum storage_table tb, const char *what, struct ids
 			rc = storage_cursor_next(cur, &key, &val);
 			continue;
 		}
-		p = get_u64(key.data);
+		p = echd_get_be64(key.data);
 		/* IDMP's expiry index has the prefix 0, which no stream has: its
 		 * rows may outlive their streams until the expiry step comes */
 		if (p != 0 && !idset_has(live, p) && !idset_has(trash, p)) {
@@ -1319,7 +1298,7 @@ check_orphans(struct chk *c, enum storage_table tb, const char *what, struct ids
 		if (p == UINT64_MAX) {
 			break;
 		}
-		put_u64(next, p + 1);
+		echd_put_be64(next, p + 1);
 		rc = storage_cursor_seek(cur, &seek, &key, &val);
 	}
 	storage_cursor_close(cur);
@@ -1360,12 +1339,12 @@ check_expires(struct chk *c)
 		if (rc == 0) {
 			rc = stream_lookup(c->t, kp[8], &name, &m);
 		}
-		if (rc == ECHD_ENOTFOUND || (rc == 0 && m.sid != get_u64(kp + 9))) {
+		if (rc == ECHD_ENOTFOUND || (rc == 0 && m.sid != echd_get_be64(kp + 9))) {
 			problem(c, "db %u: an expiry row names stream id %llu, which does not exist",
-				kp[8], (unsigned long long)get_u64(kp + 9));
-		} else if (rc == 0 && m.expire_ms != get_u64(kp)) {
+				kp[8], (unsigned long long)echd_get_be64(kp + 9));
+		} else if (rc == 0 && m.expire_ms != echd_get_be64(kp)) {
 			problem(c, "db %u: an expiry row of stream id %llu says %llu ms, the key %llu",
-				kp[8], (unsigned long long)m.sid, (unsigned long long)get_u64(kp),
+				kp[8], (unsigned long long)m.sid, (unsigned long long)echd_get_be64(kp),
 				(unsigned long long)m.expire_ms);
 		} else if (rc != 0 && rc != ECHD_ECORRUPT && rc != ECHD_EINVAL) {
 			break;
@@ -1460,9 +1439,9 @@ check_all(struct chk *c)
 	rc = storage_get(c->t, STORAGE_T_META, &k, &v);
 	if (rc == 0 && v.len != 8) {
 		problem(c, "the id counter (next-sid) has %zu bytes, not 8", v.len);
-	} else if (rc == 0 && get_u64(v.data) < c->max_id) {
+	} else if (rc == 0 && echd_get_be64(v.data) < c->max_id) {
 		problem(c, "the id counter (next-sid) is %llu, but id %llu is in use",
-			(unsigned long long)get_u64(v.data), (unsigned long long)c->max_id);
+			(unsigned long long)echd_get_be64(v.data), (unsigned long long)c->max_id);
 	} else if (rc == ECHD_ENOTFOUND && c->max_id > 0) {
 		problem(c, "no id counter (next-sid), but id %llu is in use",
 			(unsigned long long)c->max_id);

@@ -191,26 +191,6 @@ static void written_cut(struct st_stage *s, size_t mark);
 
 /* ---- encoding ----------------------------------------------------------- */
 
-static void
-put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (unsigned char)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t
-get_u64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
 /* Memcmp order, a shorter key first on a tie (storage.h). */
 static int
 key_cmp(const struct st_buf *a, const struct st_buf *b)
@@ -321,13 +301,13 @@ replay(struct st_stage *s, struct storage_txn *home)
 			rc = ECHD_ECORRUPT;
 			goto out;
 		}
-		last = get_u64(key.data);
+		last = echd_get_be64(key.data);
 		rc = grow_buf(&s->ovv, &s->ovv_cap, OV_HDR + r.v.len);
 		if (rc != 0) {
 			goto out;
 		}
 		s->ovv[0] = (unsigned char)r.kind;
-		put_u64(s->ovv + 1, last);
+		echd_put_be64(s->ovv + 1, last);
 		if (r.v.len > 0) {
 			memcpy(s->ovv + OV_HDR, r.v.data, r.v.len);
 		}
@@ -815,7 +795,7 @@ stage_write(struct stage_txn *t, enum storage_table tb, const struct st_buf *k,
 	/* Never reused, even when t aborts: staging keys only grow. */
 	seq = s->next_seq++;
 	s->ovv[0] = v != NULL ? KIND_PUT : KIND_TOMB;
-	put_u64(s->ovv + 1, seq);
+	echd_put_be64(s->ovv + 1, seq);
 	if (vlen > 0) {
 		memcpy(s->ovv + OV_HDR, v->data, vlen);
 	}
@@ -827,7 +807,7 @@ stage_write(struct stage_txn *t, enum storage_table tb, const struct st_buf *k,
 	}
 	w = s->written + s->written_len;
 	slot = slot_of(s, tb, k->data, k->len);
-	put_u64(w, seq);
+	echd_put_be64(w, seq);
 	w[8] = (unsigned char)tb;
 	w[9] = s->ovv[0];
 	w[10] = (unsigned char)(k->len >> 8);
@@ -1322,7 +1302,7 @@ sweep(struct st_stage *s, struct stage_txn *t, uint64_t work)
 			/* Past this key from now on, whatever happens to the row. */
 			memcpy(s->sweep_key, key.data, key.len);
 			s->sweep_klen = key.len;
-			if (get_u64(p + 1) >= s->epoch_end) {
+			if (echd_get_be64(p + 1) >= s->epoch_end) {
 				work--;
 				continue; /* staged since the epoch began: the next one's */
 			}
@@ -1377,7 +1357,7 @@ drop_head(struct st_stage *s, struct stage_txn *t, uint64_t n)
 			rc = ECHD_ECORRUPT;
 			break;
 		}
-		if (get_u64(key.data) >= s->epoch_end) {
+		if (echd_get_be64(key.data) >= s->epoch_end) {
 			rc = ECHD_ENOTFOUND; /* the head is the next epoch's */
 			break;
 		}
@@ -1489,7 +1469,7 @@ verify_staging(struct stage_txn *t, storage_problem_fn problem, void *ud, uint64
 		const unsigned char *p;
 
 		(*rows)++;
-		if (key.len != 8 || (seq = get_u64(key.data)) <= prev) {
+		if (key.len != 8 || (seq = echd_get_be64(key.data)) <= prev) {
 			say(problem, ud, "staged record %llu: its key is not a sequence after %llu",
 				(unsigned long long)*rows, (unsigned long long)prev);
 			continue;
@@ -1511,7 +1491,7 @@ verify_staging(struct stage_txn *t, storage_problem_fn problem, void *ud, uint64
 			break;
 		}
 		p = ov.data;
-		oseq = ov.len >= OV_HDR ? get_u64(p + 1) : 0;
+		oseq = ov.len >= OV_HDR ? echd_get_be64(p + 1) : 0;
 		if (oseq < seq) {
 			say(problem, ud, "staged record %llu: the overlay holds an older version (%llu)",
 				(unsigned long long)seq, (unsigned long long)oseq);
@@ -1548,7 +1528,7 @@ verify_overlay(struct stage_txn *t, storage_problem_fn problem, void *ud)
 				say(problem, ud, "an overlay row of table %d is malformed", tb);
 				continue;
 			}
-			seq = get_u64((const unsigned char *)val.data + 1);
+			seq = echd_get_be64((const unsigned char *)val.data + 1);
 			sk.data = (const unsigned char *)val.data + 1;
 			sk.len = 8;
 			rc = storage_get(t->fwd.inner, STORAGE_T_STAGE, &sk, &rv);

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "echd.h"
 #include "storage.h"
 #include "stream.h"
 
@@ -27,20 +28,13 @@ st_get_u32(const unsigned char *p)
 static inline void
 st_put_u64(unsigned char *p, uint64_t v)
 {
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (unsigned char)(v & 0xff);
-		v >>= 8;
-	}
+	echd_put_be64(p, v);
 }
 
 static inline uint64_t
 st_get_u64(const unsigned char *p)
 {
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++) {
-		v = (v << 8) | p[i];
-	}
-	return v;
+	return echd_get_be64(p);
 }
 
 static inline void

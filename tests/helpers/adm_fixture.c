@@ -42,26 +42,6 @@ cbuf(const char *s)
 	return b;
 }
 
-static void
-put_u64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--) {
-		p[i] = (unsigned char)v;
-		v >>= 8;
-	}
-}
-
-static uint64_t
-get_u64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++) {
-		v = v << 8 | p[i];
-	}
-	return v;
-}
-
 static uint64_t
 now_ms(void)
 {
@@ -140,7 +120,7 @@ damage(struct storage_txn *t, int argc, char **argv)
 		struct st_buf seek = {k, 9}, key, val;
 		struct storage_cursor *cur;
 
-		put_u64(k, m.sid);
+		echd_put_be64(k, m.sid);
 		k[8] = 'Q';
 		rc = storage_cursor_open(t, STORAGE_T_IDMP, &cur);
 		if (rc != 0) {
@@ -174,7 +154,7 @@ damage(struct storage_txn *t, int argc, char **argv)
 		struct st_buf seek = {k, 8}, key, val, moved = {k, 33}, empty = {"", 0};
 		struct storage_cursor *cur;
 
-		put_u64(k, g.gid);
+		echd_put_be64(k, g.gid);
 		rc = storage_cursor_open(t, STORAGE_T_DUE, &cur);
 		if (rc != 0) {
 			return rc;
@@ -183,7 +163,7 @@ damage(struct storage_txn *t, int argc, char **argv)
 		while (rc == 0 && key.len == 33 && memcmp(key.data, k, 8) == 0) {
 			if (shift) {
 				memcpy(k, key.data, 33);
-				put_u64(k + 9, get_u64(k + 9) + 1);
+				echd_put_be64(k + 9, echd_get_be64(k + 9) + 1);
 			}
 			rc = storage_cursor_del(cur);
 			if (rc != 0 || shift) {
@@ -211,12 +191,12 @@ damage(struct storage_txn *t, int argc, char **argv)
 		if (rc != 0) {
 			return rc;
 		}
-		put_u64(k, g.gid);
-		put_u64(k + 8, r.id.ms);
-		put_u64(k + 16, r.id.seq);
-		put_u64(v, PEL_UNOWNED);
-		put_u64(v + 8, 1);
-		put_u64(v + 16, r.delivery_count);
+		echd_put_be64(k, g.gid);
+		echd_put_be64(k + 8, r.id.ms);
+		echd_put_be64(k + 16, r.id.seq);
+		echd_put_be64(v, PEL_UNOWNED);
+		echd_put_be64(v + 8, 1);
+		echd_put_be64(v + 16, r.delivery_count);
 		return storage_put(t, STORAGE_T_PEL, &kb, &vb, 0);
 	}
 	if (argc < 6) {
@@ -236,8 +216,8 @@ damage(struct storage_txn *t, int argc, char **argv)
 		struct st_buf seek = {k, 16}, key, val;
 		struct storage_cursor *cur;
 
-		put_u64(k, g.gid);
-		put_u64(k + 8, c.cid);
+		echd_put_be64(k, g.gid);
+		echd_put_be64(k + 8, c.cid);
 		rc = storage_cursor_open(t, STORAGE_T_CPEL, &cur);
 		if (rc != 0) {
 			return rc;

@@ -122,26 +122,6 @@ add_sized(struct stream_meta *m, unsigned n, size_t len)
 	free(v);
 }
 
-static void
-sid_key(unsigned char *k, uint64_t sid)
-{
-	for (int i = 7; i >= 0; i--) {
-		k[i] = (unsigned char)(sid & 0xff);
-		sid >>= 8;
-	}
-}
-
-static uint64_t
-be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++) {
-		v = (v << 8) | p[i];
-	}
-	return v;
-}
-
 /* Rows of table tb whose key starts with the 8-byte sid. */
 static uint64_t
 rows_of(enum storage_table tb, uint64_t sid)
@@ -152,7 +132,7 @@ rows_of(enum storage_table tb, uint64_t sid)
 	uint64_t n = 0;
 	int rc;
 
-	sid_key(k, sid);
+	st_put_u64(k, sid);
 	OK(storage_cursor_open(tx, tb, &c));
 	rc = storage_cursor_seek(c, &seek, &key, &val);
 	while (rc == 0 && key.len >= 8 && memcmp(key.data, k, 8) == 0) {
@@ -178,7 +158,7 @@ in_trash(uint64_t sid)
 	int rc;
 
 	k[0] = ST_TRASH_STREAM;
-	sid_key(k + 1, sid);
+	st_put_u64(k + 1, sid);
 	rc = storage_get(tx, STORAGE_T_TRASH, &kb, &v);
 	ck_assert_msg(rc == 0 || rc == ECHD_ENOTFOUND, "trash get: %d", rc);
 	return rc == 0;
@@ -198,16 +178,16 @@ check_rows(const struct stream_meta *m)
 	struct stream_id last_node = {0, 0}, first = {0, 0};
 	int rc;
 
-	sid_key(k, m->sid);
+	st_put_u64(k, m->sid);
 	OK(storage_cursor_open(tx, STORAGE_T_NODES, &c));
 	rc = storage_cursor_seek(c, &seek, &key, &val);
 	while (rc == 0 && key.len >= 8 && memcmp(key.data, k, 8) == 0) {
 		ck_assert_uint_eq(key.len, 24);
 		ck_assert_uint_ge(val.len, 8);
 		nodes++;
-		live += be64(val.data);
-		last_node.ms = be64((const unsigned char *)key.data + 8);
-		last_node.seq = be64((const unsigned char *)key.data + 16);
+		live += st_get_u64(val.data);
+		last_node.ms = st_get_u64((const unsigned char *)key.data + 8);
+		last_node.seq = st_get_u64((const unsigned char *)key.data + 16);
 		rc = storage_cursor_next(c, &key, &val);
 	}
 	storage_cursor_close(c);
@@ -215,8 +195,8 @@ check_rows(const struct stream_meta *m)
 	OK(storage_cursor_open(tx, STORAGE_T_ENTRIES, &c));
 	rc = storage_cursor_seek(c, &seek, &key, &val);
 	if (rc == 0 && key.len == 24 && memcmp(key.data, k, 8) == 0) {
-		first.ms = be64((const unsigned char *)key.data + 8);
-		first.seq = be64((const unsigned char *)key.data + 16);
+		first.ms = st_get_u64((const unsigned char *)key.data + 8);
+		first.seq = st_get_u64((const unsigned char *)key.data + 16);
 	}
 	storage_cursor_close(c);
 
@@ -734,9 +714,9 @@ START_TEST(test_key_corrupt_rows)
 	/* the tail node row gone: appending must not invent one */
 	create(0, "s", &m);
 	add(&m, 1, 0, "x");
-	sid_key(node_key, m.sid);
-	sid_key(node_key + 8, 1);
-	sid_key(node_key + 16, 0);
+	st_put_u64(node_key, m.sid);
+	st_put_u64(node_key + 8, 1);
+	st_put_u64(node_key + 16, 0);
 	nk.data = node_key;
 	nk.len = sizeof(node_key);
 	OK(storage_del(tx, STORAGE_T_NODES, &nk));
@@ -1501,8 +1481,8 @@ START_TEST(test_usage_empty_and_corrupt)
 	{
 		unsigned char k[24];
 		struct st_buf kb = {k, 24};
-		sid_key(k, m.sid);
-		sid_key(k + 8, 3);
+		st_put_u64(k, m.sid);
+		st_put_u64(k + 8, 3);
 		memset(k + 16, 0, 8);
 		OK(storage_del(tx, STORAGE_T_ENTRIES, &kb));
 	}
@@ -2941,7 +2921,7 @@ rows_dump(enum storage_table tb, uint64_t sid, size_t *len)
 	size_t n = 0;
 	int rc;
 
-	sid_key(k, sid);
+	st_put_u64(k, sid);
 	OK(storage_cursor_open(tx, tb, &c));
 	rc = storage_cursor_seek(c, &seek, &key, &val);
 	while (rc == 0 && key.len >= 8 && memcmp(key.data, k, 8) == 0) {
