@@ -1,12 +1,19 @@
 /* queue_worker.c - the clients of bench_queue.py's work-queue cycle, in C.
  *
- *   bench-queue-worker PORT STREAM GROUP WORKERS COUNT OUTDIR TIMEOUT_S
+ *   bench-queue-worker PORT STREAM GROUP WORKERS COUNT OUTDIR TIMEOUT_S [NSTREAMS]
  *
  * WORKERS threads, each with its own connection to 127.0.0.1:PORT and its
  * own consumer name wN, loop XREADGROUP GROUP GROUP wN COUNT COUNT STREAMS
  * STREAM > and XACK of the ids it got, until a read returns nothing. They
  * start together once all are connected. Each writes the ids it was given
  * to OUTDIR/wN, one per line, for bench_queue.py's exactly-once check.
+ *
+ * With NSTREAMS > 1 the streams are STREAM:0 .. STREAM:NSTREAMS-1, each
+ * with its own group GROUP; every cycle reads a stream picked at random
+ * among those not yet drained, and the lines are "STREAM:K ID". Nothing is
+ * added during the run, so a stream whose '>' read came back empty is
+ * drained for good: the first worker to see it says so to the others, and
+ * a worker stops when every stream is drained.
  *
  * Output, one line per worker, then a summary line:
  *   worker IDX STATUS ACKED DELIVERED END_S CPU_S
@@ -19,6 +26,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +39,7 @@
 
 #define MAX_WORKERS 1024
 #define MAX_COUNT   1000
+#define MAX_STREAMS 1000000
 
 struct worker {
 	pthread_t thread;
@@ -39,6 +49,7 @@ struct worker {
 	unsigned long long acked, delivered;
 	double end_s, cpu_s;
 	FILE *ids;
+	uint64_t rng;
 	char *in;
 	size_t in_len, in_cap;
 };
@@ -47,6 +58,9 @@ static int port;
 static const char *stream, *group, *outdir;
 static long count;
 static double timeout_s;
+static long nstreams = 1;
+static atomic_uchar *drained; /* [nstreams], with NSTREAMS > 1 */
+static atomic_long undrained;
 static pthread_barrier_t start;
 static double t0;
 
@@ -123,9 +137,30 @@ read_reply(struct worker *w)
 	}
 }
 
+/* A stream not yet drained, at random; -1 when all are. */
+static long
+pick(struct worker *w)
+{
+	long k;
+
+	if (atomic_load(&undrained) == 0) {
+		return -1;
+	}
+	w->rng ^= w->rng << 13; /* xorshift64 */
+	w->rng ^= w->rng >> 7;
+	w->rng ^= w->rng << 17;
+	k = (long)(w->rng % (uint64_t)nstreams);
+	for (long i = 0; i < nstreams; i++, k = (k + 1) % nstreams) {
+		if (!atomic_load(&drained[k])) {
+			return k;
+		}
+	}
+	return -1;
+}
+
 /* One XREADGROUP + XACK; returns ids acked (0: the stream is drained), -1 on error. */
 static long
-cycle(struct worker *w, char *cmd, size_t cap)
+cycle(struct worker *w, const char *key, char *cmd, size_t cap)
 {
 	struct resp_reply *r, *entries, *a;
 	char name[32], cnt[32];
@@ -142,7 +177,7 @@ cycle(struct worker *w, char *cmd, size_t cap)
 	put_bulk(cmd, &len, "COUNT", 5);
 	put_bulk(cmd, &len, cnt, strlen(cnt));
 	put_bulk(cmd, &len, "STREAMS", 7);
-	put_bulk(cmd, &len, stream, strlen(stream));
+	put_bulk(cmd, &len, key, strlen(key));
 	put_bulk(cmd, &len, ">", 1);
 	if (send_all(w->fd, cmd, len) != 0 || (r = read_reply(w)) == NULL) {
 		return -1;
@@ -163,7 +198,7 @@ cycle(struct worker *w, char *cmd, size_t cap)
 	}
 	len = (size_t)sprintf(cmd, "*%zu\r\n", entries->elements + 3);
 	put_bulk(cmd, &len, "XACK", 4);
-	put_bulk(cmd, &len, stream, strlen(stream));
+	put_bulk(cmd, &len, key, strlen(key));
 	put_bulk(cmd, &len, group, strlen(group));
 	for (size_t i = 0; i < entries->elements; i++) {
 		const struct resp_reply *id = entries->element[i]->element[0];
@@ -172,7 +207,11 @@ cycle(struct worker *w, char *cmd, size_t cap)
 			return -1;
 		}
 		put_bulk(cmd, &len, id->str, id->len);
-		fprintf(w->ids, "%s\n", id->str);
+		if (nstreams > 1) {
+			fprintf(w->ids, "%s %s\n", key, id->str);
+		} else {
+			fprintf(w->ids, "%s\n", id->str);
+		}
 	}
 	w->delivered += entries->elements;
 	resp_reply_free(r);
@@ -201,7 +240,30 @@ run(void *arg)
 	}
 	cpu0 = now_s(CLOCK_THREAD_CPUTIME_ID);
 	deadline = t0 + timeout_s;
-	while ((n = cycle(w, cmd, cap)) > 0) {
+	for (;;) {
+		char name[256];
+		long k = 0;
+
+		if (nstreams > 1) {
+			if ((k = pick(w)) < 0) {
+				n = 0;
+				break;
+			}
+			snprintf(name, sizeof(name), "%s:%ld", stream, k);
+		}
+		n = cycle(w, nstreams > 1 ? name : stream, cmd, cap);
+		if (n < 0) {
+			break;
+		}
+		if (n == 0) {
+			if (nstreams == 1) {
+				break;
+			}
+			if (!atomic_exchange(&drained[k], 1)) {
+				atomic_fetch_sub(&undrained, 1);
+			}
+			continue;
+		}
 		w->acked += (unsigned long long)n;
 		if (now_s(CLOCK_MONOTONIC) > deadline) {
 			w->status = "timeout";
@@ -242,8 +304,9 @@ main(int argc, char **argv)
 	int nw, rc = 0;
 	double cpu = 0, wall = 0;
 
-	if (argc != 8) {
-		fprintf(stderr, "usage: %s PORT STREAM GROUP WORKERS COUNT OUTDIR TIMEOUT_S\n",
+	if (argc != 8 && argc != 9) {
+		fprintf(stderr,
+			"usage: %s PORT STREAM GROUP WORKERS COUNT OUTDIR TIMEOUT_S [NSTREAMS]\n",
 			argv[0]);
 		return 2;
 	}
@@ -254,18 +317,25 @@ main(int argc, char **argv)
 	count = atol(argv[5]);
 	outdir = argv[6];
 	timeout_s = atof(argv[7]);
+	nstreams = argc == 9 ? atol(argv[8]) : 1;
 	if (port <= 0 || port > 65535 || nw <= 0 || nw > MAX_WORKERS || count <= 0 ||
-		count > MAX_COUNT || timeout_s <= 0) {
-		fprintf(stderr, "%s: bad arguments (workers 1..%d, count 1..%d)\n", argv[0],
-			MAX_WORKERS, MAX_COUNT);
+		count > MAX_COUNT || timeout_s <= 0 || nstreams <= 0 || nstreams > MAX_STREAMS) {
+		fprintf(stderr, "%s: bad arguments (workers 1..%d, count 1..%d, streams 1..%d)\n",
+			argv[0], MAX_WORKERS, MAX_COUNT, MAX_STREAMS);
 		return 2;
 	}
+	drained = calloc((size_t)nstreams, sizeof(*drained));
+	if (drained == NULL) {
+		return 1;
+	}
+	atomic_init(&undrained, nstreams);
 	pthread_barrier_init(&start, NULL, (unsigned)nw + 1);
 	for (int i = 0; i < nw; i++) {
 		char path[4096];
 		struct worker *w = &ws[i];
 
 		w->idx = i;
+		w->rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
 		w->in_cap = 1 << 20;
 		w->in = malloc(w->in_cap);
 		snprintf(path, sizeof(path), "%s/w%d", outdir, i);
