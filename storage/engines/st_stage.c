@@ -763,6 +763,38 @@ slots_rebuild(struct st_stage *s, uint32_t want)
 	return 0;
 }
 
+/* Whether deleting k needs a tombstone in the overlay: not when the
+ * overlay holds a row that home never had (staged, not filed yet: a
+ * pending entry acknowledged soon after it was delivered). Its row then
+ * simply leaves the overlay. Staging still gets the tombstone record, so
+ * that a replay does not bring back the staged row; the overlay does not,
+ * so that a work queue does not leave a trail of tombstones for every
+ * cursor to step over until the next epoch files them. */
+static int
+tomb_needed(struct stage_txn *t, enum storage_table tb, const struct st_buf *k, bool *needed)
+{
+	struct st_buf v;
+	int rc;
+
+	*needed = true;
+	rc = storage_get(t->ov, tb, k, &v);
+	if (rc == ECHD_ENOTFOUND) {
+		return 0;
+	}
+	if (rc != 0) {
+		return rc;
+	}
+	if (v.len < OV_HDR || ((const unsigned char *)v.data)[0] == KIND_TOMB) {
+		return 0;
+	}
+	rc = storage_get(t->fwd.inner, tb, k, &v);
+	if (rc == ECHD_ENOTFOUND) {
+		*needed = false;
+		return 0;
+	}
+	return rc;
+}
+
 /* Writes k (v NULL: a deletion) in the overlay, under the next sequence,
  * and notes the write for stage_emit(). Nothing reaches LMDB yet: a row
  * written many times in one batch (a stream's metadata and node row, XADD
@@ -777,12 +809,16 @@ stage_write(struct stage_txn *t, enum storage_table tb, const struct st_buf *k,
 	unsigned char *w;
 	uint32_t *slot;
 	uint64_t seq;
+	bool tomb = true;
 	int rc;
 
 	if (need > UINT32_MAX - 1) {
 		return ECHD_ELIMIT; /* a batch of 4 GiB: the offsets would not fit */
 	}
-	rc = grow_buf(&s->ovv, &s->ovv_cap, OV_HDR + vlen);
+	rc = v == NULL ? tomb_needed(t, tb, k, &tomb) : 0;
+	if (rc == 0) {
+		rc = grow_buf(&s->ovv, &s->ovv_cap, OV_HDR + vlen);
+	}
 	if (rc == 0) {
 		rc = grow_buf(&s->written, &s->written_cap, need);
 	}
@@ -801,7 +837,7 @@ stage_write(struct stage_txn *t, enum storage_table tb, const struct st_buf *k,
 	}
 	ovv.data = s->ovv;
 	ovv.len = OV_HDR + vlen;
-	rc = storage_put(t->ov, tb, k, &ovv, 0);
+	rc = tomb ? storage_put(t->ov, tb, k, &ovv, 0) : storage_del(t->ov, tb, k);
 	if (rc != 0) {
 		return rc; /* the overlay is as it was (st_mem.c) */
 	}

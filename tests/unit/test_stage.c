@@ -350,6 +350,60 @@ START_TEST(test_tombstones_hide_home_rows)
 }
 END_TEST
 
+/* A row staged and deleted before it was filed leaves the overlay with
+ * no tombstone (nothing home to hide), and the tombstone record in
+ * staging still keeps a replay from bringing it back. Filing then has
+ * nothing to file for it. */
+START_TEST(test_staged_only_deletions_leave_no_tombstone)
+{
+	struct storage_cursor *c;
+	struct st_buf kb, key, val;
+	char k[16];
+
+	begin();
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "p%03d", i);
+		put_s(tx, STORAGE_T_PEL, k, "x");
+	}
+	commit();
+	begin();
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "p%03d", i);
+		kb = B(k);
+		OK(storage_del(tx, STORAGE_T_PEL, &kb));
+		FAILS(storage_del(tx, STORAGE_T_PEL, &kb), ECHD_ENOTFOUND);
+	}
+	/* and a cursor's own delete of a row put in this very batch */
+	put_s(tx, STORAGE_T_PEL, "q", "y");
+	OK(storage_cursor_open(tx, STORAGE_T_PEL, &c));
+	OK(storage_cursor_seek(c, NULL, &key, &val));
+	ck_assert(buf_eq(&key, "q", 1));
+	OK(storage_cursor_del(c));
+	FAILS(storage_cursor_next(c, &key, &val), ECHD_ENOTFOUND);
+	FAILS(storage_cursor_seek_last(c, NULL, &key, &val), ECHD_ENOTFOUND);
+	storage_cursor_close(c);
+	reopen(); /* a replay: the puts, then the tombstones over them */
+	U64_EQ(stat_now().rows, 201); /* 100 puts, 101 tombstones */
+	get_is(tx, STORAGE_T_PEL, "p007", NULL);
+	get_is(tx, STORAGE_T_PEL, "q", NULL);
+	U64_EQ(table_rows(STORAGE_T_PEL, NULL), 0);
+	commit();
+	begin();
+	put_s(tx, STORAGE_T_PEL, "r", "z");
+	commit();
+	begin();
+	kb = B("r");
+	OK(storage_del(tx, STORAGE_T_PEL, &kb));
+	commit();
+	compact_all();
+	/* r's tombstone never reached the overlay: nothing was filed for it
+	 * (the replayed tombstones of p and q were, 101 of them) */
+	U64_EQ(stat_now().filed, 101);
+	ck_assert(home_has(STORAGE_T_PEL, "r", NULL));
+	ck_assert(home_has(STORAGE_T_PEL, "p007", NULL));
+}
+END_TEST
+
 START_TEST(test_nested_abort_undoes_staging)
 {
 	struct storage_txn *child;
@@ -681,6 +735,7 @@ stage_suite(void)
 	tcase_add_test(tc, test_aborted_step_starts_again);
 	tcase_add_test(tc, test_rows_staged_mid_epoch_survive);
 	tcase_add_test(tc, test_tombstones_hide_home_rows);
+	tcase_add_test(tc, test_staged_only_deletions_leave_no_tombstone);
 	tcase_add_test(tc, test_due_past_half_the_bound);
 	suite_add_tcase(s, tc);
 
