@@ -34,6 +34,10 @@
  * memory. A write makes at most three nodes per level (a double rotation). */
 #define TREE_HEIGHT_MAX 64
 #define NODES_PER_WRITE (3 * (TREE_HEIGHT_MAX + 2))
+/* Freed nodes kept for the next writes, past what one write needs: a
+ * write frees about as many as it makes, and malloc and free were a fifth
+ * of lmdb-staged's instructions per XADD (its overlay is this engine). */
+#define POOL_KEEP (4 * NODES_PER_WRITE)
 
 /* One key and its value, shared by every tree version that holds it. */
 struct mem_row {
@@ -170,15 +174,29 @@ node_ref(struct mem_node *n)
 	return n;
 }
 
+/* Frees n's shell (not what it points to): back to the pool while it is
+ * short of POOL_KEEP. */
 static void
-node_unref(struct mem_node *n)
+node_free(struct st_mem *s, struct mem_node *n)
+{
+	if (s->npool < POOL_KEEP) {
+		n->next_free = s->pool;
+		s->pool = n;
+		s->npool++;
+		return;
+	}
+	echd_free(n);
+}
+
+static void
+node_unref(struct st_mem *s, struct mem_node *n)
 {
 	while (n != NULL && --n->refs == 0) {
 		struct mem_node *right = n->right;
 
-		node_unref(n->left);
+		node_unref(s, n->left);
 		row_unref(n->row);
-		echd_free(n);
+		node_free(s, n);
 		n = right; /* the right spine without recursion */
 	}
 }
@@ -238,7 +256,7 @@ bal(struct st_mem *s, struct mem_row *row, struct mem_node *l, struct mem_node *
 					node_ref(lr->left)),
 				mk(s, row, node_ref(lr->right), r));
 		}
-		node_unref(l);
+		node_unref(s, l);
 		return out;
 	}
 	if (height(r) > height(l) + 1) {
@@ -253,7 +271,7 @@ bal(struct st_mem *s, struct mem_row *row, struct mem_node *l, struct mem_node *
 				mk(s, row_ref(r->row), node_ref(rl->right),
 					node_ref(r->right)));
 		}
-		node_unref(r);
+		node_unref(s, r);
 		return out;
 	}
 	return mk(s, row, l, r);
@@ -313,6 +331,99 @@ tree_del(struct st_mem *s, struct mem_node *n, const void *k, size_t klen)
 	return bal(s, min, node_ref(n->left), right);
 }
 
+/* ---- writes in place --------------------------------------------------------
+ *
+ * A node only one version reaches (refs == 1 all the way from a root that
+ * the writer alone holds) is seen by no reader, snapshot or parent: the
+ * writer may change it in place instead of copying it. A write
+ * transaction's first write to a table copies the path (the committed
+ * root is shared); the writes after it change their own nodes in place
+ * and copy only where they reach shared ones. */
+
+/* Balances n, which the caller owns: in place, or by bal() (a rotation)
+ * taking n's references. Returns the subtree. */
+static struct mem_node *
+own_bal(struct st_mem *s, struct mem_node *n)
+{
+	int hl = height(n->left), hr = height(n->right);
+	struct mem_node *out;
+
+	if (hl <= hr + 1 && hr <= hl + 1) {
+		n->height = (hl > hr ? hl : hr) + 1;
+		return n;
+	}
+	out = bal(s, n->row, n->left, n->right);
+	node_free(s, n);
+	return out;
+}
+
+/* tree_put() that takes n: in place where the caller alone holds n (and
+ * so, below it, wherever refs is 1), a copy from the first shared node
+ * down. Takes row too. */
+static struct mem_node *
+put_taking(struct st_mem *s, struct mem_node *n, struct mem_row *row)
+{
+	struct mem_node *out;
+	int c;
+
+	if (n == NULL) {
+		return mk(s, row, NULL, NULL);
+	}
+	if (n->refs > 1) {
+		out = tree_put(s, n, row);
+		node_unref(s, n);
+		return out;
+	}
+	c = node_cmp(n, row_key(row), row->klen);
+	if (c == 0) {
+		row_unref(n->row);
+		n->row = row;
+		return n;
+	}
+	if (c > 0) {
+		n->left = put_taking(s, n->left, row);
+	} else {
+		n->right = put_taking(s, n->right, row);
+	}
+	return own_bal(s, n);
+}
+
+/* tree_del() that takes n, which holds k, the same way. */
+static struct mem_node *
+del_taking(struct st_mem *s, struct mem_node *n, const void *k, size_t klen)
+{
+	struct mem_node *out;
+	struct mem_row *min;
+	int c;
+
+	if (n->refs > 1) {
+		out = tree_del(s, n, k, klen);
+		node_unref(s, n);
+		return out;
+	}
+	c = node_cmp(n, k, klen);
+	if (c > 0) {
+		n->left = del_taking(s, n->left, k, klen);
+		return own_bal(s, n);
+	}
+	if (c < 0) {
+		n->right = del_taking(s, n->right, k, klen);
+		return own_bal(s, n);
+	}
+	if (n->left == NULL || n->right == NULL) {
+		out = n->left != NULL ? n->left : n->right; /* n's reference, handed on */
+		row_unref(n->row);
+		node_free(s, n);
+		return out;
+	}
+	out = tree_del_min(s, n->right, &min);
+	node_unref(s, n->right);
+	n->right = out;
+	row_unref(n->row);
+	n->row = min;
+	return own_bal(s, n);
+}
+
 /* Searches: the node with k, or the nearest one on the side asked for. */
 enum find_op { FIND_EQ, FIND_GE, FIND_GT, FIND_LE, FIND_LT };
 
@@ -364,7 +475,7 @@ mem_close(struct storage *st)
 	struct mem_node *n;
 
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
-		node_unref(s->root[tb]);
+		node_unref(s, s->root[tb]);
 	}
 	while ((n = s->pool) != NULL) {
 		s->pool = n->next_free;
@@ -453,8 +564,10 @@ mem_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 static void
 txn_end(struct mem_txn *t)
 {
+	struct st_mem *s = mem_from(t->base.st);
+
 	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
-		node_unref(t->root[tb]);
+		node_unref(s, t->root[tb]);
 	}
 	echd_free(t);
 }
@@ -523,15 +636,6 @@ mem_get(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 }
 
 /* Replaces t's root of tb with new_root (takes it). */
-static void
-set_root(struct mem_txn *t, enum storage_table tb, struct mem_node *new_root)
-{
-	struct mem_node *old = t->root[tb];
-
-	t->root[tb] = new_root;
-	node_unref(old);
-}
-
 static int
 mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 	const struct st_buf *v, unsigned flags)
@@ -575,7 +679,7 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 	if (v->len > 0) {
 		memcpy(row->data + k->len, v->data, v->len);
 	}
-	set_root(t, tb, tree_put(s, t->root[tb], row));
+	t->root[tb] = put_taking(s, t->root[tb], row);
 	return 0;
 }
 
@@ -595,7 +699,7 @@ del_key(struct mem_txn *t, enum storage_table tb, const void *k, size_t klen)
 	}
 	t->bytes -= old->row->klen + old->row->vlen;
 	t->rows--;
-	set_root(t, tb, tree_del(s, t->root[tb], k, klen));
+	t->root[tb] = del_taking(s, t->root[tb], k, klen);
 	return 0;
 }
 
