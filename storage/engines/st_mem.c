@@ -5,7 +5,8 @@
  * over refcounted rows. A transaction holds one root per table: a read
  * transaction takes the committed roots, a write transaction the committed
  * ones too, a child its parent's. A write builds a new path to the root
- * and leaves every other version as it was, so readers keep their snapshot,
+ * (or changes in place the nodes its transaction alone holds) and leaves
+ * every other version as it was, so readers keep their snapshot,
  * an aborted child drops its roots (the parent's are untouched) and a
  * committed child hands its roots to the parent. Nothing is written to
  * disk: the data lives as long as the struct storage, and a commit is
