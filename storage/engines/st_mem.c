@@ -278,23 +278,27 @@ bal(struct st_mem *s, struct mem_row *row, struct mem_node *l, struct mem_node *
 	return mk(s, row, l, r);
 }
 
-/* The tree n with row in place of its key's (takes row); n is borrowed. */
+/* The tree n with row in place of its key's (takes row); n is borrowed.
+ * *was is the row it replaces, NULL if none (borrowed from n). */
 static struct mem_node *
-tree_put(struct st_mem *s, struct mem_node *n, struct mem_row *row)
+tree_put(struct st_mem *s, struct mem_node *n, struct mem_row *row, const struct mem_row **was)
 {
 	int c;
 
 	if (n == NULL) {
+		*was = NULL;
 		return mk(s, row, NULL, NULL);
 	}
 	c = node_cmp(n, row_key(row), row->klen);
 	if (c == 0) {
+		*was = n->row;
 		return mk(s, row, node_ref(n->left), node_ref(n->right));
 	}
 	if (c > 0) {
-		return bal(s, row_ref(n->row), tree_put(s, n->left, row), node_ref(n->right));
+		return bal(s, row_ref(n->row), tree_put(s, n->left, row, was),
+			node_ref(n->right));
 	}
-	return bal(s, row_ref(n->row), node_ref(n->left), tree_put(s, n->right, row));
+	return bal(s, row_ref(n->row), node_ref(n->left), tree_put(s, n->right, row, was));
 }
 
 /* The tree n without its leftmost row, which goes to *min (a reference). */
@@ -360,31 +364,37 @@ own_bal(struct st_mem *s, struct mem_node *n)
 
 /* tree_put() that takes n: in place where the caller alone holds n (and
  * so, below it, wherever refs is 1), a copy from the first shared node
- * down. Takes row too. */
+ * down. Takes row too; *gone is the key and value bytes of the row it
+ * replaced, or -1 if none. */
 static struct mem_node *
-put_taking(struct st_mem *s, struct mem_node *n, struct mem_row *row)
+put_taking(struct st_mem *s, struct mem_node *n, struct mem_row *row, int64_t *gone)
 {
 	struct mem_node *out;
 	int c;
 
 	if (n == NULL) {
+		*gone = -1;
 		return mk(s, row, NULL, NULL);
 	}
 	if (n->refs > 1) {
-		out = tree_put(s, n, row);
-		node_unref(s, n);
+		const struct mem_row *was;
+
+		out = tree_put(s, n, row, &was);
+		*gone = was != NULL ? (int64_t)(was->klen + was->vlen) : -1;
+		node_unref(s, n); /* after reading was: it may free it */
 		return out;
 	}
 	c = node_cmp(n, row_key(row), row->klen);
 	if (c == 0) {
+		*gone = (int64_t)(n->row->klen + n->row->vlen);
 		row_unref(n->row);
 		n->row = row;
 		return n;
 	}
 	if (c > 0) {
-		n->left = put_taking(s, n->left, row);
+		n->left = put_taking(s, n->left, row, gone);
 	} else {
-		n->right = put_taking(s, n->right, row);
+		n->right = put_taking(s, n->right, row, gone);
 	}
 	return own_bal(s, n);
 }
@@ -643,8 +653,8 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 {
 	struct mem_txn *t = txn_from(base);
 	struct st_mem *s = mem_from(base->st);
-	struct mem_node *old;
 	struct mem_row *row;
+	int64_t gone;
 	int rc;
 
 	assert((unsigned)tb < STORAGE_T__COUNT);
@@ -666,13 +676,6 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 	if (row == NULL) {
 		return -ENOMEM;
 	}
-	old = tree_find(t->root[tb], k->data, k->len, FIND_EQ);
-	if (old != NULL) {
-		t->bytes -= old->row->klen + old->row->vlen;
-	} else {
-		t->rows++;
-	}
-	t->bytes += k->len + v->len;
 	row->refs = 1;
 	row->klen = k->len;
 	row->vlen = v->len;
@@ -680,7 +683,13 @@ mem_put(struct storage_txn *base, enum storage_table tb, const struct st_buf *k,
 	if (v->len > 0) {
 		memcpy(row->data + k->len, v->data, v->len);
 	}
-	t->root[tb] = put_taking(s, t->root[tb], row);
+	t->root[tb] = put_taking(s, t->root[tb], row, &gone);
+	if (gone >= 0) {
+		t->bytes -= (uint64_t)gone;
+	} else {
+		t->rows++;
+	}
+	t->bytes += k->len + v->len;
 	return 0;
 }
 
