@@ -150,6 +150,11 @@ static const struct opt opts[] = {
 		"many idle milliseconds (a hung front end loses its place), and reads are served "
 		"from memory only this long after its last round trip; 0 = none",
 		"postgres.lease-ms"},
+	{"ha-reconnect-max-ms", OPT_INT, false, "5000", OFF(ha_reconnect_max_ms), 100, 600000,
+		NULL,
+		"postgres: the longest wait between two tries to reconnect to PostgreSQL (the "
+		"wait doubles from 100 ms after each failed try, up to this): it bounds what a "
+		"PostgreSQL failover adds to the outage", "postgres.reconnect-max-ms"},
 	/* the engine gets the node id (cluster-enabled yes) and the shards'
 	 * slot ranges (more than one): brk_config_engine_opts() */
 	{"cluster-enabled", OPT_BOOL, false, "no", OFF(cluster_enabled), 0, 0, NULL,

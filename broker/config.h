@@ -70,6 +70,7 @@ struct brk_config {
 	long long ha_announce_port; /* 0: port */
 	long long ha_retry_ms;
 	long long ha_lease_ms;   /* 0: none */
+	long long ha_reconnect_max_ms; /* postgres: the reconnect back-off's cap */
 	bool cluster_enabled;    /* the Redis Cluster protocol (cluster.h): postgres only */
 	long long cluster_shards; /* shards the slots are cut into (cluster.h) */
 	char cluster_node[41];   /* not an option: this front end's cluster node id,

@@ -82,7 +82,8 @@
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
- * none), cache-size (0: the whole schema), shards ("": one schema), node.
+ * none), reconnect-max-ms (the reconnect back-off's cap, 5000), cache-size
+ * (0: the whole schema), shards ("": one schema), node.
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
@@ -121,7 +122,7 @@
 
 #define PG_TIMEOUT_MS_DEFAULT 5000
 #define PG_BACKOFF_MIN_MS     100
-#define PG_BACKOFF_MAX_MS     5000
+#define PG_BACKOFF_MAX_MS     5000 /* the default of reconnect-max-ms */
 #define PG_SCHEMA_VERSION     1
 #define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
 #define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
@@ -215,6 +216,7 @@ struct st_pg {
 	/* Reconnecting: not before next_try_ms; backoff_ms doubles per failure. */
 	int64_t next_try_ms;
 	unsigned backoff_ms;
+	unsigned backoff_max_ms; /* reconnect-max-ms */
 	bool warned;         /* this back-off step's failure was logged */
 	bool refused_logged; /* check_plain()'s refusal was logged */
 	bool pooled;         /* session_check() failed: a transaction-mode pooler */
@@ -1572,8 +1574,8 @@ reconnect(struct st_pg *s)
 			s->warned = true;
 		}
 		s->next_try_ms = now_ms() + s->backoff_ms;
-		if (s->backoff_ms < PG_BACKOFF_MAX_MS) {
-			s->backoff_ms = s->backoff_ms * 2 > PG_BACKOFF_MAX_MS ? PG_BACKOFF_MAX_MS :
+		if (s->backoff_ms < s->backoff_max_ms) {
+			s->backoff_ms = s->backoff_ms * 2 > s->backoff_max_ms ? s->backoff_max_ms :
 										s->backoff_ms * 2;
 			s->warned = false;
 		}
@@ -1743,7 +1745,7 @@ pg_close(struct storage *st)
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
 	const char *url, *schema, *ha_name, *host, *shards, *node;
-	uint64_t port, timeout_ms, lease_ms, cache_size;
+	uint64_t port, timeout_ms, lease_ms, cache_size, reconnect_max_ms;
 };
 static const struct storage_optdef pg_optdefs[] = {
 	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
@@ -1755,6 +1757,9 @@ static const struct storage_optdef pg_optdefs[] = {
 	{"timeout-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, timeout_ms)},
 	/* 0: no lease */
 	{"lease-ms", STORAGE_OPTDEF_U64, 0, 3600000, offsetof(struct pg_settings, lease_ms)},
+	/* 0: PG_BACKOFF_MAX_MS */
+	{"reconnect-max-ms", STORAGE_OPTDEF_U64, 0, 600000,
+		offsetof(struct pg_settings, reconnect_max_ms)},
 	/* 0: the whole schema in memory */
 	{"cache-size", STORAGE_OPTDEF_U64, 0, UINT64_MAX, offsetof(struct pg_settings, cache_size)},
 	/* "": one schema; else its parts' ranges (storage.h) */
@@ -1825,6 +1830,8 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	}
 	s->timeout_ms = set.timeout_ms != 0 ? (unsigned)set.timeout_ms : PG_TIMEOUT_MS_DEFAULT;
 	s->lease_ms = (unsigned)set.lease_ms;
+	s->backoff_max_ms = set.reconnect_max_ms != 0 ? (unsigned)set.reconnect_max_ms :
+							 PG_BACKOFF_MAX_MS;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;

@@ -15,6 +15,7 @@ fail at the first spawn, saying so.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -794,3 +795,28 @@ def test_pg_transaction_pooler_refused(server):
             assert a.raw().call("XADD", "s", "1-1", "f", "v") == b"1-1"
         finally:
             se.stop()
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_reconnect_backoff_capped(server):
+    """ha-reconnect-max-ms caps the wait between tries to reconnect: with PostgreSQL down, the
+    waits the log names double from 100 ms up to the cap and no further, and once PostgreSQL
+    is back the front end is active again within about a cap."""
+    cap = 400
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        a = pg_spawn(server, pg, schema, "--ha-reconnect-max-ms", str(cap))
+        wait_until(lambda: role_of(a) == "master", 5, what="the front end active")
+        pg.stop()
+        time.sleep(4)   # uncapped, the waits would reach 100+200+...+1600 ms by now
+        with open(a.log_path, "rb") as f:
+            log = f.read().decode(errors="replace")
+        waits = [int(w) for w in re.findall(r"cannot reach PostgreSQL \(retry in (\d+) ms\)", log)]
+        assert waits and max(waits) == cap, (waits, a.log_tail(20))
+        assert waits[:3] == [100, 200, cap], waits
+        pg.start()
+        t = time.monotonic()
+        wait_until(lambda: role_of(a) == "master", 5, interval=0.05,
+                   what="the front end active again")
+        assert time.monotonic() - t < cap / 1000 + 1.5
