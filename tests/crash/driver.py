@@ -166,8 +166,14 @@ class Gate:
 class Model:
     """What the clients were told, and what that implies about echd's state."""
 
-    def __init__(self, seed):
+    def __init__(self, seed, tag=None):
         self.seed = seed
+        # The keys: KEY, DKEY and DLQ, or with a tag "{tag}KEY" and so on, all three in the
+        # tag's hash slot (a workload per cluster shard, 34-cluster-crash.py)
+        pre = "" if tag is None else "{%s}" % tag
+        self.key, self.group = pre + KEY, GROUP
+        self.dkey, self.dgroup, self.dlq = pre + DKEY, DGROUP, pre + DLQ
+        self.dpolicy = tuple(self.dlq if x == DLQ else x for x in DPOLICY)
         self.lock = threading.Lock()
         self.violations = []
         self.cycle = 0
@@ -206,17 +212,17 @@ class Model:
 # workers
 # ---------------------------------------------------------------------------
 
-def xadd_cmd(p, n, flat):
+def xadd_cmd(model, p, n, flat):
     """The XADD of producer p's message n: IDMP for the idempotent producer."""
     if p == IDMP_PRODUCER:
-        return ["XADD", KEY, "IDMP", "p%d" % p, "%d" % n, "*"] + flat
-    return ["XADD", KEY, "*"] + flat
+        return ["XADD", model.key, "IDMP", "p%d" % p, "%d" % n, "*"] + flat
+    return ["XADD", model.key, "*"] + flat
 
 
 def idmp_resend(client, model, p, last):
     """After a restart: the last acknowledged message again must get its first id."""
     n, flat, eid = last
-    got = client.execute_command(*xadd_cmd(p, n, flat))
+    got = client.execute_command(*xadd_cmd(model, p, n, flat))
     with model.lock:
         model.stats["idmp_resends"] += 1
         if got != eid:
@@ -270,12 +276,13 @@ def producer(server, gate, model, p, wid, seed):
                 batch = len(items)
                 try:
                     if batch == 1:
-                        ids = [client.execute_command(*xadd_cmd(p, items[0][0], items[0][2]))]
+                        ids = [client.execute_command(*xadd_cmd(model, p, items[0][0],
+                                                                items[0][2]))]
                         how = "XADD"
                     else:
                         pipe = client.pipeline(transaction=False)
                         for nn, _, flat in items:
-                            pipe.execute_command(*xadd_cmd(p, nn, flat))
+                            pipe.execute_command(*xadd_cmd(model, p, nn, flat))
                         ids = pipe.execute()
                         how = "pipelined XADD x%d" % batch
                     if p == IDMP_PRODUCER:
@@ -360,13 +367,14 @@ def dead_letter_worker(server, gate, model, wid, seed):
                     conn = Conn(server.port, timeout=5)
                     epoch = e
                     try:
-                        conn.call("XGROUP", "CREATE", DKEY, DGROUP, "0", "MKSTREAM")
+                        conn.call("XGROUP", "CREATE", model.dkey, model.dgroup, "0",
+                                  "MKSTREAM")
                     except RespError:
                         pass                                  # BUSYGROUP: made before
-                    conn.call("XGROUP", "SETPOLICY", DKEY, DGROUP, *DPOLICY)
-                conn.call("XADD", DKEY, "*", "v", "%d" % rng.randrange(10 ** 6))
-                got = conn.call("XREADGROUP", "GROUP", DGROUP, "d", "COUNT", "5",
-                                "STREAMS", DKEY, ">")
+                    conn.call("XGROUP", "SETPOLICY", model.dkey, model.dgroup, *model.dpolicy)
+                conn.call("XADD", model.dkey, "*", "v", "%d" % rng.randrange(10 ** 6))
+                got = conn.call("XREADGROUP", "GROUP", model.dgroup, "d", "COUNT", "5",
+                                "STREAMS", model.dkey, ">")
                 ids = [eid for eid, _ in got[0][1]] if got else []
                 with model.lock:
                     again = model.dl_given.intersection(ids)
@@ -376,7 +384,7 @@ def dead_letter_worker(server, gate, model, wid, seed):
                     model.dl_given.update(ids)
                     model.stats["dl_given"] += len(ids)
                 if ids and rng.random() < 0.3:
-                    conn.call("XNACK", DKEY, DGROUP, "FATAL", "IDS", "1", ids[0])
+                    conn.call("XNACK", model.dkey, model.dgroup, "FATAL", "IDS", "1", ids[0])
                     with model.lock:
                         model.stats["dl_fatal"] += 1
                 time.sleep(rng.random() * 0.02)
@@ -403,12 +411,12 @@ def check_dead_letters(c, m):
     MULTI/EXEC: read one by one, an entry moved between two reads shows in both."""
     v = m.violate
     c.call("MULTI")
-    for cmd in (("XPENDING", DKEY, DGROUP, "-", "+", "1000000"), ("XRANGE", DLQ, "-", "+"),
-                ("XINFO", "GROUPS", DKEY)):
+    for cmd in (("XPENDING", m.dkey, m.dgroup, "-", "+", "1000000"),
+                ("XRANGE", m.dlq, "-", "+"), ("XINFO", "GROUPS", m.dkey)):
         c.call(*cmd)
     pending, records, groups = c.call("EXEC")
     if isinstance(pending, RespError) or isinstance(groups, RespError):
-        if c.call("EXISTS", DKEY):            # no DKEY yet: no group, nothing given
+        if c.call("EXISTS", m.dkey):            # no DKEY yet: no group, nothing given
             v("reading the dead-letter group: %r %r" % (pending, groups))
         pending, groups = [], None
     pel = {r[0] for r in pending}
@@ -419,7 +427,7 @@ def check_dead_letters(c, m):
         if eid in dead:
             v("%s dead-lettered twice: records %s and %s" % (eid, dead[eid], rid))
         dead[eid] = rid
-        if f.get("stream") != DKEY.encode() or f.get("reason") not in (b"maxdeliver",
+        if f.get("stream") != m.dkey.encode() or f.get("reason") not in (b"maxdeliver",
                                                                        b"fatal"):
             v("dead-letter record %s is not one: %r" % (rid, fields))
         if eid in pel:
@@ -454,8 +462,8 @@ def consumer(server, gate, model, name, wid, seed):
                     conn = Conn(server.port, timeout=5)
                     epoch = e
                     op = "history"
-                    r = conn.call("XREADGROUP", "GROUP", GROUP, name, "COUNT", "100000",
-                                  "STREAMS", KEY, "0")
+                    r = conn.call("XREADGROUP", "GROUP", model.group, name, "COUNT",
+                                  "100000", "STREAMS", model.key, "0")
                     got = r[0][1] if r else []
                     with model.lock:
                         for eid, fields in got:
@@ -464,8 +472,8 @@ def consumer(server, gate, model, name, wid, seed):
                         model.stats["history"] += len(got)
                 elif rng.random() < 0.12:
                     op = "claim"
-                    r = conn.call("XAUTOCLAIM", KEY, GROUP, name, str(CLAIM_IDLE_MS), "0",
-                                  "COUNT", "10")
+                    r = conn.call("XAUTOCLAIM", model.key, model.group, name,
+                                  str(CLAIM_IDLE_MS), "0", "COUNT", "10")
                     with model.lock:
                         if r[2]:
                             model.violate("%s: XAUTOCLAIM reports deleted entries %r (nothing "
@@ -479,8 +487,8 @@ def consumer(server, gate, model, name, wid, seed):
                 else:
                     op = "read"
                     block = ("BLOCK", "100") if rng.random() < 0.3 else ()
-                    r = conn.call("XREADGROUP", "GROUP", GROUP, name, "COUNT", "10", *block,
-                                  "STREAMS", KEY, ">")
+                    r = conn.call("XREADGROUP", "GROUP", model.group, name, "COUNT", "10", *block,
+                                  "STREAMS", model.key, ">")
                     if r is None:
                         if not block:
                             time.sleep(0.005)
@@ -522,7 +530,8 @@ def consumer(server, gate, model, name, wid, seed):
                         model.mine[name].discard(nack_inflight[0])
                         claims0 = model.claims.get(nack_inflight[0], 0)
                     op = "nack"
-                    n = conn.call("XNACK", KEY, GROUP, rng.choice(("SILENT", "FAIL", "FATAL")),
+                    n = conn.call("XNACK", model.key, model.group,
+                                  rng.choice(("SILENT", "FAIL", "FATAL")),
                                   "IDS", "1", *nack_inflight)
                     with model.lock:
                         # 0: another consumer claimed and acknowledged it meanwhile
@@ -544,16 +553,17 @@ def consumer(server, gate, model, name, wid, seed):
                     how = rng.random()
                     if how < 0.6:
                         op = "ack"
-                        n = conn.call("XACK", KEY, GROUP, *ack_inflight)
+                        n = conn.call("XACK", model.key, model.group, *ack_inflight)
                         codes = None
                     elif how < 0.85:
                         op = "ackdel"
-                        cmd = ["XACKDEL", KEY, GROUP, rng.choice(("KEEPREF", "DELREF")), "IDS",
+                        cmd = ["XACKDEL", model.key, model.group,
+                               rng.choice(("KEEPREF", "DELREF")), "IDS",
                                str(len(ack_inflight))] + ack_inflight
                         codes = conn.call(*cmd)
                     else:
                         op = "delex"
-                        cmd = ["XDELEX", KEY, "DELREF", "IDS", str(len(ack_inflight))]
+                        cmd = ["XDELEX", model.key, "DELREF", "IDS", str(len(ack_inflight))]
                         codes = conn.call(*(cmd + ack_inflight))
                     with model.lock:
                         if codes is None:
@@ -688,7 +698,7 @@ def describe(violations):
 def _check_state(c, m):
     v = m.violate
     # --- the stream
-    entries = c.call("XRANGE", KEY, "-", "+")
+    entries = c.call("XRANGE", m.key, "-", "+")
     stream, prev = {}, None
     for eid, fields in entries:
         if prev is not None and parse_id(eid) <= parse_id(prev):
@@ -717,10 +727,10 @@ def _check_state(c, m):
             v("%s is in the stream though its deletion was acknowledged: %r" % (eid, how))
     # entries deleted so far: every one was delivered, so at or below the cursor
     gone = {eid for eid in list(m.deleted) + list(m.del_unknown) if eid not in stream}
-    if c.call("EXISTS", KEY) != 1:
-        v("the stream %r (and its group) is gone" % KEY)
+    if c.call("EXISTS", m.key) != 1:
+        v("the stream %r (and its group) is gone" % m.key)
         return
-    info = kv(c.call("XINFO", "STREAM", KEY))
+    info = kv(c.call("XINFO", "STREAM", m.key))
     lastgen = info["last-generated-id"]
     if info["length"] != len(stream) or info["entries-added"] != len(stream) + len(gone):
         v("XINFO STREAM length %r / entries-added %r, XRANGE has %d and %d were deleted"
@@ -732,8 +742,8 @@ def _check_state(c, m):
     m.lastgen_checked = lastgen
 
     # --- the group and its cursor
-    groups = [kv(g) for g in c.call("XINFO", "GROUPS", KEY)]
-    if [g["name"] for g in groups] != [GROUP.encode()]:
+    groups = [kv(g) for g in c.call("XINFO", "GROUPS", m.key)]
+    if [g["name"] for g in groups] != [m.group.encode()]:
         v("XINFO GROUPS: %r" % (groups,))
         return
     g = groups[0]
@@ -759,18 +769,18 @@ def _check_state(c, m):
     m.cursor = (ldi, er)
 
     # --- the PEL: group and consumers agree
-    rows = c.call("XPENDING", KEY, GROUP, "-", "+", "100000000")
+    rows = c.call("XPENDING", m.key, m.group, "-", "+", "100000000")
     gpel = {r[0]: r[1].decode() for r in rows}
     if len(gpel) != len(rows):
         v("XPENDING lists an id twice: %r" % (rows,))
-    summary = c.call("XPENDING", KEY, GROUP)
+    summary = c.call("XPENDING", m.key, m.group)
     if summary[0] != len(gpel) or g["pending"] != len(gpel):
         v("XPENDING summary %r / XINFO GROUPS pending %r, extended form lists %d"
           % (summary[:3], g["pending"], len(gpel)))
-    names = [kv(x)["name"].decode() for x in c.call("XINFO", "CONSUMERS", KEY, GROUP)]
+    names = [kv(x)["name"].decode() for x in c.call("XINFO", "CONSUMERS", m.key, m.group)]
     seen = {}
     for name in names:
-        for r in c.call("XPENDING", KEY, GROUP, "-", "+", "100000000", name):
+        for r in c.call("XPENDING", m.key, m.group, "-", "+", "100000000", name):
             if r[0] in seen:
                 v("%s is in the PELs of both %s and %s" % (r[0], seen[r[0]], name))
             seen[r[0]] = name
@@ -895,6 +905,29 @@ class Workload:
         return [t.name for t in self.threads if t.is_alive()]
 
 
+class Through:
+    """A server that is whichever front end .active is at the moment (of several sharing a
+    store): what the workload and the checks read of a server, taken from it. The workers
+    reconnect to .port after a failure, so a failover moves them."""
+
+    active = None
+
+    @property
+    def port(self):
+        return self.active.port
+
+    @property
+    def proc(self):
+        return self.active.proc
+
+    @property
+    def dir(self):
+        return self.active.dir
+
+    def log_tail(self, n=20):
+        return self.active.log_tail(n)
+
+
 def died_by_itself(server, cut_armed=False):
     """Before the test kills echd: True if the shim cut the power at an I/O (cut_armed), and
     a Violation if echd is not running for any other reason (it crashed)."""
@@ -1015,7 +1048,7 @@ class PowercutCrash:
 
 
 def run_cycles(server, crash, seed, min_cycles, max_cycles=None, deadline=None,
-               uptime=(0.1, 0.5), log=None, log_every=10):
+               uptime=(0.1, 0.5), log=None, log_every=10, tag=None):
     """Creates the group, runs the workload, crashes and restarts the server (crash: a
     SigkillCrash or PowercutCrash) at least min_cycles times (up to max_cycles while less
     than 80% of `deadline` seconds have passed; never past `deadline`), checks everything
@@ -1026,10 +1059,10 @@ def run_cycles(server, crash, seed, min_cycles, max_cycles=None, deadline=None,
     cut: the image style and seed); the exception carries .model and .cycles."""
     max_cycles = max_cycles or min_cycles
     rng = random.Random(seed)
-    model = Model(seed)
+    model = Model(seed, tag)
     c = RespConn(server.port, timeout=30)
     try:
-        assert c.call("XGROUP", "CREATE", KEY, GROUP, "0", "MKSTREAM",
+        assert c.call("XGROUP", "CREATE", model.key, model.group, "0", "MKSTREAM",
                       "ENTRIESREAD", "0") == "OK"
     finally:
         c.close()

@@ -88,7 +88,7 @@ def front_end(exe, url, schema, *extra):
                                 "--storage-timeout-ms", str(STORE_TIMEOUT_MS)] + list(extra))
 
 
-class Pair:
+class Pair(driver.Through):
     """Front ends on one schema, seen by the workload as one server: .port is the active
     one's (the workers reconnect to it after a failure)."""
 
@@ -124,19 +124,6 @@ class Pair:
 
     def masters(self):
         return [s for s in self.fronts if s.alive() and info_role(s.port) == "master"]
-
-    # what driver.py reads of a server
-    @property
-    def port(self):
-        return self.active.port
-
-    @property
-    def proc(self):
-        return self.active.proc
-
-    @property
-    def dir(self):
-        return self.active.dir
 
     def log_tail(self, n=20):
         return "\n".join(s.log_tail(n) for s in self.fronts)
