@@ -8,11 +8,17 @@ the tags spread over the three shards:
 - sent to a front end that does not hold the slot, it answers `MOVED <slot> <host>:<port>` of
   the one that does (the slot is the one the key specs find);
 - through redis-py's RedisCluster (which picks the node from COMMAND's key positions and
-  follows MOVED) it runs without an error on the shard's front end.
+  follows MOVED) it runs without an error on the shard's front end;
+- and so it does through ioredis' Redis.Cluster (which finds the keys from its own command
+  table, and for a command it does not know asks any node and follows MOVED) and node-redis'
+  createCluster (given the key), run by tests/clients/node/cluster_e2e.js --commands.
 """
 
 import importlib.util
+import json
 import os
+import shutil
+import subprocess
 
 import redis.crc
 
@@ -20,6 +26,7 @@ from echdtest import pg_only, timeout, wait_until
 from shardtest import PG, RANGES, Shards, cluster_client, held_by, settled
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+NODE_DIR = os.path.join(os.path.dirname(HERE), "clients", "node")
 
 
 def keyspecs_module():
@@ -61,27 +68,39 @@ def setup(rc, tag):
     rc.execute_command("EXPIRE", "{%s}k3" % tag, "3600")
 
 
+def plan(fronts):
+    """[(name, shard, tag, slot, argv)]: every stream command with keys (COMMAND's list), its
+    example from 28-keyspecs.py under a tag of its own, the tags spread over the 3 shards."""
+    ks = keyspecs_module()
+    names = ks.commands_with_keys(fronts[0].raw(), "@stream")
+    assert "xadd" in names and "xinfo|stream" in names and "xreadgroup" in names, names
+    missing = sorted(set(names) - set(ks.EXAMPLES))
+    assert not missing, "stream commands with keys and no example in 28-keyspecs.py's " \
+        "EXAMPLES: %s" % missing
+    out = []
+    for n, name in enumerate(sorted(names)):
+        shard = n % 3
+        tag, slot = tag_in_shard(shard, n // 3)
+        out.append((name, shard, tag, slot, tagged(ks.EXAMPLES[name][0], tag)))
+    return out
+
+
+def three_shards(sh):
+    fronts = [sh.start() for _ in range(3)]
+    wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+    return fronts
+
+
 @pg_only(PG)
 @timeout(240)
 def test_every_stream_command_through_the_cluster(server):
-    ks = keyspecs_module()
     sh = Shards(server)
     try:
-        fronts = [sh.start() for _ in range(3)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        fronts = three_shards(sh)
         held = held_by(fronts)
-        names = ks.commands_with_keys(fronts[0].raw(), "@stream")
-        assert "xadd" in names and "xinfo|stream" in names and "xreadgroup" in names, names
-        missing = sorted(set(names) - set(ks.EXAMPLES))
-        assert not missing, "stream commands with keys and no example in 28-keyspecs.py's " \
-            "EXAMPLES: %s" % missing
         rc = cluster_client(fronts)
         shards_seen = set()
-        for n, name in enumerate(sorted(names)):
-            argv0, _ = ks.EXAMPLES[name]
-            shard = n % 3
-            tag, slot = tag_in_shard(shard, n // 3)
-            argv = tagged(argv0, tag)
+        for name, shard, tag, slot, argv in plan(fronts):
             setup(rc, tag)
             owner = held[shard]
             other = held[(shard + 1) % 3]
@@ -96,3 +115,46 @@ def test_every_stream_command_through_the_cluster(server):
         rc.close()
     finally:
         sh.drop()
+
+
+def run_node_commands(server, client, package):
+    """Every example through a Node.js cluster client: each is answered without an error."""
+    node = shutil.which("node")
+    assert node, "node is missing: tools/echd-dev deps installs it"
+    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", package)), (
+        "%s is missing in %s: tools/echd-dev deps runs npm ci there" % (package, NODE_DIR))
+    sh = Shards(server)
+    try:
+        fronts = three_shards(sh)
+        rc = cluster_client(fronts)
+        todo = plan(fronts)
+        for _name, _shard, tag, _slot, _argv in todo:
+            setup(rc, tag)
+        rc.close()
+        cmds = [{"name": name, "key": "{%s}k1" % tag, "argv": argv}
+                for name, _shard, tag, _slot, argv in todo]
+        p = subprocess.run([node, os.path.join(NODE_DIR, "cluster_e2e.js"), "--ports",
+                            ",".join(str(s.port) for s in fronts), "--commands", client],
+                           input=json.dumps(cmds) + "\n", capture_output=True, text=True,
+                           timeout=120)
+        line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULTS ")), None)
+        assert p.returncode == 0 and line, "%s exited %d\n%s%s" % (client, p.returncode,
+                                                                   p.stdout, p.stderr)
+        got = json.loads(line[len("RESULTS "):])
+        assert [r["name"] for r in got] == [c["name"] for c in cmds]
+        failed = [(r["name"], r["error"]) for r in got if r["error"] is not None]
+        assert not failed, "%s: %s" % (client, failed)
+    finally:
+        sh.drop()
+
+
+@pg_only(PG)
+@timeout(150)
+def test_every_stream_command_through_ioredis(server):
+    run_node_commands(server, "ioredis", "ioredis")
+
+
+@pg_only(PG)
+@timeout(150)
+def test_every_stream_command_through_node_redis(server):
+    run_node_commands(server, "node-redis", os.path.join("@redis", "client"))

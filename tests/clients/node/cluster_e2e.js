@@ -2,6 +2,7 @@
 // the cluster clients of ioredis (Redis.Cluster) and node-redis (createCluster).
 //
 //   node cluster_e2e.js --ports P1,P2,... CLIENT      (CLIENT: ioredis | node-redis)
+//   node cluster_e2e.js --ports P1,P2,... --commands CLIENT
 //
 // tests/integration/32-cluster-clients.py starts the front ends on 127.0.0.1 and
 // talks to this program over its stdin and stdout:
@@ -14,6 +15,12 @@
 //      there (XRANGE), still pending (XPENDING), claimed by another consumer
 //      (XAUTOCLAIM), and the queue goes on (XADD, XREADGROUP, XACK). "DONE".
 // Exit status 0 when every check held, 1 on the first that did not (stderr).
+//
+// With --commands (tests/integration/33-cluster-commands.py) it reads one JSON
+// line from stdin, a list of {name, key, argv}, sends each argv through the
+// client (key: the one node-redis routes by; ioredis finds the keys itself),
+// and prints "RESULTS" and a JSON list of {name, error}: error is null when
+// the command was answered without an error reply.
 "use strict";
 
 const assert = require("node:assert/strict");
@@ -24,16 +31,19 @@ const GROUP = "workers";
 const RETRY_MS = 20000;
 
 function usage() {
-  console.error("usage: node cluster_e2e.js --ports P1,P2,... ioredis|node-redis");
+  console.error("usage: node cluster_e2e.js --ports P1,P2,... [--commands] ioredis|node-redis");
   process.exit(2);
 }
 
 function parseArgs(argv) {
   let ports = null;
   let client = null;
+  let commands = false;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--ports" && i + 1 < argv.length) {
       ports = argv[++i].split(",").map(Number);
+    } else if (argv[i] === "--commands") {
+      commands = true;
     } else if (client === null && !argv[i].startsWith("-")) {
       client = argv[i];
     } else {
@@ -44,7 +54,7 @@ function parseArgs(argv) {
       !["ioredis", "node-redis"].includes(client)) {
     usage();
   }
-  return { ports, client };
+  return { ports, client, commands };
 }
 
 // Each client behind one call: cmd(key, args) -> the raw reply (RESP2 for
@@ -170,11 +180,30 @@ async function after(c, acked) {
   }
 }
 
+// Each command of the list through c: [{name, error}], error null when answered.
+async function runCommands(c, list) {
+  const out = [];
+  for (const { name, key, argv } of list) {
+    try {
+      await c.cmd(key, argv);
+      out.push({ name, error: null });
+    } catch (e) {
+      out.push({ name, error: String(e.message || e) });
+    }
+  }
+  return out;
+}
+
 async function main() {
-  const { ports, client } = parseArgs(process.argv.slice(2));
+  const { ports, client, commands } = parseArgs(process.argv.slice(2));
   const c = await (client === "ioredis" ? ioredisCluster(ports) : nodeRedisCluster(ports));
   const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
   try {
+    if (commands) {
+      const list = JSON.parse((await lines.next()).value);
+      console.log("RESULTS " + JSON.stringify(await runCommands(c, list)));
+      return 0;
+    }
     const acked = await work(c);
     console.log("READY " + JSON.stringify({ primaries: c.primaries(), acked }));
     const go = await lines.next();
