@@ -10,22 +10,15 @@ the pending entries are claimed by another consumer (XAUTOCLAIM) and the queue g
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 
 from echdtest import pg_only, timeout, wait_until
-from shardtest import PG, Shards, held_by, myself, settled, shard_of
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_DIR = os.path.join(os.path.dirname(HERE), "clients", "node")
+from shardtest import NODE_DIR, PG, Shards, held_by, myself, node_for, settled, shard_of
 
 
 def run_cluster_client(server, client, package):
-    node = shutil.which("node")
-    assert node, "node is missing: tools/echd-dev deps installs it"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", package)), (
-        "%s is missing in %s: tools/echd-dev deps runs npm ci there" % (package, NODE_DIR))
+    node = node_for(package)
     sh = Shards(server)
     p = None
     try:

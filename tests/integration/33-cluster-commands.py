@@ -17,16 +17,14 @@ the tags spread over the three shards:
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 
 import redis.crc
 
 from echdtest import pg_only, timeout, wait_until
-from shardtest import PG, RANGES, Shards, cluster_client, held_by, settled
+from shardtest import NODE_DIR, PG, RANGES, Shards, cluster_client, held_by, node_for, settled
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_DIR = os.path.join(os.path.dirname(HERE), "clients", "node")
 
 
 def keyspecs_module():
@@ -119,10 +117,7 @@ def test_every_stream_command_through_the_cluster(server):
 
 def run_node_commands(server, client, package):
     """Every example through a Node.js cluster client: each is answered without an error."""
-    node = shutil.which("node")
-    assert node, "node is missing: tools/echd-dev deps installs it"
-    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", package)), (
-        "%s is missing in %s: tools/echd-dev deps runs npm ci there" % (package, NODE_DIR))
+    node = node_for(package)
     sh = Shards(server)
     try:
         fronts = three_shards(sh)

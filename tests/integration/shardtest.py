@@ -2,6 +2,8 @@
 front ends over one base schema on the pass' PostgreSQL, what each front end says of the slots,
 and redis-py's RedisCluster with the workaround Debian's 4.3 needs."""
 
+import os
+import shutil
 import time
 import uuid
 
@@ -124,3 +126,16 @@ def retrying(fn, what, limit=15.0):
             if time.monotonic() - t0 > limit:
                 raise AssertionError("%s: still failing after %.0f s: %r" % (what, limit, e))
             time.sleep(0.1)
+
+
+NODE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clients",
+                        "node")
+
+
+def node_for(package):
+    """node, once it and the client package are there (tools/echd-dev deps installs both)."""
+    node = shutil.which("node")
+    assert node, "node is missing: tools/echd-dev deps installs it"
+    assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", package)), (
+        "%s is missing in %s: tools/echd-dev deps runs npm ci there" % (package, NODE_DIR))
+    return node
