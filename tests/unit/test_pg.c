@@ -712,8 +712,22 @@ part_is(struct storage *st, size_t i, bool held, const char *node, int port)
 	ck_assert_int_eq(p.port, port);
 }
 
+/* Front end i of st's registry as its last poll read it: node, the part
+ * it holds (-1: standby), a fresh row. */
+static void
+front_is(struct storage *st, size_t i, const char *node, int part)
+{
+	struct storage_ha_front f;
+
+	OK(storage_ha_front(ha_of(st), i, &f));
+	ck_assert_str_eq(f.node, node);
+	ck_assert_int_eq(f.part, part);
+	ck_assert_uint_lt(f.age_ms, 5000);
+}
+
 /* Each front end holds the first free part, a third stands by, every
- * poll reads who holds each part; the map is the first open's (another,
+ * poll reads who holds each part and writes its own row in the registry
+ * (each lists the others', a stale one neither listed nor kept); the map is the first open's (another,
  * or one that does not parse, is refused); the standby takes a part its
  * front end left, with its rows. */
 START_TEST(test_shards)
@@ -721,6 +735,7 @@ START_TEST(test_shards)
 	struct storage *a, *b, *c;
 	struct storage_ha_state h;
 	struct storage_ha_part p;
+	struct storage_ha_front f;
 	struct storage_txn *t;
 	PGconn *pc = side();
 	int rc;
@@ -741,6 +756,26 @@ START_TEST(test_shards)
 	part_is(c, 0, true, "node-a", 7101);
 	part_is(c, 1, true, "node-b", 7102);
 	FAILS(storage_ha_part(ha_of(c), 2, &p), -EINVAL);
+	/* the registry: c read a's and b's rows, not its own */
+	ck_assert_uint_eq(storage_ha_nfronts(ha_of(c)), 2);
+	front_is(c, 0, "node-a", 0);
+	front_is(c, 1, "node-b", 1);
+	FAILS(storage_ha_front(ha_of(c), 2, &f), -EINVAL);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_uint_eq(storage_ha_nfronts(ha_of(a)), 2);
+	front_is(a, 0, "node-b", 1);
+	front_is(a, 1, "node-c", -1);
+	ck_assert_int_eq(sql_int(pc, "SELECT port FROM sh.frontends WHERE node = 'node-c' "
+				     "AND role = 'standby' AND shard IS NULL"), 7103);
+	/* c's row goes stale (PostgreSQL's clock): not listed, and deleted */
+	sql_ok(pc, "UPDATE sh.frontends SET seen = now() - interval '1 hour' WHERE node = 'node-c'");
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_uint_eq(storage_ha_nfronts(ha_of(a)), 1);
+	front_is(a, 0, "node-b", 1);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sh.frontends"), 2);
+	ck_assert_int_eq(poll_role(c, &h), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	front_is(a, 1, "node-c", -1);
 	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sh.shards"), 2);
 	ck_assert_int_eq(sql_int(pc, "SELECT last FROM sh.shards WHERE schema = 'sh_s1'"), 19);
 	/* b writes in its own part's schema */
