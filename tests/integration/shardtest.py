@@ -54,6 +54,22 @@ def slots_of(s):
     return {(r[0], r[1]): r[2][1] for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
 
 
+def text_of(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nodes_of(s):
+    """CLUSTER NODES of front end s, each line split."""
+    return [ln.split() for ln in text_of(s.raw(timeout=5).call("CLUSTER", "NODES")).splitlines()]
+
+
+def replicas_of(s):
+    """What front end s lists as replicas: {(first, last): [(port, id), ...]} from CLUSTER
+    SLOTS, the nodes after each range's primary."""
+    return {(r[0], r[1]): [(n[1], text_of(n[2])) for n in r[3:]]
+            for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
+
+
 def cinfo(s):
     text = s.raw(timeout=5).call("CLUSTER", "INFO")
     text = text.decode() if isinstance(text, bytes) else str(text)
