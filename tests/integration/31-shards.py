@@ -37,8 +37,9 @@ import time
 
 import echdtest
 from echdtest import RespError, free_port, http_server, pg_only, timeout, wait_until
-from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, held_by, myself,
-                       nodes_of, replicas_of, retrying, settled, shard_of, slots_of, text_of)
+from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, four_front_ends,
+                       held_by, myself, nodes_of, replicas_of, retrying, settled, shard_of,
+                       slots_of, text_of)
 
 
 @pg_only(PG)
@@ -48,21 +49,15 @@ def test_three_shards_four_front_ends(server):
     by; MOVED points at the right front end from a primary and from the standby."""
     sh = Shards(server)
     try:
-        fronts = [sh.start() for _ in range(4)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        fronts, held, standby = four_front_ends(sh)
         slots = slots_of(fronts[0])
         assert sorted(slots) == RANGES, slots
         ports = {s.port for s in fronts}
         assert len(set(slots.values())) == 3 and set(slots.values()) <= ports, slots
-        held = held_by(fronts)
         assert sorted(held) == [0, 1, 2], held
-        standby = next(s for s in fronts if s not in held.values())
         assert standby.port not in slots.values()
         for i, s in held.items():
             assert slots[RANGES[i]] == s.port
-        # the standby's first heartbeat may come after a primary's last poll
-        wait_until(lambda: all(len(nodes_of(s)) == 4 for s in fronts), 5,
-                   what="every front end listing the standby")
         # CLUSTER INFO on each: every slot served by 3 primaries
         for s in fronts:
             ci = cinfo(s)
@@ -145,12 +140,7 @@ def test_standby_is_a_replica(server):
     kill -9 (its heartbeat row goes stale)."""
     sh = Shards(server)
     try:
-        fronts = [sh.start() for _ in range(4)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
-        held = held_by(fronts)
-        standby = next(s for s in fronts if s not in held.values())
-        wait_until(lambda: all(len(nodes_of(s)) == 4 for s in fronts), 5,
-                   what="every front end listing the standby")
+        fronts, held, standby = four_front_ends(sh)
         check_standby_listed(fronts, held, standby)
         # the registry: one row per front end, the standby's without a shard
         rows = echdtest.pg_sql("SELECT port, role, coalesce(shard, -1) FROM \"%s\".frontends "
@@ -359,10 +349,7 @@ def test_redis_cluster_client_and_takeover(server):
     new MOVED, and every XADD acknowledged before the kill is still there."""
     sh = Shards(server)
     try:
-        fronts = [sh.start() for _ in range(4)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
-        held = held_by(fronts)
-        standby = next(s for s in fronts if s not in held.values())
+        fronts, held, standby = four_front_ends(sh)
         rc = cluster_client(fronts)
         streams = ["job:%d" % i for i in range(24)]
         assert {shard_of(k)[0] for k in streams} == {0, 1, 2}

@@ -11,7 +11,7 @@ import redis.crc
 import redis.exceptions
 
 import echdtest
-from echdtest import RespError
+from echdtest import RespError, wait_until
 
 PG = "several shards need the postgres engine"
 READONLY = "READONLY You can't write against a standby echd."
@@ -68,6 +68,19 @@ def replicas_of(s):
     SLOTS, the nodes after each range's primary."""
     return {(r[0], r[1]): [(n[1], text_of(n[2])) for n in r[3:]]
             for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
+
+
+def four_front_ends(sh):
+    """3 shards over 4 front ends of sh, once every one sees 3 primaries and lists the standby
+    (its first heartbeat may come after a primary's last poll): the front ends, {shard index:
+    front end}, and the standby."""
+    fronts = [sh.start() for _ in range(4)]
+    wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+    held = held_by(fronts)
+    standby = next(s for s in fronts if s not in held.values())
+    wait_until(lambda: all(len(nodes_of(s)) == 4 for s in fronts), 5,
+               what="every front end listing the standby")
+    return fronts, held, standby
 
 
 def cinfo(s):
