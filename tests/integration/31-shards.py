@@ -354,6 +354,8 @@ def test_redis_cluster_client_and_takeover(server):
         streams = ["job:%d" % i for i in range(24)]
         assert {shard_of(k)[0] for k in streams} == {0, 1, 2}
         assert sorted((n.port for n in rc.get_primaries())) == sorted(s.port for s in held.values())
+        # the standby is a replica in its map; with its defaults it sends nothing there
+        assert [n.port for n in rc.get_replicas()] == [standby.port]
         acked = {}
         for k in streams:
             rc.xgroup_create(k, "workers", id="0", mkstream=True)
