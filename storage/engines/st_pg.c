@@ -1499,7 +1499,8 @@ peers_sql_build(struct st_pg *s)
 	if (s->registry) {
 		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
 			" UNION ALL SELECT 1, coalesce(f.shard, -1), 0, f.node, f.host, f.port, false, "
-			"(extract(epoch FROM now() - f.seen) * 1000)::bigint FROM %s.frontends f "
+			"greatest(0, extract(epoch FROM now() - f.seen) * 1000)::bigint "
+			"FROM %s.frontends f "
 			"WHERE true%s",
 			qb, beats(s) ? " AND f.node <> $1" : "");
 		if (s->node_timeout_ms > 0) {
@@ -1564,6 +1565,8 @@ peers_read(struct st_pg *s)
 			snprintf(f->host, sizeof(f->host), "%s", PQgetvalue(res, r, 4));
 			f->port = atoi(PQgetvalue(res, r, 5));
 			f->part = i >= 0 && (size_t)i < s->nshard ? (int)i : -1;
+			/* a row written after this statement's now() was taken is
+			 * younger than 0: greatest() makes it 0 */
 			f->age_ms = strtoull(PQgetvalue(res, r, 7), NULL, 10);
 			continue;
 		}

@@ -298,8 +298,10 @@ def admin_shards(server, base, *opts):
 @timeout(120)
 def test_echo_admin_shards(server):
     """echo-admin shards: the map read from PostgreSQL, each shard's holder as the front
-    ends' CLUSTER NODES say (its node id, address, generation); a shard whose front end was
-    killed is free; a schema that holds no map is refused."""
+    ends' CLUSTER NODES say (its node id, address, generation, heartbeat age); a shard whose
+    front end was killed is free; a schema that holds no map is refused; the registry's front
+    ends follow the shards (node, address, role, shard, heartbeat age), and a standby started
+    later is listed under every shard in --json with its heartbeat's age."""
     sh = Shards(server)
     try:
         fronts = [sh.start() for _ in range(3)]
@@ -315,7 +317,10 @@ def test_echo_admin_shards(server):
             want.append({"shard": i, "first_slot": lo, "last_slot": hi,
                          "schema": "%s_s%d" % (sh.base, i), "held": True,
                          "generation": int(me[6]), "node": me[0],
-                         "address": "127.0.0.1:%d" % held[i].port})
+                         "address": "127.0.0.1:%d" % held[i].port, "standbys": []})
+        # each holder's last heartbeat: a few polls of 100 ms ago (a loaded machine: more)
+        for d in doc["shards"]:
+            assert 0 <= d.pop("heartbeat_age_ms") < 3000, doc
         assert doc["shards"] == want, doc
         held[2].kill(signal.SIGKILL)
 
@@ -325,6 +330,9 @@ def test_echo_admin_shards(server):
         wait_until(freed, 5, what="shard 2 free once its front end is killed")
         d = json.loads(admin_shards(server, sh.base, "--json").stdout)
         assert d["shards"][2]["node"] is None and d["shards"][2]["address"] is None, d
+        assert d["shards"][2]["heartbeat_age_ms"] is None, d
+        for x in d["shards"]:
+            x.pop("heartbeat_age_ms")
         assert d["shards"][:2] == want[:2], d
         # the table: one line per shard, held or free
         text = admin_shards(server, sh.base, "--no-color").stdout.splitlines()
@@ -334,9 +342,41 @@ def test_echo_admin_shards(server):
         assert text[1].split()[:4] == ["0", "0-5460", sh.base + "_s0", "held"], text
         assert text[3].split() == ["2", "10922-16383", sh.base + "_s2", "free",
                                    str(want[2]["generation"]), "-", "-"], text
+        # then the registry: the killed front end's row until it is past the bound
+        assert text[4] == "" and text[5].split() == ["FRONT", "END", "ADDRESS", "ROLE", "SHARD",
+                                                   "HEARTBEAT"], text
         # a schema without a map
         p = admin_shards(server, sh.base + "_s0")
         assert p.returncode != 0 and "holds no shard map" in p.stderr + p.stdout, p
+        # two more: one takes shard 2, the other stands by, listed under every shard
+        fronts.append(sh.start())
+        wait_until(lambda: json.loads(admin_shards(server, sh.base, "--json").stdout)
+                   ["shards"][2]["held"], 5, what="shard 2 taken")
+        spare = sh.start()
+        sid = myself(spare)[0]
+
+        def spare_listed():
+            d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+            return d if all(x["standbys"] for x in d["shards"]) else None
+        d = wait_until(spare_listed, 5, what="the standby in echo-admin shards")
+        for x in d["shards"]:
+            assert [(y["node"], y["address"]) for y in x["standbys"]] == \
+                [(sid, "127.0.0.1:%d" % spare.port)], d
+            assert 0 <= x["standbys"][0]["heartbeat_age_ms"] < 3000, d
+        # the registry: the four live front ends (the killed one's row is gone by now)
+        wait_until(lambda: len(json.loads(admin_shards(server, sh.base, "--json").stdout)
+                               ["front_ends"]) == 4, 5, what="the killed front end's row gone")
+        d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+        roles = {(f["address"], f["role"], f["shard"]) for f in d["front_ends"]}
+        assert roles == {("127.0.0.1:%d" % held[0].port, "active", 0),
+                         ("127.0.0.1:%d" % held[1].port, "active", 1),
+                         ("127.0.0.1:%d" % fronts[-1].port, "active", 2),
+                         ("127.0.0.1:%d" % spare.port, "standby", None)}, d
+        text = admin_shards(server, sh.base, "--no-color").stdout.splitlines()
+        print("\n".join(text))
+        line = next(ln.split() for ln in text[6:] if ":%d " % spare.port in ln + " ")
+        assert line[1:4] == ["127.0.0.1:%d" % spare.port, "standby", "-"], text
+        assert re.fullmatch(r"\d+\.\ds", line[4]) and float(line[4][:-1]) < 3.0, text
     finally:
         sh.drop()
 
