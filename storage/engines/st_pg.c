@@ -1313,7 +1313,9 @@ map_ensure(struct st_pg *s)
 			  "CREATE SCHEMA IF NOT EXISTS %s; "
 			  "CREATE TABLE IF NOT EXISTS %s.shards (ix int PRIMARY KEY, "
 			  "schema text NOT NULL UNIQUE, first bigint NOT NULL, last bigint NOT NULL); "
-			  "CREATE TABLE IF NOT EXISTS %s.frontends (node text PRIMARY KEY, "
+			  /* unlogged: a heartbeat needs no WAL flush (nor a synchronous
+			   * standby's) at every poll, and is worth nothing after a crash */
+			  "CREATE UNLOGGED TABLE IF NOT EXISTS %s.frontends (node text PRIMARY KEY, "
 			  "host text NOT NULL, port int NOT NULL, role text NOT NULL, shard int, "
 			  "seen timestamptz NOT NULL); "
 			  "INSERT INTO %s.shards (ix, schema, first, last) SELECT * FROM (VALUES ",
