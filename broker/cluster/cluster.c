@@ -147,7 +147,9 @@ brk_cluster_replica_of(const struct brk_cluster *cl, const char *id)
 	for (size_t i = 0; i < cl->nshards; i++) {
 		const struct brk_cluster_shard *s = &cl->shards[i];
 		for (size_t j = 0; j < s->nnodes; j++) {
-			if (s->nodes[j].role == BRK_CLUSTER_REPLICA && strcmp(s->nodes[j].id, id) == 0) {
+			const struct brk_cluster_node *n = &s->nodes[j];
+
+			if (n->role == BRK_CLUSTER_REPLICA && strcmp(n->id, id) == 0) {
 				return brk_cluster_primary(s);
 			}
 		}
@@ -489,7 +491,8 @@ add_standbys(struct brk_server *srv, struct storage_ha *ha, struct brk_cluster *
 		/* a front end's row says standby until its next poll after a
 		 * takeover: the ha rows say who is a primary */
 		if (storage_ha_front(ha, i, &f) != 0 || f.part >= 0 || f.host[0] == '\0' ||
-			f.port <= 0 || !is_node_id(f.node, strlen(f.node)) || is_primary(cl, f.node)) {
+			f.port <= 0 || !is_node_id(f.node, strlen(f.node)) ||
+			is_primary(cl, f.node)) {
 			continue;
 		}
 		memset(&r[k], 0, sizeof(r[k]));

@@ -1315,9 +1315,9 @@ map_ensure(struct st_pg *s)
 			  "schema text NOT NULL UNIQUE, first bigint NOT NULL, last bigint NOT NULL); "
 			  /* unlogged: a heartbeat needs no WAL flush (nor a synchronous
 			   * standby's) at every poll, and is worth nothing after a crash */
-			  "CREATE UNLOGGED TABLE IF NOT EXISTS %s.frontends (node text PRIMARY KEY, "
-			  "host text NOT NULL, port int NOT NULL, role text NOT NULL, shard int, "
-			  "seen timestamptz NOT NULL); "
+			  "CREATE UNLOGGED TABLE IF NOT EXISTS %s.frontends ("
+			  "node text PRIMARY KEY, host text NOT NULL, port int NOT NULL, "
+			  "role text NOT NULL, shard int, seen timestamptz NOT NULL); "
 			  "INSERT INTO %s.shards (ix, schema, first, last) SELECT * FROM (VALUES ",
 			  fnv_key("echd-create:", s->base), qb, qb, qb, qb);
 	for (size_t i = 0; i < s->nshard; i++) {
@@ -1470,14 +1470,15 @@ peers_sql_build(struct st_pg *s)
 	p = s->peers_sql;
 	if (beats(s)) {
 		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
-			"WITH beat AS (INSERT INTO %s.frontends (node, host, port, role, shard, seen) "
-			"VALUES ($1, $2, $3::int, CASE WHEN $4::int < 0 THEN 'standby' ELSE 'active' "
-			"END, nullif($4::int, -1), now()) ON CONFLICT (node) DO UPDATE SET "
+			"WITH beat AS (INSERT INTO %s.frontends "
+			"(node, host, port, role, shard, seen) VALUES ($1, $2, $3::int, "
+			"CASE WHEN $4::int < 0 THEN 'standby' ELSE 'active' END, "
+			"nullif($4::int, -1), now()) ON CONFLICT (node) DO UPDATE SET "
 			"host = excluded.host, port = excluded.port, role = excluded.role, "
 			"shard = excluded.shard, seen = excluded.seen), "
-			"gone AS (DELETE FROM %s.frontends WHERE ctid = ANY (ARRAY (SELECT ctid FROM "
-			"%s.frontends WHERE seen < now() - interval '%u ms' AND node <> $1 "
-			"FOR UPDATE SKIP LOCKED))) ",
+			"gone AS (DELETE FROM %s.frontends WHERE ctid = ANY (ARRAY ("
+			"SELECT ctid FROM %s.frontends WHERE seen < now() - interval '%u ms' "
+			"AND node <> $1 FOR UPDATE SKIP LOCKED))) ",
 			qb, qb, qb, s->node_timeout_ms);
 	}
 	for (size_t i = 0; i < s->nshard; i++) {
@@ -1489,8 +1490,9 @@ peers_sql_build(struct st_pg *s)
 			goto out;
 		}
 		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
-			"%sSELECT 0, %zu, h.gen, h.node, h.host, h.port, EXISTS (SELECT 1 FROM pg_locks l "
-			"WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND "
+			"%sSELECT 0, %zu, h.gen, h.node, h.host, h.port, EXISTS (SELECT 1 "
+			"FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND "
+			"l.objsubid = 1 AND "
 			"l.classid = %u::oid AND l.objid = %u::oid AND l.database = (SELECT oid FROM "
 			"pg_database WHERE datname = current_database())), 0::bigint FROM %s.ha h "
 			"WHERE h.id = 1",
@@ -1500,8 +1502,8 @@ peers_sql_build(struct st_pg *s)
 	}
 	if (s->registry) {
 		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
-			" UNION ALL SELECT 1, coalesce(f.shard, -1), 0, f.node, f.host, f.port, false, "
-			"greatest(0, extract(epoch FROM now() - f.seen) * 1000)::bigint "
+			" UNION ALL SELECT 1, coalesce(f.shard, -1), 0, f.node, f.host, f.port, "
+			"false, greatest(0, extract(epoch FROM now() - f.seen) * 1000)::bigint "
 			"FROM %s.frontends f "
 			"WHERE true%s",
 			qb, beats(s) ? " AND f.node <> $1" : "");
@@ -1577,7 +1579,8 @@ peers_read(struct st_pg *s)
 		}
 		pt = &s->shard[i].seen;
 		pt->gen = strtoull(PQgetvalue(res, r, 2), NULL, 10);
-		snprintf(pt->node, sizeof(pt->node), "%s", PQgetvalue(res, r, 3)); /* "" when NULL */
+		/* "" when NULL */
+		snprintf(pt->node, sizeof(pt->node), "%s", PQgetvalue(res, r, 3));
 		snprintf(pt->host, sizeof(pt->host), "%s", PQgetvalue(res, r, 4));
 		pt->port = atoi(PQgetvalue(res, r, 5));
 		pt->held = PQgetvalue(res, r, 6)[0] == 't';

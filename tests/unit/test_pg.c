@@ -727,9 +727,9 @@ front_is(struct storage *st, size_t i, const char *node, int part)
 
 /* Each front end holds the first free part, a third stands by, every
  * poll reads who holds each part and writes its own row in the registry
- * (each lists the others', a stale one neither listed nor kept); the map is the first open's (another,
- * or one that does not parse, is refused); the standby takes a part its
- * front end left, with its rows. */
+ * (each lists the others', a stale one neither listed nor kept); the map
+ * is the first open's (another, or one that does not parse, is refused);
+ * the standby takes a part its front end left, with its rows. */
 START_TEST(test_shards)
 {
 	struct storage *a, *b, *c;
@@ -768,7 +768,8 @@ START_TEST(test_shards)
 	ck_assert_int_eq(sql_int(pc, "SELECT port FROM sh.frontends WHERE node = 'node-c' "
 				     "AND role = 'standby' AND shard IS NULL"), 7103);
 	/* c's row goes stale (PostgreSQL's clock): not listed, and deleted */
-	sql_ok(pc, "UPDATE sh.frontends SET seen = now() - interval '1 hour' WHERE node = 'node-c'");
+	sql_ok(pc, "UPDATE sh.frontends SET seen = now() - interval '1 hour' "
+		   "WHERE node = 'node-c'");
 	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
 	ck_assert_uint_eq(storage_ha_nfronts(ha_of(a)), 1);
 	front_is(a, 0, "node-b", 1);
