@@ -690,13 +690,32 @@ END_TEST
 /* A store of parts (postgres.shards, issue 36) opened by front end port
  * (node its postgres.node); *rc the open's result. */
 static struct storage *
-open_shards(const char *shards, int port, const char *node, int *rc)
+open_shards_in(const char *schema, const char *shards, int port, const char *node, int *rc)
 {
-	struct storage_opts o = opts("sh", port, 0);
+	struct storage_opts o = opts(schema, port, 0);
 	struct storage *st = NULL;
 
 	opt_str(&o, "postgres.shards", shards);
 	opt_str(&o, "postgres.node", node);
+	*rc = storage_open("postgres", &o, &st);
+	return st;
+}
+
+static struct storage *
+open_shards(const char *shards, int port, const char *node, int *rc)
+{
+	return open_shards_in("sh", shards, port, node, rc);
+}
+
+/* As echo-admin shards opens a store's map: read_only, shards "map". */
+static struct storage *
+open_map(const char *schema, int *rc)
+{
+	struct storage_opts o = opts(schema, 0, 0);
+	struct storage *st = NULL;
+
+	o.read_only = true;
+	opt_str(&o, "postgres.shards", "map");
 	*rc = storage_open("postgres", &o, &st);
 	return st;
 }
@@ -826,6 +845,32 @@ START_TEST(test_shards)
 		}
 	}
 	part_is(c, 0, false, "node-a", 7101);
+	/* echo-admin's open of the map: the parts, and the registry's rows
+	 * (c's last, in node order; a's and b's until c's polls delete them) */
+	{
+		struct storage *m = open_map("sh", &rc);
+		size_t n;
+
+		OK(rc);
+		ck_assert_uint_eq(storage_ha_nparts(ha_of(m)), 2);
+		n = storage_ha_nfronts(ha_of(m));
+		ck_assert_uint_ge(n, 1);
+		front_is(m, n - 1, "node-c", 1);
+		storage_close(m);
+	}
+	storage_close(c);
+	/* a quote in the base schema's name: the map is found all the same */
+	c = open_shards_in("q'sh", "0-19", 7105, "node-q", &rc);
+	OK(rc);
+	ck_assert_int_eq(poll_role(c, &h), STORAGE_ROLE_ACTIVE);
+	{
+		struct storage *m = open_map("q'sh", &rc);
+
+		OK(rc);
+		ck_assert_uint_eq(storage_ha_nparts(ha_of(m)), 1);
+		front_is(m, 0, "node-q", 0);
+		storage_close(m);
+	}
 	storage_close(c);
 	PQfinish(pc);
 }
