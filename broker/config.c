@@ -165,6 +165,10 @@ static const struct opt opts[] = {
 		"cluster-enabled: shards the 16384 hash slots are cut into, each a schema "
 		"<storage-pg-schema>_s<i> (1: storage-pg-schema itself); every front end of a "
 		"cluster gives the same number", "postgres.shards"},
+	{"cluster-node-timeout", OPT_INT, false, "0", OFF(cluster_node_timeout), 0, 3600000, NULL,
+		"cluster-shards > 1: milliseconds after its last HA poll a front end is no longer "
+		"listed (a standby as a replica); 0 = three polls (ha-retry-ms, or a third of "
+		"ha-lease-ms when shorter), at least 1000", "postgres.node-timeout-ms"},
 	{"batch-max-commands", OPT_INT, true, "1024", OFF(batch_max_commands), 1, 1000000, NULL,
 		"commands in one group commit before it is closed"},
 	{"batch-max-reply-bytes", OPT_MEM, true, "4mb", OFF(batch_max_reply_bytes), 1024, LLMAX,
@@ -1199,6 +1203,30 @@ brk_config_announce(const struct brk_config *cfg, char *host, size_t len, int *p
 	*port = cfg->ha_announce_port != 0 ? (int)cfg->ha_announce_port : cfg->port;
 }
 
+long long
+brk_config_ha_poll_ms(const struct brk_config *cfg)
+{
+	long long ms = cfg->ha_retry_ms;
+
+	if (cfg->ha_lease_ms > 0 && ms > cfg->ha_lease_ms / 3) {
+		ms = cfg->ha_lease_ms / 3 > 0 ? cfg->ha_lease_ms / 3 : 1;
+	}
+	return ms;
+}
+
+long long
+brk_config_node_timeout(const struct brk_config *cfg)
+{
+	long long ms = 3 * brk_config_ha_poll_ms(cfg);
+
+	if (cfg->cluster_node_timeout > 0) {
+		return cfg->cluster_node_timeout;
+	}
+	/* a standby's poll is a few round trips: three missed are a front end
+	 * gone, not a slow one */
+	return ms > BRK_CONFIG_NODE_TIMEOUT_MIN ? ms : BRK_CONFIG_NODE_TIMEOUT_MIN;
+}
+
 void
 brk_config_engine_opts_free(struct storage_opt *opt, size_t n)
 {
@@ -1234,6 +1262,8 @@ brk_config_engine_opts(const struct brk_config *cfg, struct storage_opt **out, s
 				brk_config_engine_opts_free(opt, k);
 				return -EINVAL; /* not with the table's bound */
 			}
+		} else if (opts[i].off == OFF(cluster_node_timeout)) {
+			snprintf(buf, sizeof(buf), "%lld", brk_config_node_timeout(cfg));
 		} else if (opts[i].off == OFF(ha_announce_ip)) {
 			brk_config_announce(cfg, buf, sizeof(buf), &port);
 		} else if (opts[i].off == OFF(ha_announce_port)) {

@@ -73,6 +73,7 @@ struct brk_config {
 	long long ha_reconnect_max_ms; /* postgres: the reconnect back-off's cap */
 	bool cluster_enabled;    /* the Redis Cluster protocol (cluster.h): postgres only */
 	long long cluster_shards; /* shards the slots are cut into (cluster.h) */
+	long long cluster_node_timeout; /* ms; 0: brk_config_node_timeout() derives it */
 	char cluster_node[41];   /* not an option: this front end's cluster node id,
 				  * read at start-up (server.c), handed to the engine */
 	long long batch_max_commands; /* commands in one group commit */
@@ -161,6 +162,14 @@ bool brk_config_value(const struct brk_config *cfg, const char *name, char *buf,
 struct storage_opt;
 int brk_config_engine_opts(const struct brk_config *cfg, struct storage_opt **out, size_t *n);
 void brk_config_engine_opts_free(struct storage_opt *opt, size_t n);
+/* Milliseconds between two HA polls: ha-retry-ms, but at least three a
+ * lease (ha-lease-ms), which a healthy front end renews by polling. */
+long long brk_config_ha_poll_ms(const struct brk_config *cfg);
+/* The bound past which a front end not heard from is not listed in the
+ * cluster map (a standby's heartbeat: each HA poll): cluster-node-timeout,
+ * or when 0 three polls, at least BRK_CONFIG_NODE_TIMEOUT_MIN ms. */
+#define BRK_CONFIG_NODE_TIMEOUT_MIN 1000
+long long brk_config_node_timeout(const struct brk_config *cfg);
 /* This front end's address for clients, as SENTINEL tells them and a
  * shared store records it: ha-announce-ip, or the first bind address (a
  * wildcard: 127.0.0.1), into host (len bytes); ha-announce-port, or port. */

@@ -609,6 +609,21 @@ storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *o
 	return ha->ops->part(ha->st, i, out);
 }
 
+size_t
+storage_ha_nfronts(const struct storage_ha *ha)
+{
+	return ha->ops->nfronts != NULL ? ha->ops->nfronts(ha->st) : 0;
+}
+
+int
+storage_ha_front(const struct storage_ha *ha, size_t i, struct storage_ha_front *out)
+{
+	if (i >= storage_ha_nfronts(ha)) {
+		return -EINVAL;
+	}
+	return ha->ops->front(ha->st, i, out);
+}
+
 int
 storage_ha_confirm(struct storage_ha *ha)
 {

@@ -121,7 +121,9 @@ struct storage_opts {
 	 * shards ("" or "first-last,first-last,...": the store cut into
 	 * parts, schema <schema>_s<i> for the i-th, a range of the caller's
 	 * each, kept in <schema>.shards; storage_ha_nparts()), node (this
-	 * front end's name in each part's ha row, as other front ends read it).
+	 * front end's name in each part's ha row, as other front ends read it),
+	 * node-timeout-ms (a front end not heard from this long is not listed
+	 * by storage_ha_front()).
 	 * lmdb-staged: lmdb's, and stage-size (the staging table's bound in
 	 * bytes). lmdb.stage-owner (0 or 1) is for lmdb-staged alone, opening
 	 * its lmdb: it reads the staging table itself (without it, lmdb refuses
@@ -351,6 +353,23 @@ struct storage_ha_part {
 };
 size_t storage_ha_nparts(const struct storage_ha *ha);
 int storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *out);
+
+/* The front ends of a store of parts as the last poll read them from the
+ * store's registry (postgres: <schema>.frontends), where each front end
+ * writes its row at every poll, with the time by the store's clock: every
+ * front end heard from within the engine's bound (postgres.node-timeout-ms),
+ * in node order, this one's own row left out; a read_only open lists every
+ * row, with its age. Returns 0 with *out, or -EINVAL (no front end i). No
+ * round trip. nfronts is 0 for an engine without a registry. */
+struct storage_ha_front {
+	char node[64];   /* its node (postgres.node) */
+	char host[256];  /* its announced address */
+	int port;
+	int part;        /* the part it is active on; -1: a standby */
+	uint64_t age_ms; /* since its last poll wrote the row */
+};
+size_t storage_ha_nfronts(const struct storage_ha *ha);
+int storage_ha_front(const struct storage_ha *ha, size_t i, struct storage_ha_front *out);
 
 /* Fetching: an optional interface, of an engine that keeps a bounded part
  * of its store in memory and reads the rest when it is needed, without

@@ -839,6 +839,95 @@ adm_backup(const char *src, const char *dest)
 	return 0;
 }
 
+/* The front ends of the registry after the shards: each one's node,
+ * address, role, shard and the age of its last heartbeat (one per HA
+ * poll). A standby could take any shard: one line says it for all. */
+static int
+fronts_table(struct storage_ha *ha)
+{
+	static const struct adm_col cols[] = {{"FRONT END", ADM_FLEX, 8}, {"ADDRESS", 0, 0},
+		{"ROLE", 0, 0}, {"SHARD", ADM_RIGHT, 0}, {"HEARTBEAT", ADM_RIGHT, 0}};
+	struct adm_table *t;
+	int rc = 0;
+
+	if (storage_ha_nfronts(ha) == 0) {
+		return 0; /* no front end of this version ran: no registry */
+	}
+	t = adm_table_create(cols, sizeof(cols) / sizeof(cols[0]));
+	if (t == NULL) {
+		return adm_err(ADM_EXIT_FAILED, "out of memory");
+	}
+	for (size_t i = 0; rc == 0 && i < storage_ha_nfronts(ha); i++) {
+		struct storage_ha_front f;
+		char addr[300], shard[24], age[32];
+
+		if (storage_ha_front(ha, i, &f) != 0) {
+			continue;
+		}
+		snprintf(addr, sizeof(addr), "%s:%d", f.host, f.port);
+		snprintf(shard, sizeof(shard), "%d", f.part);
+		snprintf(age, sizeof(age), "%.1fs", (double)f.age_ms / 1000.0);
+		const char *cells[] = {f.node, addr, f.part >= 0 ? "active" : "standby",
+			f.part >= 0 ? shard : "-", age};
+		rc = adm_table_row(t, cells) == 0 ? 0 : adm_err(ADM_EXIT_FAILED, "out of memory");
+	}
+	putchar('\n');
+	adm_table_end(t);
+	return rc;
+}
+
+/* The registry's heartbeat age of the front end node (borrowed) in *age:
+ * false when it has no row. */
+static bool
+front_age(struct storage_ha *ha, const char *node, uint64_t *age)
+{
+	for (size_t i = 0; i < storage_ha_nfronts(ha); i++) {
+		struct storage_ha_front f;
+
+		if (storage_ha_front(ha, i, &f) == 0 && strcmp(f.node, node) == 0) {
+			*age = f.age_ms;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The registry in --json: every front end with its role and part (null:
+ * a standby), or (standbys) only the standbys, as a shard lists them. */
+static void
+fronts_json(struct storage_ha *ha, bool standbys)
+{
+	adm_json_arr();
+	for (size_t i = 0; ha != NULL && i < storage_ha_nfronts(ha); i++) {
+		struct storage_ha_front f;
+		char addr[300];
+
+		if (storage_ha_front(ha, i, &f) != 0 || (standbys && f.part >= 0)) {
+			continue;
+		}
+		snprintf(addr, sizeof(addr), "%s:%d", f.host, f.port);
+		adm_json_obj();
+		adm_json_key("node");
+		adm_json_cstr(f.node);
+		adm_json_key("address");
+		adm_json_cstr(addr);
+		if (!standbys) {
+			adm_json_key("role");
+			adm_json_cstr(f.part >= 0 ? "active" : "standby");
+			adm_json_key("shard");
+			if (f.part >= 0) {
+				adm_json_uint((uint64_t)f.part);
+			} else {
+				adm_json_null();
+			}
+		}
+		adm_json_key("heartbeat_age_ms");
+		adm_json_uint(f.age_ms);
+		adm_json_obj_end();
+	}
+	adm_json_arr_end();
+}
+
 int
 adm_off_shards(struct adm_ctx *x)
 {
@@ -872,6 +961,7 @@ adm_off_shards(struct adm_ctx *x)
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct storage_ha_part p;
 		char ix[24], slots[48], gen[24], addr[300];
+		uint64_t age;
 
 		if (storage_ha_part(ha, i, &p) != 0) {
 			continue;
@@ -904,6 +994,15 @@ adm_off_shards(struct adm_ctx *x)
 			} else {
 				adm_json_null();
 			}
+			/* the holder's last heartbeat in the registry */
+			adm_json_key("heartbeat_age_ms");
+			if (p.held && front_age(ha, p.node, &age)) {
+				adm_json_uint(age);
+			} else {
+				adm_json_null();
+			}
+			adm_json_key("standbys");
+			fronts_json(ha, true);
 			adm_json_obj_end();
 			continue;
 		}
@@ -917,10 +1016,15 @@ adm_off_shards(struct adm_ctx *x)
 	}
 	if (adm_out.json) {
 		adm_json_arr_end();
+		adm_json_key("front_ends");
+		fronts_json(ha, false);
 		adm_json_obj_end();
 		adm_json_done();
 	} else {
 		adm_table_end(t);
+		if (rc == 0 && ha != NULL) {
+			rc = fronts_table(ha);
+		}
 	}
 	storage_close(st);
 	return rc;

@@ -130,12 +130,15 @@ static const struct cmddef cmds[C__COUNT] = {
 		"commits and flushes took, storage, memory, keys). With --data-dir: the\n"
 		"environment's size and key counts; with --storage-url: the key counts.\n"},
 	[C_SHARDS] = {"shards", 0, 0, 0, "shards --storage-url URL",
-		"a cluster's shards: slots, schema, who holds each",
+		"a cluster's shards: slots, schema, who holds each, the standbys",
 		"Lists the shards of the cluster whose base schema is --storage-pg-schema\n"
 		"(echd's cluster-shards: the map in <schema>.shards), read from PostgreSQL\n"
 		"without a lock: each one's slots and schema, whether a front end holds it\n"
 		"(held) or none does (free: its slots answer CLUSTERDOWN), and the holder's\n"
-		"node id, announced address and generation (+1 per takeover).\n"},
+		"node id, announced address and generation (+1 per takeover). Then the front\n"
+		"ends of <schema>.frontends: each one's address, role (active on a shard, or\n"
+		"standby: it could take any) and the age of its last heartbeat (one per HA\n"
+		"poll). --json lists the standbys under every shard too.\n"},
 	[C_HELP] = {"help", 0, 1, 0, "help [COMMAND]", "this text, or a command's", NULL},
 };
 

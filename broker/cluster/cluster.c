@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -117,6 +118,73 @@ brk_cluster_add_node(struct brk_cluster *cl, size_t i, const struct brk_cluster_
 	nodes[at] = *n;
 	s->nnodes++;
 	return 0;
+}
+
+int
+brk_cluster_add_replica(struct brk_cluster *cl, const struct brk_cluster_node *n)
+{
+	for (size_t i = 0; i < cl->nshards; i++) {
+		const struct brk_cluster_node *p = brk_cluster_primary(&cl->shards[i]);
+		struct brk_cluster_node r = *n;
+		int rc;
+
+		if (p == NULL) {
+			continue; /* no one to be the replica of: a standby takes it next poll */
+		}
+		r.role = BRK_CLUSTER_REPLICA;
+		r.epoch = p->epoch;
+		rc = brk_cluster_add_node(cl, i, &r);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+const struct brk_cluster_node *
+brk_cluster_replica_of(const struct brk_cluster *cl, const char *id)
+{
+	for (size_t i = 0; i < cl->nshards; i++) {
+		const struct brk_cluster_shard *s = &cl->shards[i];
+		for (size_t j = 0; j < s->nnodes; j++) {
+			const struct brk_cluster_node *n = &s->nodes[j];
+
+			if (n->role == BRK_CLUSTER_REPLICA && strcmp(n->id, id) == 0) {
+				return brk_cluster_primary(s);
+			}
+		}
+	}
+	return NULL;
+}
+
+bool
+brk_cluster_listed_before(const struct brk_cluster *cl, size_t i, size_t j)
+{
+	const char *id = cl->shards[i].nodes[j].id;
+
+	for (size_t k = 0; k < i; k++) {
+		for (size_t m = 0; m < cl->shards[k].nnodes; m++) {
+			if (strcmp(cl->shards[k].nodes[m].id, id) == 0) {
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+size_t
+brk_cluster_nnodes(const struct brk_cluster *cl)
+{
+	size_t n = 0;
+	bool me = false;
+
+	for (size_t i = 0; i < cl->nshards; i++) {
+		for (size_t j = 0; j < cl->shards[i].nnodes; j++) {
+			me = me || cl->shards[i].nodes[j].myself;
+			n += !brk_cluster_listed_before(cl, i, j);
+		}
+	}
+	return n + !me;
 }
 
 int
@@ -378,6 +446,68 @@ part_primary(struct brk_server *srv, struct storage_ha *ha, size_t i,
 	return true;
 }
 
+static bool
+is_primary(const struct brk_cluster *cl, const char *id)
+{
+	for (size_t i = 0; i < cl->nshards; i++) {
+		const struct brk_cluster_node *p = brk_cluster_primary(&cl->shards[i]);
+		if (p != NULL && strcmp(p->id, id) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static int
+node_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct brk_cluster_node *)a)->id,
+		((const struct brk_cluster_node *)b)->id);
+}
+
+/* The standbys, as replicas of every shard with a primary: this front end
+ * when it stands by, and the others the poll read from the registry. In
+ * node id order, so that every front end lists them alike. */
+static int
+add_standbys(struct brk_server *srv, struct storage_ha *ha, struct brk_cluster *cl)
+{
+	size_t n = storage_ha_nfronts(ha), k = 0;
+	struct brk_cluster_node *r;
+	int rc = 0;
+
+	if (srv->ha.role == STORAGE_ROLE_OFFLINE) {
+		return 0; /* nothing is known */
+	}
+	r = echd_calloc(n + 1, sizeof(*r));
+	if (r == NULL) {
+		return -ENOMEM;
+	}
+	if (srv->ha.role == STORAGE_ROLE_STANDBY) {
+		r[k++] = cl->self;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct storage_ha_front f;
+
+		/* a front end's row says standby until its next poll after a
+		 * takeover: the ha rows say who is a primary */
+		if (storage_ha_front(ha, i, &f) != 0 || f.part >= 0 || f.host[0] == '\0' ||
+			f.port <= 0 || !is_node_id(f.node, strlen(f.node)) ||
+			is_primary(cl, f.node)) {
+			continue;
+		}
+		memset(&r[k], 0, sizeof(r[k]));
+		memcpy(r[k].id, f.node, BRK_CLUSTER_ID_LEN);
+		snprintf(r[k].host, sizeof(r[k].host), "%s", f.host);
+		r[k++].port = f.port;
+	}
+	qsort(r, k, sizeof(*r), node_cmp);
+	for (size_t i = 0; rc == 0 && i < k; i++) {
+		rc = brk_cluster_add_replica(cl, &r[i]);
+	}
+	echd_free(r);
+	return rc;
+}
+
 void
 brk_cluster_update(struct brk_server *srv)
 {
@@ -408,6 +538,14 @@ brk_cluster_update(struct brk_server *srv)
 			cl->epoch = p.epoch;
 		}
 		rc = brk_cluster_add_node(cl, i, &p);
+	}
+	if (rc == 0) {
+		rc = add_standbys(srv, ha, cl);
+	}
+	if (rc == 0 && srv->ha.role == STORAGE_ROLE_STANDBY) {
+		/* a replica's epoch is its primary's (CLUSTER INFO's my_epoch) */
+		const struct brk_cluster_node *p = brk_cluster_replica_of(cl, cl->self.id);
+		cl->self.epoch = p != NULL ? p->epoch : 0;
 	}
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "cluster map: %s: the last one stays", echd_strerror(rc));

@@ -8,8 +8,10 @@
  * each with one active front end; the map is read again after each HA
  * poll (brk_cluster_update()): this front end is the primary of the part
  * it holds, the other parts' active front ends of theirs, and a part no
- * one holds has no primary (CLUSTERDOWN). Standbys are not listed as
- * replicas yet. Called from the event loop's thread only.
+ * one holds has no primary (CLUSTERDOWN). A standby front end (the poll
+ * read the live ones from the engine's registry, storage_ha_front()) is
+ * a replica of every shard that has a primary: it could take any of them
+ * over. Called from the event loop's thread only.
  */
 #ifndef ECHD_BROKER_CLUSTER_H
 #define ECHD_BROKER_CLUSTER_H
@@ -76,6 +78,20 @@ void brk_cluster_destroy(struct brk_cluster *cl);
 /* Adds node n (borrowed: copied) to shard i of cl; a primary goes first.
  * Returns 0, -EINVAL (no shard i) or -ENOMEM. */
 int brk_cluster_add_node(struct brk_cluster *cl, size_t i, const struct brk_cluster_node *n);
+/* Adds n (borrowed: copied as a replica) to every shard of cl that has a
+ * primary, after the nodes already there, with that primary's config epoch
+ * (a replica shows its primary's, as in Redis). Returns 0 or -ENOMEM. */
+int brk_cluster_add_replica(struct brk_cluster *cl, const struct brk_cluster_node *n);
+/* The primary the replica id (borrowed) is listed under first, the one
+ * CLUSTER NODES names (its line has room for one): returns borrowed (valid
+ * until cl changes), or NULL when no shard lists id as a replica. */
+const struct brk_cluster_node *brk_cluster_replica_of(const struct brk_cluster *cl,
+	const char *id);
+/* Whether node j of shard i is listed in an earlier shard already (a
+ * replica of several): CLUSTER NODES prints each node once. */
+bool brk_cluster_listed_before(const struct brk_cluster *cl, size_t i, size_t j);
+/* The nodes cl knows, each once, this front end included. */
+size_t brk_cluster_nnodes(const struct brk_cluster *cl);
 /* The shard holding slot (< 16384) of cl: returns borrowed (valid until cl
  * changes). Every slot has one. */
 const struct brk_cluster_shard *brk_cluster_shard_of(const struct brk_cluster *cl,

@@ -66,12 +66,11 @@ static void
 cluster_info(struct brk_ctx *x, const struct brk_cluster *cl)
 {
 	struct resp_buf b;
-	size_t nodes = myself(cl) == NULL, served = 0;
+	size_t nodes = brk_cluster_nnodes(cl), served = 0;
 	unsigned slots = 0;
 
 	resp_buf_init(&b);
 	for (size_t i = 0; i < cl->nshards; i++) {
-		nodes += cl->shards[i].nnodes;
 		if (brk_cluster_primary(&cl->shards[i]) != NULL) {
 			served++;
 			slots += cl->shards[i].last - cl->shards[i].first + 1;
@@ -96,7 +95,9 @@ cluster_info(struct brk_ctx *x, const struct brk_cluster *cl)
 }
 
 /* CLUSTER NODES: one line per node, Redis' format: id ip:port@cport flags
- * primary-id ping-sent pong-recv config-epoch link-state slots... */
+ * primary-id ping-sent pong-recv config-epoch link-state slots... A
+ * standby, a replica of every shard with a primary, once: under the first
+ * (a line names one primary). */
 static void
 cluster_nodes(struct brk_ctx *x, const struct brk_cluster *cl)
 {
@@ -104,7 +105,8 @@ cluster_nodes(struct brk_ctx *x, const struct brk_cluster *cl)
 
 	resp_buf_init(&b);
 	if (myself(cl) == NULL) {
-		/* a standby: a primary without slots, as Redis shows an empty one */
+		/* a standby while no shard has a primary: one without slots, as
+		 * Redis shows an empty primary */
 		resp_buf_printf(&b, "%s %s:%d@%d myself,master - 0 0 %llu connected\n", cl->self.id,
 			cl->self.host, cl->self.port, cl->self.port + BRK_CLUSTER_BUS_INCR,
 			(unsigned long long)cl->self.epoch);
@@ -116,6 +118,9 @@ cluster_nodes(struct brk_ctx *x, const struct brk_cluster *cl)
 			const struct brk_cluster_node *p = brk_cluster_primary(s);
 			bool primary = n->role == BRK_CLUSTER_PRIMARY;
 
+			if (brk_cluster_listed_before(cl, i, j)) {
+				continue;
+			}
 			resp_buf_printf(&b, "%s %s:%d@%d %s%s %s 0 0 %llu connected", n->id, n->host,
 				n->port, n->port + BRK_CLUSTER_BUS_INCR, n->myself ? "myself," : "",
 				primary ? "master" : "slave", primary || p == NULL ? "-" : p->id,

@@ -177,12 +177,9 @@ ha_poll(struct brk_server *srv)
 static struct timeval
 poll_interval(const struct brk_server *srv)
 {
-	long long ms = srv->cfg.ha_retry_ms;
+	long long ms = brk_config_ha_poll_ms(&srv->cfg);
 	struct timeval tv;
 
-	if (srv->cfg.ha_lease_ms > 0 && ms > srv->cfg.ha_lease_ms / 3) {
-		ms = srv->cfg.ha_lease_ms / 3 > 0 ? srv->cfg.ha_lease_ms / 3 : 1;
-	}
 	tv.tv_sec = (time_t)(ms / 1000);
 	tv.tv_usec = (suseconds_t)(ms % 1000 * 1000);
 	return tv;

@@ -71,9 +71,14 @@
  * is served exactly as a lone schema. Every poll also reads, in one
  * statement, each part's ha row (its front end's node, postgres.node, and
  * address) and whether its lock is held (pg_locks), which
- * storage_ha_part() answers from. A read_only open with shards "map" (echo-admin
- * shards) reads no data: the map of the store <schema> names, and who holds
- * each part, once.
+ * storage_ha_part() answers from. The same statement keeps the registry
+ * of front ends, <schema>.frontends: it writes this front end's row (node,
+ * address, role, the part held, and now() as its heartbeat), and reads the
+ * others' rows younger than node-timeout-ms, which storage_ha_front()
+ * answers from (a standby is listed nowhere else); older rows are deleted.
+ * A read_only open with shards "map" (echo-admin shards) reads no data:
+ * the map of the store <schema> names, who holds each part, and every
+ * registry row with its age, once.
  *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
@@ -83,7 +88,8 @@
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
  * none), reconnect-max-ms (the reconnect back-off's cap, 5000), cache-size
- * (0: the whole schema), shards ("": one schema), node.
+ * (0: the whole schema), shards ("": one schema), node, node-timeout-ms (the
+ * registry's bound; 0: 5000, or every row read_only).
  *
  * What a failed top-level commit returns (nothing of it is in the cache):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
@@ -123,6 +129,8 @@
 #define PG_TIMEOUT_MS_DEFAULT 5000
 #define PG_BACKOFF_MIN_MS     100
 #define PG_BACKOFF_MAX_MS     5000 /* the default of reconnect-max-ms */
+/* postgres.node-timeout-ms unset: a registry row older is not listed */
+#define PG_NODE_TIMEOUT_MS_DEFAULT 5000
 #define PG_SCHEMA_VERSION     1
 #define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
 #define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
@@ -231,6 +239,12 @@ struct st_pg {
 	int cur;             /* the part held when active; -1: none */
 	char *base, *node;   /* owned; node: postgres.node ("" none) */
 	char *peers_sql;     /* owned: every part's ha row and whether it is held */
+	/* The registry of front ends (<base>.frontends): each writes its row
+	 * at every poll (peers_read()); front lists the others' live ones. */
+	bool registry;       /* the table is there (a read_only open asks) */
+	unsigned node_timeout_ms; /* a row older than this is not listed; 0: all */
+	struct storage_ha_front *front;
+	size_t nfront;
 	/* The write log of the open top-level write transaction. */
 	struct pg_touch *log;
 	size_t nlog, caplog;
@@ -1285,7 +1299,7 @@ use_shard(struct st_pg *s, size_t i)
 static int
 map_ensure(struct st_pg *s)
 {
-	size_t cap = 1024 + s->nshard * (64 + 2 * strlen(s->base));
+	size_t cap = 2048 + s->nshard * (64 + 2 * strlen(s->base));
 	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
 	char *sql = echd_malloc(cap), *p;
 	char what[300];
@@ -1301,8 +1315,13 @@ map_ensure(struct st_pg *s)
 			  "CREATE SCHEMA IF NOT EXISTS %s; "
 			  "CREATE TABLE IF NOT EXISTS %s.shards (ix int PRIMARY KEY, "
 			  "schema text NOT NULL UNIQUE, first bigint NOT NULL, last bigint NOT NULL); "
+			  /* unlogged: a heartbeat needs no WAL flush (nor a synchronous
+			   * standby's) at every poll, and is worth nothing after a crash */
+			  "CREATE UNLOGGED TABLE IF NOT EXISTS %s.frontends ("
+			  "node text PRIMARY KEY, host text NOT NULL, port int NOT NULL, "
+			  "role text NOT NULL, shard int, seen timestamptz NOT NULL); "
 			  "INSERT INTO %s.shards (ix, schema, first, last) SELECT * FROM (VALUES ",
-			  fnv_key("echd-create:", s->base), qb, qb, qb);
+			  fnv_key("echd-create:", s->base), qb, qb, qb, qb);
 	for (size_t i = 0; i < s->nshard; i++) {
 		/* the names are the base's (quoted) plus "_s<i>": no quote inside */
 		char *lit = PQescapeLiteral(s->conn, s->shard[i].schema, strlen(s->shard[i].schema));
@@ -1349,6 +1368,7 @@ map_ensure(struct st_pg *s)
 			s->shard[0].schema, s->shard[0].first, s->shard[0].last);
 		rc = ECHD_EINVAL;
 	}
+	s->registry = true;
 out:
 	PQclear(res);
 	if (qb != NULL) {
@@ -1365,7 +1385,8 @@ static int
 map_load(struct st_pg *s)
 {
 	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
-	char sql[512], what[300];
+	char sql[512], what[300], map[300], reg[300];
+	const char *params[2] = {map, reg};
 	PGresult *res = NULL;
 	int rc = -ENOMEM, n;
 
@@ -1373,14 +1394,19 @@ map_load(struct st_pg *s)
 		return -ENOMEM;
 	}
 	snprintf(what, sizeof(what), "shard map %s.shards", s->base);
-	/* a missing table is an error of the whole statement: ask first */
-	snprintf(sql, sizeof(sql), "SELECT to_regclass('%s.shards') IS NOT NULL", qb);
-	rc = run(s, what, sql, 0, NULL, &res);
+	/* a missing table is an error of the whole statement: ask first, the
+	 * names as parameters (a quote in the schema's name is no literal's
+	 * end); the registry is missing where no front end of this version ran */
+	snprintf(map, sizeof(map), "%s.shards", qb);
+	snprintf(reg, sizeof(reg), "%s.frontends", qb);
+	rc = run(s, what, "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL", 2,
+		params, &res);
 	if (rc == 0 && strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
 		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s holds no shard map (%s.shards)",
 			s->base, s->base);
 		rc = ECHD_ENOTFOUND;
 	}
+	s->registry = rc == 0 && strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	PQclear(res);
 	res = NULL;
 	if (rc == 0) {
@@ -1415,48 +1441,108 @@ map_load(struct st_pg *s)
 	return rc;
 }
 
-/* The statement peers_read() runs: per part, its index, its ha row and
- * whether its advisory lock is held (pg_locks shows a bigint key's high
- * half as classid, its low half as objid, objsubid 1). Returns 0 or -ENOMEM. */
+/* Whether peers_read() writes this front end's row in the registry: a
+ * front end (not a read_only open) with a node, on a store that has one. */
+static bool
+beats(const struct st_pg *s)
+{
+	return s->registry && !s->read_only && s->node[0] != '\0';
+}
+
+/* The statement peers_read() runs, one round trip: per part (kind 0), its
+ * index, its ha row and whether its advisory lock is held (pg_locks shows
+ * a bigint key's high half as classid, its low half as objid, objsubid 1);
+ * then (kind 1) the registry's live front ends other than this one, each
+ * with its part (-1: standby) and the age of its row by PostgreSQL's clock.
+ * A front end first writes its own row ($1 node, $2 host, $3 port, $4 the
+ * part held or -1), and deletes rows past the bound that no one holds
+ * (SKIP LOCKED: a poll never waits on another's). Returns 0 or -ENOMEM. */
 static int
 peers_sql_build(struct st_pg *s)
 {
-	size_t cap = 256 + s->nshard * (400 + 2 * strlen(s->base));
+	size_t cap = 2048 + s->nshard * (400 + 2 * strlen(s->base));
+	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
 	char *p;
+	int rc = -ENOMEM;
 
 	s->peers_sql = echd_malloc(cap);
-	if (s->peers_sql == NULL) {
-		return -ENOMEM;
+	if (s->peers_sql == NULL || qb == NULL) {
+		goto out;
 	}
 	p = s->peers_sql;
+	if (beats(s)) {
+		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
+			"WITH beat AS (INSERT INTO %s.frontends "
+			"(node, host, port, role, shard, seen) VALUES ($1, $2, $3::int, "
+			"CASE WHEN $4::int < 0 THEN 'standby' ELSE 'active' END, "
+			"nullif($4::int, -1), now()) ON CONFLICT (node) DO UPDATE SET "
+			"host = excluded.host, port = excluded.port, role = excluded.role, "
+			"shard = excluded.shard, seen = excluded.seen), "
+			"gone AS (DELETE FROM %s.frontends WHERE ctid = ANY (ARRAY ("
+			"SELECT ctid FROM %s.frontends WHERE seen < now() - interval '%u ms' "
+			"AND node <> $1 FOR UPDATE SKIP LOCKED))) ",
+			qb, qb, qb, s->node_timeout_ms);
+	}
 	for (size_t i = 0; i < s->nshard; i++) {
 		uint64_t k = (uint64_t)s->shard[i].lock_key;
 		char *q = PQescapeIdentifier(s->conn, s->shard[i].schema,
 			strlen(s->shard[i].schema));
 
 		if (q == NULL) {
-			return -ENOMEM;
+			goto out;
 		}
 		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
-			"%sSELECT %zu, h.gen, h.node, h.host, h.port, EXISTS (SELECT 1 FROM pg_locks l "
-			"WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND "
+			"%sSELECT 0, %zu, h.gen, h.node, h.host, h.port, EXISTS (SELECT 1 "
+			"FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND "
+			"l.objsubid = 1 AND "
 			"l.classid = %u::oid AND l.objid = %u::oid AND l.database = (SELECT oid FROM "
-			"pg_database WHERE datname = current_database())) FROM %s.ha h WHERE h.id = 1",
+			"pg_database WHERE datname = current_database())), 0::bigint FROM %s.ha h "
+			"WHERE h.id = 1",
 			i > 0 ? " UNION ALL " : "", i, (unsigned)(k >> 32), (unsigned)(k & 0xffffffffu),
 			q);
 		PQfreemem(q);
 	}
-	return 0;
+	if (s->registry) {
+		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
+			" UNION ALL SELECT 1, coalesce(f.shard, -1), 0, f.node, f.host, f.port, "
+			"false, greatest(0, extract(epoch FROM now() - f.seen) * 1000)::bigint "
+			"FROM %s.frontends f "
+			"WHERE true%s",
+			qb, beats(s) ? " AND f.node <> $1" : "");
+		if (s->node_timeout_ms > 0) {
+			snprintf(p, cap - (size_t)(p - s->peers_sql),
+				" AND f.seen >= now() - interval '%u ms'", s->node_timeout_ms);
+		}
+	}
+	rc = 0;
+out:
+	if (qb != NULL) {
+		PQfreemem(qb);
+	}
+	return rc;
 }
 
-/* Reads who holds each part (its lock) and their addresses. Returns 0 or
- * a run() error. */
+static int
+front_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct storage_ha_front *)a)->node,
+		((const struct storage_ha_front *)b)->node);
+}
+
+/* Reads who holds each part (its lock) and their addresses, and the live
+ * front ends of the registry (writing this one's row first). Returns 0,
+ * -ENOMEM or a run() error. */
 static int
 peers_read(struct st_pg *s)
 {
+	char port[16], part[16];
+	const char *params[4] = {s->node, s->host, port, part};
 	PGresult *res = NULL;
-	int rc = run(s, "shards", s->peers_sql, 0, NULL, &res);
+	int rc, n;
 
+	snprintf(port, sizeof(port), "%d", s->port);
+	snprintf(part, sizeof(part), "%d", s->role == STORAGE_ROLE_ACTIVE ? s->cur : -1);
+	rc = run(s, "shards", s->peers_sql, beats(s) ? 4 : 0, beats(s) ? params : NULL, &res);
 	if (rc != 0) {
 		PQclear(res);
 		return rc;
@@ -1464,21 +1550,47 @@ peers_read(struct st_pg *s)
 	for (size_t i = 0; i < s->nshard; i++) {
 		memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
 	}
-	for (int r = 0; res != NULL && r < PQntuples(res); r++) {
-		unsigned long i = strtoul(PQgetvalue(res, r, 0), NULL, 10);
+	n = res != NULL ? PQntuples(res) : 0;
+	ECHD_FREE(s->front);
+	s->nfront = 0;
+	if (n > 0) {
+		s->front = echd_calloc((size_t)n, sizeof(*s->front));
+		if (s->front == NULL) {
+			PQclear(res);
+			return -ENOMEM;
+		}
+	}
+	for (int r = 0; r < n; r++) {
+		long i = strtol(PQgetvalue(res, r, 1), NULL, 10);
 		struct storage_ha_part *pt;
 
-		if (i >= s->nshard) {
+		if (PQgetvalue(res, r, 0)[0] == '1') {
+			struct storage_ha_front *f = &s->front[s->nfront++];
+
+			snprintf(f->node, sizeof(f->node), "%s", PQgetvalue(res, r, 3));
+			snprintf(f->host, sizeof(f->host), "%s", PQgetvalue(res, r, 4));
+			f->port = atoi(PQgetvalue(res, r, 5));
+			f->part = i >= 0 && (size_t)i < s->nshard ? (int)i : -1;
+			/* a row written after this statement's now() was taken is
+			 * younger than 0: greatest() makes it 0 */
+			f->age_ms = strtoull(PQgetvalue(res, r, 7), NULL, 10);
+			continue;
+		}
+		if (i < 0 || (size_t)i >= s->nshard) {
 			continue;
 		}
 		pt = &s->shard[i].seen;
-		pt->gen = strtoull(PQgetvalue(res, r, 1), NULL, 10);
-		snprintf(pt->node, sizeof(pt->node), "%s", PQgetvalue(res, r, 2)); /* "" when NULL */
-		snprintf(pt->host, sizeof(pt->host), "%s", PQgetvalue(res, r, 3));
-		pt->port = atoi(PQgetvalue(res, r, 4));
-		pt->held = PQgetvalue(res, r, 5)[0] == 't';
+		pt->gen = strtoull(PQgetvalue(res, r, 2), NULL, 10);
+		/* "" when NULL */
+		snprintf(pt->node, sizeof(pt->node), "%s", PQgetvalue(res, r, 3));
+		snprintf(pt->host, sizeof(pt->host), "%s", PQgetvalue(res, r, 4));
+		pt->port = atoi(PQgetvalue(res, r, 5));
+		pt->held = PQgetvalue(res, r, 6)[0] == 't';
 	}
 	PQclear(res);
+	if (s->nfront > 1) {
+		qsort(s->front, s->nfront, sizeof(*s->front), front_cmp);
+	}
 	return 0;
 }
 
@@ -1521,6 +1633,19 @@ try_shards(struct st_pg *s, bool *became)
 		s->cur = (int)i;
 	}
 	return peers_read(s);
+}
+
+static size_t
+pg_ha_nfronts(const struct storage *st)
+{
+	return pg_from_const(st)->nfront;
+}
+
+static int
+pg_ha_front(const struct storage *st, size_t i, struct storage_ha_front *out)
+{
+	*out = pg_from_const(st)->front[i];
+	return 0;
 }
 
 static size_t
@@ -1732,6 +1857,7 @@ pg_close(struct storage *st)
 	echd_free(s->base);
 	echd_free(s->node);
 	echd_free(s->peers_sql);
+	echd_free(s->front);
 	echd_free(s->url);
 	echd_free(s->schema);
 	echd_free(s->ha_name);
@@ -1745,7 +1871,7 @@ pg_close(struct storage *st)
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
 	const char *url, *schema, *ha_name, *host, *shards, *node;
-	uint64_t port, timeout_ms, lease_ms, cache_size, reconnect_max_ms;
+	uint64_t port, timeout_ms, lease_ms, cache_size, reconnect_max_ms, node_timeout_ms;
 };
 static const struct storage_optdef pg_optdefs[] = {
 	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
@@ -1765,6 +1891,9 @@ static const struct storage_optdef pg_optdefs[] = {
 	/* "": one schema; else its parts' ranges (storage.h) */
 	{"shards", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, shards)},
 	{"node", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, node)},
+	/* 0: the default; a read_only open: every row */
+	{"node-timeout-ms", STORAGE_OPTDEF_U64, 0, 3600000,
+		offsetof(struct pg_settings, node_timeout_ms)},
 };
 
 static const struct storage_ha_ops pg_ha_ops;
@@ -1774,7 +1903,7 @@ static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
 	struct storage_opts mo = {0};
-	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0};
+	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0, 0};
 	struct st_pg *s;
 	struct storage_ha_state ha;
 	bool map_only;
@@ -1832,6 +1961,9 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->lease_ms = (unsigned)set.lease_ms;
 	s->backoff_max_ms = set.reconnect_max_ms != 0 ? (unsigned)set.reconnect_max_ms :
 							 PG_BACKOFF_MAX_MS;
+	s->node_timeout_ms = set.node_timeout_ms != 0 || o->read_only ?
+				     (unsigned)set.node_timeout_ms :
+				     PG_NODE_TIMEOUT_MS_DEFAULT;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;
@@ -3374,6 +3506,8 @@ static const struct storage_ha_ops pg_ha_ops = {
 	.confirm = pg_ha_confirm,
 	.nparts = pg_ha_nparts,
 	.part = pg_ha_part,
+	.nfronts = pg_ha_nfronts,
+	.front = pg_ha_front,
 };
 
 /* Cursor open and close and the txn abort: the base's, served by the

@@ -3,9 +3,14 @@ the 16384 slots into three schemas (<schema>_s0.._s2, the map in <schema>.shards
 front end is active for at most one shard no one else holds, standing by for the rest.
 
 - 3 shards over 4 front ends: every slot is covered by 3 distinct primaries, as CLUSTER SLOTS,
-  SHARDS, NODES and INFO of each front end say; the 4th is a standby (an empty primary in its
+  SHARDS, NODES and INFO of each front end say; the 4th is a standby (a replica in its
   CLUSTER NODES) that answers a keyed command MOVED to the shard's primary and a keyless one
   READONLY; a primary answers MOVED, with the right host:port, for another shard's key.
+- The standby is a replica of every shard on every front end (CLUSTER SLOTS: after each
+  primary; SHARDS: role replica; NODES: one slave line naming shard 0's primary); kill -9 of an
+  active front end makes the standby that shard's primary in every view; a standby started
+  then is listed, and after its kill -9 is no longer listed once its heartbeat is older than
+  the bound (cluster-node-timeout: here 3 polls of 100 ms, at least 1000 ms).
 - 3 shards over 3 front ends, one killed: its shard's slots answer CLUSTERDOWN, CLUSTER INFO
   says cluster_state:fail with the slots counted as Redis counts them; a front end started
   later takes the shard (its data there) and the cluster is ok.
@@ -32,8 +37,9 @@ import time
 
 import echdtest
 from echdtest import RespError, free_port, http_server, pg_only, timeout, wait_until
-from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, held_by, myself,
-                       retrying, settled, shard_of, slots_of)
+from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, four_front_ends,
+                       held_by, myself, nodes_of, replicas_of, retrying, settled, shard_of,
+                       slots_of, text_of)
 
 
 @pg_only(PG)
@@ -43,15 +49,12 @@ def test_three_shards_four_front_ends(server):
     by; MOVED points at the right front end from a primary and from the standby."""
     sh = Shards(server)
     try:
-        fronts = [sh.start() for _ in range(4)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+        fronts, held, standby = four_front_ends(sh)
         slots = slots_of(fronts[0])
         assert sorted(slots) == RANGES, slots
         ports = {s.port for s in fronts}
         assert len(set(slots.values())) == 3 and set(slots.values()) <= ports, slots
-        held = held_by(fronts)
         assert sorted(held) == [0, 1, 2], held
-        standby = next(s for s in fronts if s not in held.values())
         assert standby.port not in slots.values()
         for i, s in held.items():
             assert slots[RANGES[i]] == s.port
@@ -60,14 +63,14 @@ def test_three_shards_four_front_ends(server):
             ci = cinfo(s)
             assert ci["cluster_state"] == "ok", ci
             assert ci["cluster_slots_assigned"] == "16384" and ci["cluster_size"] == "3", ci
-            assert ci["cluster_known_nodes"] == ("4" if s is standby else "3"), ci
-        # the standby: an empty primary in its own NODES; its MYID is its own
+            assert ci["cluster_known_nodes"] == "4", ci
+        # the standby: a replica in its own NODES; its MYID is its own
         me = myself(standby)
-        assert me[2] == "myself,master" and len(me) == 8, me
+        assert me[2] == "myself,slave" and me[3] == myself(held[0])[0] and len(me) == 8, me
         assert standby.raw().call("CLUSTER", "MYID").decode() == me[0]
-        # CLUSTER SHARDS: three shards, one node each, the primary
+        # CLUSTER SHARDS: three shards, each its primary and the standby
         shards = standby.raw().call("CLUSTER", "SHARDS")
-        assert len(shards) == 3 and all(len(x[3]) == 1 for x in shards), shards
+        assert len(shards) == 3 and all(len(x[3]) == 2 for x in shards), shards
         # the files are the schemas: <base>_s<i>, the map in <base>.shards
         rows = echdtest.pg_sql('SELECT ix, schema, first, last FROM "%s".shards ORDER BY ix'
                                % sh.base)
@@ -87,6 +90,93 @@ def test_three_shards_four_front_ends(server):
         assert standby.raw().err("DBSIZE") == READONLY
         assert standby.raw().err("CLUSTER", "COUNTKEYSINSLOT", "0") == READONLY
         assert standby.raw().call("PING") == "PONG"
+    finally:
+        sh.drop()
+
+
+def node_map(flat):
+    """A CLUSTER SHARDS node (RESP2: a flat list of pairs) as a dict of str."""
+    return {text_of(k): (v if isinstance(v, int) else text_of(v))
+            for k, v in zip(flat[::2], flat[1::2])}
+
+
+def check_standby_listed(fronts, held, standby):
+    """Every front end lists standby as a replica of each shard, after its primary."""
+    sid = myself(standby)[0]
+    for s in fronts:
+        assert replicas_of(s) == {RANGES[i]: [(standby.port, sid)] for i in range(3)}, s.port
+        for i, sh in enumerate(s.raw(timeout=5).call("CLUSTER", "SHARDS")):
+            nodes = [node_map(n) for n in sh[3]]
+            assert [(n["id"], n["role"]) for n in nodes] == \
+                [(myself(held[i])[0], "master"), (sid, "replica")], (s.port, nodes)
+            assert nodes[1] == {"id": sid, "port": standby.port, "ip": "127.0.0.1",
+                                "endpoint": "127.0.0.1", "role": "replica",
+                                "replication-offset": 0, "health": "online"}, nodes[1]
+        lines = nodes_of(s)
+        assert len(lines) == 4, lines
+        line = next(ln for ln in lines if ln[0] == sid)
+        # Redis' own: a replica names one primary and shows its config epoch, no slots
+        p0 = myself(held[0])
+        assert line == [sid, "127.0.0.1:%d@%d" % (standby.port, standby.port + 10000),
+                        "myself,slave" if s is standby else "slave", p0[0], "0", "0", p0[6],
+                        "connected"], (s.port, line)
+        assert cinfo(s)["cluster_known_nodes"] == "4"
+
+
+def no_replicas(fronts):
+    try:
+        return all(all(r == [] for r in replicas_of(s).values()) and len(nodes_of(s)) == 3
+                   for s in fronts)
+    except (OSError, RespError):
+        return False
+
+
+@pg_only(PG)
+@timeout(120)
+def test_standby_is_a_replica(server):
+    """The standby is a replica of every shard in every front end's CLUSTER SLOTS, SHARDS and
+    NODES; kill -9 of an active front end makes the standby that shard's primary in every
+    view; a standby started then is listed, and is no longer listed within the bound of its
+    kill -9 (its heartbeat row goes stale)."""
+    sh = Shards(server)
+    try:
+        fronts, held, standby = four_front_ends(sh)
+        check_standby_listed(fronts, held, standby)
+        # the registry: one row per front end, the standby's without a shard
+        rows = echdtest.pg_sql("SELECT port, role, coalesce(shard, -1) FROM \"%s\".frontends "
+                               "ORDER BY port" % sh.base).split("\n")
+        want = sorted("%d|%s|%d" % ((s.port, "standby", -1) if s is standby else
+                                    (s.port, "active", next(i for i, h in held.items()
+                                                            if h is s))) for s in fronts)
+        assert sorted(rows) == want, rows
+        # kill -9 shard 1's front end: the standby is its primary in every view
+        held[1].kill(signal.SIGKILL)
+        survivors = [s for s in fronts if s is not held[1]]
+        wait_until(lambda: settled(survivors, 3) and
+                   slots_of(survivors[0])[RANGES[1]] == standby.port, 10,
+                   what="the standby the primary of shard 1 everywhere")
+        wait_until(lambda: no_replicas(survivors), 5, what="no standby left to list")
+        for s in survivors:
+            assert slots_of(s)[RANGES[1]] == standby.port
+            line = next(ln for ln in nodes_of(s) if ln[0] == myself(standby)[0])
+            assert line[2].endswith("master") and line[3] == "-" and line[8] == "5461-10921", \
+                line
+        held[1] = standby
+        # a new standby is listed; after its kill -9, not once its row is older than the bound
+        spare = sh.start()
+        everyone = survivors + [spare]
+        wait_until(lambda: all(len(nodes_of(s)) == 4 for s in everyone), 5,
+                   what="every front end listing the new standby")
+        check_standby_listed(everyone, held, spare)
+        spare.kill(signal.SIGKILL)
+        t0 = time.monotonic()
+        wait_until(lambda: no_replicas(survivors), 5, interval=0.05,
+                   what="the killed standby no longer listed")
+        gone = time.monotonic() - t0
+        print("killed standby unlisted after %.2f s (bound 1.0 s, polls every 0.1 s)" % gone)
+        # the bound is 1 s from its last heartbeat, seen by the next poll of each front end
+        assert 0.5 < gone < 2.0, gone
+        assert cinfo(survivors[0])["cluster_known_nodes"] == "3"
     finally:
         sh.drop()
 
@@ -208,8 +298,10 @@ def admin_shards(server, base, *opts):
 @timeout(120)
 def test_echo_admin_shards(server):
     """echo-admin shards: the map read from PostgreSQL, each shard's holder as the front
-    ends' CLUSTER NODES say (its node id, address, generation); a shard whose front end was
-    killed is free; a schema that holds no map is refused."""
+    ends' CLUSTER NODES say (its node id, address, generation, heartbeat age); a shard whose
+    front end was killed is free; a schema that holds no map is refused; the registry's front
+    ends follow the shards (node, address, role, shard, heartbeat age), and a standby started
+    later is listed under every shard in --json with its heartbeat's age."""
     sh = Shards(server)
     try:
         fronts = [sh.start() for _ in range(3)]
@@ -225,7 +317,10 @@ def test_echo_admin_shards(server):
             want.append({"shard": i, "first_slot": lo, "last_slot": hi,
                          "schema": "%s_s%d" % (sh.base, i), "held": True,
                          "generation": int(me[6]), "node": me[0],
-                         "address": "127.0.0.1:%d" % held[i].port})
+                         "address": "127.0.0.1:%d" % held[i].port, "standbys": []})
+        # each holder's last heartbeat: a few polls of 100 ms ago (a loaded machine: more)
+        for d in doc["shards"]:
+            assert 0 <= d.pop("heartbeat_age_ms") < 3000, doc
         assert doc["shards"] == want, doc
         held[2].kill(signal.SIGKILL)
 
@@ -235,6 +330,9 @@ def test_echo_admin_shards(server):
         wait_until(freed, 5, what="shard 2 free once its front end is killed")
         d = json.loads(admin_shards(server, sh.base, "--json").stdout)
         assert d["shards"][2]["node"] is None and d["shards"][2]["address"] is None, d
+        assert d["shards"][2]["heartbeat_age_ms"] is None, d
+        for x in d["shards"]:
+            x.pop("heartbeat_age_ms")
         assert d["shards"][:2] == want[:2], d
         # the table: one line per shard, held or free
         text = admin_shards(server, sh.base, "--no-color").stdout.splitlines()
@@ -244,9 +342,41 @@ def test_echo_admin_shards(server):
         assert text[1].split()[:4] == ["0", "0-5460", sh.base + "_s0", "held"], text
         assert text[3].split() == ["2", "10922-16383", sh.base + "_s2", "free",
                                    str(want[2]["generation"]), "-", "-"], text
+        # then the registry: the killed front end's row until it is past the bound
+        assert text[4] == "" and text[5].split() == ["FRONT", "END", "ADDRESS", "ROLE", "SHARD",
+                                                   "HEARTBEAT"], text
         # a schema without a map
         p = admin_shards(server, sh.base + "_s0")
         assert p.returncode != 0 and "holds no shard map" in p.stderr + p.stdout, p
+        # two more: one takes shard 2, the other stands by, listed under every shard
+        fronts.append(sh.start())
+        wait_until(lambda: json.loads(admin_shards(server, sh.base, "--json").stdout)
+                   ["shards"][2]["held"], 5, what="shard 2 taken")
+        spare = sh.start()
+        sid = myself(spare)[0]
+
+        def spare_listed():
+            d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+            return d if all(x["standbys"] for x in d["shards"]) else None
+        d = wait_until(spare_listed, 5, what="the standby in echo-admin shards")
+        for x in d["shards"]:
+            assert [(y["node"], y["address"]) for y in x["standbys"]] == \
+                [(sid, "127.0.0.1:%d" % spare.port)], d
+            assert 0 <= x["standbys"][0]["heartbeat_age_ms"] < 3000, d
+        # the registry: the four live front ends (the killed one's row is gone by now)
+        wait_until(lambda: len(json.loads(admin_shards(server, sh.base, "--json").stdout)
+                               ["front_ends"]) == 4, 5, what="the killed front end's row gone")
+        d = json.loads(admin_shards(server, sh.base, "--json").stdout)
+        roles = {(f["address"], f["role"], f["shard"]) for f in d["front_ends"]}
+        assert roles == {("127.0.0.1:%d" % held[0].port, "active", 0),
+                         ("127.0.0.1:%d" % held[1].port, "active", 1),
+                         ("127.0.0.1:%d" % fronts[-1].port, "active", 2),
+                         ("127.0.0.1:%d" % spare.port, "standby", None)}, d
+        text = admin_shards(server, sh.base, "--no-color").stdout.splitlines()
+        print("\n".join(text))
+        line = next(ln.split() for ln in text[6:] if ":%d " % spare.port in ln + " ")
+        assert line[1:4] == ["127.0.0.1:%d" % spare.port, "standby", "-"], text
+        assert re.fullmatch(r"\d+\.\ds", line[4]) and float(line[4][:-1]) < 3.0, text
     finally:
         sh.drop()
 
@@ -259,14 +389,13 @@ def test_redis_cluster_client_and_takeover(server):
     new MOVED, and every XADD acknowledged before the kill is still there."""
     sh = Shards(server)
     try:
-        fronts = [sh.start() for _ in range(4)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
-        held = held_by(fronts)
-        standby = next(s for s in fronts if s not in held.values())
+        fronts, held, standby = four_front_ends(sh)
         rc = cluster_client(fronts)
         streams = ["job:%d" % i for i in range(24)]
         assert {shard_of(k)[0] for k in streams} == {0, 1, 2}
         assert sorted((n.port for n in rc.get_primaries())) == sorted(s.port for s in held.values())
+        # the standby is a replica in its map; with its defaults it sends nothing there
+        assert [n.port for n in rc.get_replicas()] == [standby.port]
         acked = {}
         for k in streams:
             rc.xgroup_create(k, "workers", id="0", mkstream=True)

@@ -14,7 +14,8 @@ import signal
 import subprocess
 
 from echdtest import pg_only, timeout, wait_until
-from shardtest import NODE_DIR, PG, Shards, held_by, myself, node_for, settled, shard_of
+from shardtest import (NODE_DIR, PG, Shards, four_front_ends, myself, node_for, settled,
+                       shard_of)
 
 
 def run_cluster_client(server, client, package):
@@ -22,10 +23,7 @@ def run_cluster_client(server, client, package):
     sh = Shards(server)
     p = None
     try:
-        fronts = [sh.start() for _ in range(4)]
-        wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
-        held = held_by(fronts)
-        standby = next(s for s in fronts if s not in held.values())
+        fronts, held, standby = four_front_ends(sh)
         ports = ",".join(str(s.port) for s in fronts)
         p = subprocess.Popen([node, os.path.join(NODE_DIR, "cluster_e2e.js"), "--ports", ports,
                               client], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -34,6 +32,8 @@ def run_cluster_client(server, client, package):
         assert line.startswith("READY "), "%s: %s%s" % (client, line, p.stderr.read())
         ready = json.loads(line[6:])
         assert sorted(ready["primaries"]) == sorted(s.port for s in held.values()), ready
+        # the standby is a replica in the client's map too; by default it sends there nothing
+        assert set(ready["replicas"]) == {standby.port}, ready
         # the shard with the most streams loses its front end
         counts = [0, 0, 0]
         for k in ready["acked"]:

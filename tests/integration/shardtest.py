@@ -13,7 +13,7 @@ import redis.crc
 import redis.exceptions
 
 import echdtest
-from echdtest import RespError
+from echdtest import RespError, wait_until
 
 PG = "several shards need the postgres engine"
 READONLY = "READONLY You can't write against a standby echd."
@@ -54,6 +54,35 @@ class Shards:
 def slots_of(s):
     """CLUSTER SLOTS of front end s as {(first, last): port of the primary}."""
     return {(r[0], r[1]): r[2][1] for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
+
+
+def text_of(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def nodes_of(s):
+    """CLUSTER NODES of front end s, each line split."""
+    return [ln.split() for ln in text_of(s.raw(timeout=5).call("CLUSTER", "NODES")).splitlines()]
+
+
+def replicas_of(s):
+    """What front end s lists as replicas: {(first, last): [(port, id), ...]} from CLUSTER
+    SLOTS, the nodes after each range's primary."""
+    return {(r[0], r[1]): [(n[1], text_of(n[2])) for n in r[3:]]
+            for r in s.raw(timeout=5).call("CLUSTER", "SLOTS")}
+
+
+def four_front_ends(sh):
+    """3 shards over 4 front ends of sh, once every one sees 3 primaries and lists the standby
+    (its first heartbeat may come after a primary's last poll): the front ends, {shard index:
+    front end}, and the standby."""
+    fronts = [sh.start() for _ in range(4)]
+    wait_until(lambda: settled(fronts, 3), 5, what="every front end sees 3 primaries")
+    held = held_by(fronts)
+    standby = next(s for s in fronts if s not in held.values())
+    wait_until(lambda: all(len(nodes_of(s)) == 4 for s in fronts), 5,
+               what="every front end listing the standby")
+    return fronts, held, standby
 
 
 def cinfo(s):

@@ -132,6 +132,66 @@ START_TEST(map_n_shards)
 }
 END_TEST
 
+/* A standby is a replica of every shard that has a primary, after it and
+ * with its epoch; NODES finds it once, under the first; a primary added
+ * later still goes first; the nodes are counted once each. */
+START_TEST(map_replicas)
+{
+	struct brk_cluster *cl = NULL;
+	struct brk_cluster_node a = node("a", 7001, BRK_CLUSTER_PRIMARY);
+	struct brk_cluster_node c = node("c", 7003, BRK_CLUSTER_PRIMARY);
+	struct brk_cluster_node s = node("s", 7004, BRK_CLUSTER_PRIMARY);
+	struct brk_cluster_node t = node("t", 7005, BRK_CLUSTER_REPLICA);
+
+	ck_assert_int_eq(brk_cluster_create(3, &cl), 0);
+	cl->self = s;
+	cl->self.myself = true;
+	/* no primary anywhere: a replica of nothing, the count has only myself */
+	ck_assert_int_eq(brk_cluster_add_replica(cl, &t), 0);
+	ck_assert_uint_eq(cl->shards[0].nnodes + cl->shards[1].nnodes + cl->shards[2].nnodes, 0);
+	ck_assert_uint_eq(brk_cluster_nnodes(cl), 1);
+	a.epoch = 4;
+	c.epoch = 9;
+	ck_assert_int_eq(brk_cluster_add_node(cl, 0, &a), 0);
+	ck_assert_int_eq(brk_cluster_add_node(cl, 2, &c), 0);
+	s.myself = true;
+	ck_assert_int_eq(brk_cluster_add_replica(cl, &s), 0);
+	ck_assert_int_eq(brk_cluster_add_replica(cl, &t), 0);
+	/* shards 0 and 2: the primary, then s and t as replicas with its epoch */
+	for (size_t i = 0; i < 3; i += 2) {
+		const struct brk_cluster_shard *sh = &cl->shards[i];
+
+		ck_assert_uint_eq(sh->nnodes, 3);
+		ck_assert_str_eq(brk_cluster_primary(sh)->id, i == 0 ? "a" : "c");
+		ck_assert_str_eq(sh->nodes[1].id, "s");
+		ck_assert(sh->nodes[1].myself);
+		ck_assert_str_eq(sh->nodes[2].id, "t");
+		for (size_t j = 1; j < 3; j++) {
+			ck_assert_int_eq(sh->nodes[j].role, BRK_CLUSTER_REPLICA);
+			ck_assert_uint_eq(sh->nodes[j].epoch, i == 0 ? 4 : 9);
+		}
+	}
+	/* shard 1 has no primary: no replica either */
+	ck_assert_uint_eq(cl->shards[1].nnodes, 0);
+	ck_assert_str_eq(brk_cluster_replica_of(cl, "s")->id, "a");
+	ck_assert_str_eq(brk_cluster_replica_of(cl, "t")->id, "a");
+	ck_assert_ptr_null(brk_cluster_replica_of(cl, "a"));
+	ck_assert_ptr_null(brk_cluster_replica_of(cl, "x"));
+	ck_assert(!brk_cluster_listed_before(cl, 0, 1));
+	ck_assert(brk_cluster_listed_before(cl, 2, 1));
+	ck_assert(brk_cluster_listed_before(cl, 2, 2));
+	ck_assert(!brk_cluster_listed_before(cl, 2, 0));
+	/* a, c, s, t: four nodes, myself among them */
+	ck_assert_uint_eq(brk_cluster_nnodes(cl), 4);
+	/* a primary for shard 1 goes before nothing: it is the shard's first */
+	ck_assert_int_eq(brk_cluster_add_node(cl, 1, &(struct brk_cluster_node){
+		.id = "b", .port = 7002, .role = BRK_CLUSTER_PRIMARY}), 0);
+	ck_assert_str_eq(brk_cluster_primary(&cl->shards[1])->id, "b");
+	ck_assert_uint_eq(brk_cluster_nnodes(cl), 5);
+	brk_cluster_destroy(cl);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * The node id
  * ---------------------------------------------------------------------- */
@@ -266,6 +326,7 @@ cluster_suite(void)
 	tcase_add_test(tc, map_one_shard);
 	tcase_add_test(tc, map_n_shards);
 	tcase_add_test(tc, map_ranges);
+	tcase_add_test(tc, map_replicas);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("node_id");
 	tcase_add_test(tc, node_id_kept);

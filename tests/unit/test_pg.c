@@ -690,13 +690,32 @@ END_TEST
 /* A store of parts (postgres.shards, issue 36) opened by front end port
  * (node its postgres.node); *rc the open's result. */
 static struct storage *
-open_shards(const char *shards, int port, const char *node, int *rc)
+open_shards_in(const char *schema, const char *shards, int port, const char *node, int *rc)
 {
-	struct storage_opts o = opts("sh", port, 0);
+	struct storage_opts o = opts(schema, port, 0);
 	struct storage *st = NULL;
 
 	opt_str(&o, "postgres.shards", shards);
 	opt_str(&o, "postgres.node", node);
+	*rc = storage_open("postgres", &o, &st);
+	return st;
+}
+
+static struct storage *
+open_shards(const char *shards, int port, const char *node, int *rc)
+{
+	return open_shards_in("sh", shards, port, node, rc);
+}
+
+/* As echo-admin shards opens a store's map: read_only, shards "map". */
+static struct storage *
+open_map(const char *schema, int *rc)
+{
+	struct storage_opts o = opts(schema, 0, 0);
+	struct storage *st = NULL;
+
+	o.read_only = true;
+	opt_str(&o, "postgres.shards", "map");
 	*rc = storage_open("postgres", &o, &st);
 	return st;
 }
@@ -712,15 +731,30 @@ part_is(struct storage *st, size_t i, bool held, const char *node, int port)
 	ck_assert_int_eq(p.port, port);
 }
 
+/* Front end i of st's registry as its last poll read it: node, the part
+ * it holds (-1: standby), a fresh row. */
+static void
+front_is(struct storage *st, size_t i, const char *node, int part)
+{
+	struct storage_ha_front f;
+
+	OK(storage_ha_front(ha_of(st), i, &f));
+	ck_assert_str_eq(f.node, node);
+	ck_assert_int_eq(f.part, part);
+	ck_assert_uint_lt(f.age_ms, 5000);
+}
+
 /* Each front end holds the first free part, a third stands by, every
- * poll reads who holds each part; the map is the first open's (another,
- * or one that does not parse, is refused); the standby takes a part its
- * front end left, with its rows. */
+ * poll reads who holds each part and writes its own row in the registry
+ * (each lists the others', a stale one neither listed nor kept); the map
+ * is the first open's (another, or one that does not parse, is refused);
+ * the standby takes a part its front end left, with its rows. */
 START_TEST(test_shards)
 {
 	struct storage *a, *b, *c;
 	struct storage_ha_state h;
 	struct storage_ha_part p;
+	struct storage_ha_front f;
 	struct storage_txn *t;
 	PGconn *pc = side();
 	int rc;
@@ -741,6 +775,27 @@ START_TEST(test_shards)
 	part_is(c, 0, true, "node-a", 7101);
 	part_is(c, 1, true, "node-b", 7102);
 	FAILS(storage_ha_part(ha_of(c), 2, &p), -EINVAL);
+	/* the registry: c read a's and b's rows, not its own */
+	ck_assert_uint_eq(storage_ha_nfronts(ha_of(c)), 2);
+	front_is(c, 0, "node-a", 0);
+	front_is(c, 1, "node-b", 1);
+	FAILS(storage_ha_front(ha_of(c), 2, &f), -EINVAL);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_uint_eq(storage_ha_nfronts(ha_of(a)), 2);
+	front_is(a, 0, "node-b", 1);
+	front_is(a, 1, "node-c", -1);
+	ck_assert_int_eq(sql_int(pc, "SELECT port FROM sh.frontends WHERE node = 'node-c' "
+				     "AND role = 'standby' AND shard IS NULL"), 7103);
+	/* c's row goes stale (PostgreSQL's clock): not listed, and deleted */
+	sql_ok(pc, "UPDATE sh.frontends SET seen = now() - interval '1 hour' "
+		   "WHERE node = 'node-c'");
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_uint_eq(storage_ha_nfronts(ha_of(a)), 1);
+	front_is(a, 0, "node-b", 1);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sh.frontends"), 2);
+	ck_assert_int_eq(poll_role(c, &h), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	front_is(a, 1, "node-c", -1);
 	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sh.shards"), 2);
 	ck_assert_int_eq(sql_int(pc, "SELECT last FROM sh.shards WHERE schema = 'sh_s1'"), 19);
 	/* b writes in its own part's schema */
@@ -790,6 +845,32 @@ START_TEST(test_shards)
 		}
 	}
 	part_is(c, 0, false, "node-a", 7101);
+	/* echo-admin's open of the map: the parts, and the registry's rows
+	 * (c's last, in node order; a's and b's until c's polls delete them) */
+	{
+		struct storage *m = open_map("sh", &rc);
+		size_t n;
+
+		OK(rc);
+		ck_assert_uint_eq(storage_ha_nparts(ha_of(m)), 2);
+		n = storage_ha_nfronts(ha_of(m));
+		ck_assert_uint_ge(n, 1);
+		front_is(m, n - 1, "node-c", 1);
+		storage_close(m);
+	}
+	storage_close(c);
+	/* a quote in the base schema's name: the map is found all the same */
+	c = open_shards_in("q'sh", "0-19", 7105, "node-q", &rc);
+	OK(rc);
+	ck_assert_int_eq(poll_role(c, &h), STORAGE_ROLE_ACTIVE);
+	{
+		struct storage *m = open_map("q'sh", &rc);
+
+		OK(rc);
+		ck_assert_uint_eq(storage_ha_nparts(ha_of(m)), 1);
+		front_is(m, 0, "node-q", 0);
+		storage_close(m);
+	}
 	storage_close(c);
 	PQfinish(pc);
 }

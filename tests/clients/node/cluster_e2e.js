@@ -76,6 +76,7 @@ async function ioredisCluster(ports) {
   return {
     cmd: (key, args) => c.call(...args),
     primaries: () => c.nodes("master").map((n) => n.options.port),
+    replicas: () => c.nodes("slave").map((n) => n.options.port),
     close: () => c.disconnect(),
   };
 }
@@ -84,6 +85,9 @@ async function nodeRedisCluster(ports) {
   const { createCluster } = require("@redis/client");
   const c = createCluster({
     rootNodes: ports.map((port) => ({ socket: { host: "127.0.0.1", port } })),
+    // keeps the replicas CLUSTER SLOTS lists (without it node-redis drops them) and
+    // connects to them with READONLY: a standby front end must take that
+    useReplicas: true,
     // a node that keeps reconnecting makes the client refresh its slot map; a
     // command to it fails at once (no offline queue) and is retried here
     defaults: {
@@ -96,6 +100,7 @@ async function nodeRedisCluster(ports) {
   return {
     cmd: (key, args) => c.sendCommand(key, false, args),
     primaries: () => c.masters.map((n) => n.port),
+    replicas: () => c.replicas.map((n) => n.port),
     close: () => c.destroy(),
   };
 }
@@ -205,7 +210,8 @@ async function main() {
       return 0;
     }
     const acked = await work(c);
-    console.log("READY " + JSON.stringify({ primaries: c.primaries(), acked }));
+    console.log("READY " + JSON.stringify({ primaries: c.primaries(), replicas: c.replicas(),
+      acked }));
     const go = await lines.next();
     assert.equal(go.value, "GO", "the runner's go-ahead");
     await after(c, acked);
