@@ -130,7 +130,7 @@ static const struct cmddef cmds[C__COUNT] = {
 		"commits and flushes took, storage, memory, keys). With --data-dir: the\n"
 		"environment's size and key counts; with --storage-url: the key counts.\n"},
 	[C_SHARDS] = {"shards", 0, 0, 0, "shards --storage-url URL",
-		"a cluster's shards: slots, schema, who holds each, the standbys",
+		"a cluster's shards, who holds each, the standbys",
 		"Lists the shards of the cluster whose base schema is --storage-pg-schema\n"
 		"(echd's cluster-shards: the map in <schema>.shards), read from PostgreSQL\n"
 		"without a lock: each one's slots and schema, whether a front end holds it\n"

@@ -235,7 +235,7 @@ def test_ha_options_announce(server):
     got = c.call("CONFIG", "GET", "ha-*")
     assert pairs(got) == {"ha-name": "orders", "ha-announce-ip": "192.0.2.7",
                           "ha-announce-port": "7001", "ha-retry-ms": "250",
-                          "ha-lease-ms": "3000"}
+                          "ha-lease-ms": "3000", "ha-reconnect-max-ms": "5000"}
     # ha-retry-ms changes at run time, in its range; the others at a restart
     assert c.call("CONFIG", "SET", "ha-retry-ms", "10") == "OK"
     assert "between 10 and 60000" in c.err("CONFIG", "SET", "ha-retry-ms", "9")
