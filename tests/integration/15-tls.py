@@ -268,7 +268,10 @@ class TlsServer(echdtest.Server):
                 ] + (["--tls-ca-cert-file", c.path("ca.crt")] if self.ca_file else []
                      ) + self.storage_args() + self.extra_args
 
-    def start(self, timeout=None):
+    def pick_ports(self):
+        self.port, self.tls_port = free_ports(2)
+
+    def _start(self, timeout=None):
         timeout = echdtest.STARTUP_TIMEOUT if timeout is None else timeout
         log = open(self.log_path, "ab")
         log.write(("\n=== start: %s\n" % " ".join(self.args())).encode())
@@ -763,7 +766,7 @@ def test_certificate_out_of_its_validity_period_warned(server):
     # at start: TlsServer's readiness check would refuse the certificate, so ask the plain port
     old = TlsServer(server.exe, cert="server-old")
     server._children.append(old)
-    echdtest.Server.start(old)
+    echdtest.Server._start(old)
     lines = validity_warnings(old, 0)
     assert len(lines) == 1 and "/CN=server-old" in lines[0] and "has expired" in lines[0], lines
 

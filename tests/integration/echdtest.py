@@ -517,6 +517,7 @@ class Server:
         os.makedirs(self.dir, exist_ok=True)
         self.log_path = os.path.join(self.root, "server.log")
         self.port = free_port()
+        self.started = False         # once: start() keeps the ports from then on
         self.suite_tls_port = None   # run.py --tls: the port the harness' clients use
         if TLS is not None and self.is_echd:
             self.port, self.suite_tls_port = free_ports(2)
@@ -579,6 +580,27 @@ class Server:
         return check_data(self.exe, self.dir, timeout=timeout, pg_schema=self.pg_schema)
 
     def start(self, timeout=None):
+        """Starts the server and waits for its PING. free_ports() lets its sockets go before
+        the server binds, so another process (a module running beside this one) may take a
+        port meanwhile: a first start that finds one taken picks new ports and tries again,
+        up to three times. A restart keeps the ports its clients know."""
+        for attempt in range(3):
+            try:
+                self._start(timeout)
+                self.started = True
+                return self
+            except ServerError as e:
+                if self.started or attempt == 2 or "Address already in use" not in str(e):
+                    raise
+                self.pick_ports()
+        raise AssertionError("not reached")
+
+    def pick_ports(self):
+        self.port = free_port()
+        if self.suite_tls_port is not None:
+            self.port, self.suite_tls_port = free_ports(2)
+
+    def _start(self, timeout=None):
         timeout = STARTUP_TIMEOUT if timeout is None else timeout
         log = open(self.log_path, "ab")
         log.write(("\n=== start: %s\n" % " ".join(self.args())).encode())
