@@ -125,6 +125,8 @@
 #define PG_SCHEMA_VERSION     1
 #define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
 #define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
+#define PG_DEPTH_DEFAULT      2     /* postgres.pipeline-depth */
+#define PG_DEPTH_MAX          16
 #define PG_OID_INT8           20
 #define PG_OID_BYTEA_ARRAY    1001
 #define PG_OID_BYTEA          17
@@ -189,6 +191,20 @@ struct pg_touch {
 	size_t off;
 };
 
+/* A commit sent whose answer is not all read: its statements (their
+ * results are read in order: i, and whether the NULL that ends result i
+ * is next), and what they said so far. */
+struct pg_flight {
+	int nsteps;
+	int *step_tb; /* owned: the table of each write statement */
+	size_t cap_steps;
+	uint64_t gen; /* the commit generation it got */
+	bool cached;  /* its writes are in the cache (committed there) */
+	int64_t sent_ms;
+	int i;
+	bool want_null, failed, fenced;
+};
+
 /* A growing byte buffer (binary array parameters). */
 struct pg_buf {
 	unsigned char *p;
@@ -241,6 +257,15 @@ struct st_pg {
 	int *step_tb;          /* the table of each write statement of a commit */
 	size_t cap_steps;
 	uint64_t commits;
+	/* Commits in flight ("Overlapped commits" below): a ring, oldest at
+	 * fhead; depth of them may stay out when a commit returns. */
+	struct pg_flight flight[PG_DEPTH_MAX + 1];
+	unsigned fhead, nflight, depth;
+	int fail_rc;          /* a batch in flight failed: what storage_sync() says */
+	bool fail_told;       /* ... and has said it (then cleared at the next) */
+	uint64_t fail_upto;   /* durable_gen() stays here while fail_rc is set */
+	int uncached_rc;      /* the outcome of the batch a commit sent (1: out) */
+	bool sync_sent;       /* the pipeline's Sync is out (drain()) */
 	/* The partial cache (cache-size; "The partial cache" below). */
 	struct storage_fetch fetch; /* storage_fetch(), when lazy */
 	uint64_t cache_max;   /* bytes the cache may take; 0: the whole schema */
@@ -419,10 +444,15 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 	}
 }
 
-/* Drops the connection (the server drops our advisory lock with it). */
+static void flights_lost(struct st_pg *s);
+static int drain(struct st_pg *s);
+
+/* Drops the connection (the server drops our advisory lock with it), and
+ * with it the batches in flight (in doubt). */
 static void
 conn_lost(struct st_pg *s, const char *what)
 {
+	flights_lost(s);
 	if (s->conn != NULL) {
 		set_why(s, what, PQerrorMessage(s->conn));
 		PQfinish(s->conn);
@@ -607,8 +637,8 @@ run(struct st_pg *s, const char *what, const char *sql, int nparams, const char 
 {
 	int ok;
 
-	if (s->conn == NULL) {
-		return ECHD_EOFFLINE;
+	if (drain(s) != 0) {
+		return ECHD_EOFFLINE; /* the commits in flight first */
 	}
 	s->sent_ms = now_ms();
 	if (nparams == 0) {
@@ -1721,6 +1751,9 @@ pg_close(struct storage *st)
 	echd_free(s->part[0].p);
 	echd_free(s->part[1].p);
 	echd_free(s->step_tb);
+	for (int i = 0; i <= PG_DEPTH_MAX; i++) {
+		echd_free(s->flight[i].step_tb);
+	}
 	echd_free(s->log);
 	echd_free(s->log_bytes);
 	for (size_t i = 0; i < s->nshard; i++) {
@@ -1743,7 +1776,7 @@ pg_close(struct storage *st)
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
 	const char *url, *schema, *ha_name, *host, *shards, *node;
-	uint64_t port, timeout_ms, lease_ms, cache_size;
+	uint64_t port, timeout_ms, lease_ms, cache_size, depth;
 };
 static const struct storage_optdef pg_optdefs[] = {
 	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
@@ -1760,6 +1793,9 @@ static const struct storage_optdef pg_optdefs[] = {
 	/* "": one schema; else its parts' ranges (storage.h) */
 	{"shards", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, shards)},
 	{"node", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, node)},
+	/* commits in flight when one returns; 0: each waits for its COMMIT */
+	{"pipeline-depth", STORAGE_OPTDEF_U64, 0, PG_DEPTH_MAX,
+		offsetof(struct pg_settings, depth)},
 };
 
 static const struct storage_ha_ops pg_ha_ops;
@@ -1769,7 +1805,7 @@ static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
 	struct storage_opts mo = {0};
-	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0};
+	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0, PG_DEPTH_DEFAULT};
 	struct st_pg *s;
 	struct storage_ha_state ha;
 	bool map_only;
@@ -1825,6 +1861,8 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	}
 	s->timeout_ms = set.timeout_ms != 0 ? (unsigned)set.timeout_ms : PG_TIMEOUT_MS_DEFAULT;
 	s->lease_ms = (unsigned)set.lease_ms;
+	/* STORAGE_SYNC_FULL: durable when a commit returns, none left out */
+	s->depth = o->sync_mode == STORAGE_SYNC_FULL ? 0 : (unsigned)set.depth;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;
@@ -1937,18 +1975,63 @@ pg_stat(struct storage *st, struct storage_stat *out)
 	return 0;
 }
 
+static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
+static void reap(struct st_pg *s, unsigned keep);
+
+/* Forgets a failure storage_sync() answered: the broker closed the
+ * clients that waited for it then (brk_release_durable()). */
+static void
+fail_forget(struct st_pg *s)
+{
+	if (s->fail_rc != 0 && s->fail_told) {
+		s->fail_rc = 0;
+		s->fail_told = false;
+	}
+}
+
+/* Every batch in flight answered (a commit that returned is then durable:
+ * synchronous_commit), or the failure of one. */
 static int
 pg_sync(struct storage *st)
 {
-	(void)st;
-	return 0; /* a commit that returned is durable (synchronous_commit) */
+	struct st_pg *s = pg_from(st);
+
+	fail_forget(s);
+	(void)drain(s);
+	if (s->fail_rc != 0) {
+		s->fail_told = true;
+		return s->fail_rc;
+	}
+	return 0;
 }
 
-/* Not the cache's: it is replaced at each takeover, its count restarting. */
+/* Not the cache's: it is replaced at each takeover, its count restarting.
+ * The batches in flight are not durable, nor, after one failed, it and
+ * any later one, until storage_sync() said so. */
 static uint64_t
 pg_durable_gen(struct storage *st)
 {
-	return st->commit_gen;
+	struct st_pg *s = pg_from(st);
+	uint64_t g = s->nflight > 0 ? flight_at(s, 0)->gen - 1 : st->commit_gen;
+
+	if (s->fail_rc != 0 && s->fail_upto < g) {
+		g = s->fail_upto;
+	}
+	return g;
+}
+
+/* Reads the answers that are in; *fd the socket to watch while batches
+ * are out. Returns 0, or a failure storage_sync() will answer. */
+static int
+pg_durable_poll(struct storage *st, int *fd)
+{
+	struct st_pg *s = pg_from(st);
+
+	if (s->nflight > 0 && s->conn != NULL) {
+		reap(s, s->depth);
+	}
+	*fd = s->nflight > 0 && s->conn != NULL ? PQsocket(s->conn) : -1;
+	return s->fail_rc != 0 && !s->fail_told ? s->fail_rc : 0;
 }
 
 /* HA and (when lazy) fetching, this file's; no capacity (mem's none is
@@ -2184,20 +2267,304 @@ step_at(int i, int nsteps)
 	return i == 0 ? STEP_BEGIN : i == 1 ? STEP_FENCE : i == nsteps - 1 ? STEP_COMMIT : STEP_WRITE;
 }
 
-/* Sends the commit of the logged writes in one round trip and reads its
- * answer. Returns 0 (committed in PostgreSQL), or one of the file
- * comment's errors, with the role changed as said there. */
+/* ---- overlapped commits -------------------------------------------------------
+ *
+ * A commit sends its batch (BEGIN; the fence; the writes; COMMIT) in
+ * libpq's pipeline mode followed by a flush request, not a Sync, commits
+ * the cache, and returns while PostgreSQL works on it: up to depth
+ * (postgres.pipeline-depth) batches stay in flight, the next one's
+ * statements queued behind them on the same session. Their answers are
+ * read when they are in (storage_durable_poll(), each commit) or when more
+ * than depth are out (blocking), and a batch's generation is durable once
+ * its COMMIT's answer is read: the broker holds the replies until then.
+ * Every other statement on the session first ends the pipeline (drain():
+ * a Sync, every answer read), as does storage_sync().
+ *
+ * With no Sync between them, a batch that fails in PostgreSQL (its fence,
+ * a write) makes PostgreSQL skip every later statement up to the next
+ * Sync, the later batches' included: they never apply on a state that does
+ * not exist. Their writes are in the cache already, which is then ahead of
+ * PostgreSQL: the front end leaves the role (standby, unlocked; the next
+ * takeover loads afresh), and the failed batch and those after it never
+ * become durable. storage_sync() answers the failure (-EIO, ECHD_ESTANDBY
+ * for a fence, ECHD_EINDOUBT for a lost connection: every batch out is in
+ * doubt then), and the broker closes their clients unanswered. */
+
+static struct pg_flight *
+flight_at(struct st_pg *s, unsigned k)
+{
+	return &s->flight[(s->fhead + k) % (PG_DEPTH_MAX + 1)];
+}
+
+/* The batches out are gone with the connection: in doubt. */
+static void
+flights_lost(struct st_pg *s)
+{
+	for (unsigned k = 0; k < s->nflight; k++) {
+		struct pg_flight *f = flight_at(s, k);
+		int rc = f->failed ? ECHD_EOFFLINE : ECHD_EINDOUBT;
+
+		if (!f->cached) {
+			s->uncached_rc = rc;
+		} else if (s->fail_rc == 0) {
+			s->fail_rc = ECHD_EINDOUBT; /* this one or a later one may have applied */
+			s->fail_told = false;
+			s->fail_upto = f->gen - 1;
+		}
+	}
+	s->nflight = 0;
+	s->sync_sent = false;
+}
+
+/* What result res of flight f says. */
+static void
+step_result(struct st_pg *s, struct pg_flight *f, PGresult *res)
+{
+	int i = f->i;
+
+	switch (PQresultStatus(res)) {
+	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK:
+		/* A COMMIT of a failed txn answers ROLLBACK. */
+		if (step_at(i, f->nsteps) == STEP_COMMIT && strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+			f->failed = true;
+		}
+		break;
+	case PGRES_PIPELINE_ABORTED:
+		f->failed = true;
+		break;
+	default: {
+		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		if (!f->failed && step_at(i, f->nsteps) == STEP_FENCE && st != NULL &&
+			strcmp(st, "22012") == 0) {
+			f->fenced = true;
+		} else if (!f->failed && step_at(i, f->nsteps) == STEP_WRITE && st != NULL &&
+			   strcmp(st, "22012") == 0) {
+			echd_log(ECHD_LOG_WARNING,
+				"st_pg: commit: PostgreSQL did not store the rows sent to %s.%s (a "
+				"trigger, rule or policy on it?): nothing committed",
+				s->schema, pg_tables[f->step_tb[i]]);
+		} else if (!f->failed) {
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", PQresultErrorMessage(res));
+		}
+		f->failed = true;
+		break;
+	}
+	}
+}
+
+/* Reads the results of the oldest batch in flight: block, waiting until
+ * dl; else only those in. Returns 0 (all read), 1 (not all in yet), or
+ * -ETIMEDOUT or -EIO (the connection lost). */
 static int
-pg_round_trip(struct st_pg *s)
+flight_read(struct st_pg *s, bool block, int64_t dl)
+{
+	struct pg_flight *f = flight_at(s, 0);
+	PGresult *res;
+	int rc;
+
+	if (!block && PQconsumeInput(s->conn) == 0) {
+		return -EIO;
+	}
+	while (f->i < f->nsteps) {
+		if (!block && PQisBusy(s->conn)) {
+			return 1;
+		}
+		rc = io_result(s, dl, &res);
+		if (rc != 0) {
+			return rc;
+		}
+		if (f->want_null) {
+			if (res != NULL) {
+				PQclear(res);
+				return -EIO; /* more than one result: not what was sent */
+			}
+			f->want_null = false;
+			f->i++;
+			continue;
+		}
+		if (res == NULL) {
+			return -EIO;
+		}
+		step_result(s, f, res);
+		PQclear(res);
+		f->want_null = true;
+	}
+	return 0;
+}
+
+/* Ends pipeline mode once nothing is in flight: the Sync's answer read, a
+ * transaction a failed statement left open rolled back. Returns 0 or
+ * ECHD_EOFFLINE (the connection closed). */
+static int
+pipe_end(struct st_pg *s)
+{
+	PGresult *res = NULL;
+	int rc = 0;
+
+	if (s->conn == NULL || PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) {
+		return 0;
+	}
+	if (!s->sync_sent && !PQpipelineSync(s->conn)) {
+		rc = -EIO;
+	}
+	s->sync_sent = false;
+	if (rc == 0) {
+		rc = io_result(s, deadline(s), &res);
+	}
+	if (rc == 0 && (res == NULL || PQresultStatus(res) != PGRES_PIPELINE_SYNC)) {
+		rc = -EIO;
+	}
+	PQclear(res);
+	if (rc == 0 && !PQexitPipelineMode(s->conn)) {
+		rc = -EIO;
+	}
+	if (rc != 0) {
+		conn_failed(s, rc);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		return ECHD_EOFFLINE;
+	}
+	if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+		return run(s, "commit", "ROLLBACK", 0, NULL, NULL) == ECHD_EOFFLINE ? ECHD_EOFFLINE
+										   : 0;
+	}
+	return 0;
+}
+
+/* Batch f (read whole, and popped) failed with rc: every later one was
+ * skipped by PostgreSQL (read here). When f or a later one is in the cache,
+ * the cache is ahead of PostgreSQL: leave the role (the next takeover
+ * loads afresh) and keep the generations from f on from becoming durable. */
+static void
+flights_failed(struct st_pg *s, const struct pg_flight *f, int rc)
+{
+	bool ahead = f->cached;
+	int64_t dl = deadline(s);
+
+	if (!f->cached) {
+		s->uncached_rc = rc;
+	}
+	while (s->nflight > 0 && s->conn != NULL) {
+		struct pg_flight *g = flight_at(s, 0);
+		int r = flight_read(s, true, dl);
+
+		if (r != 0) {
+			conn_failed(s, r);
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+			break; /* flights_lost() took the rest */
+		}
+		ahead |= g->cached;
+		if (!g->cached) {
+			s->uncached_rc = -EIO; /* skipped */
+		}
+		s->fhead = (s->fhead + 1) % (PG_DEPTH_MAX + 1);
+		s->nflight--;
+	}
+	if (ahead && s->fail_rc == 0) {
+		s->fail_rc = rc;
+		s->fail_told = false;
+		s->fail_upto = f->gen - 1;
+	}
+	(void)pipe_end(s);
+	if (s->conn == NULL) {
+		/* the error was the session's end (terminated): nothing applied */
+		s->uncached_rc = s->uncached_rc == -EIO ? ECHD_EOFFLINE : s->uncached_rc;
+		s->fail_rc = s->fail_rc == -EIO ? ECHD_EOFFLINE : s->fail_rc;
+		return;
+	}
+	if (f->fenced) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s was taken over: standby", s->schema);
+	} else if (ahead) {
+		echd_log(ECHD_LOG_WARNING,
+			"st_pg: a commit in flight failed after later ones were taken into the "
+			"cache: standby until a takeover loads schema %s again",
+			s->schema);
+	}
+	if (f->fenced || ahead) {
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+	}
+}
+
+/* Reads the answers of the batches in flight: those in, and the oldest's
+ * (blocking) while more than keep are out. A failure ends the pipeline
+ * (flights_failed()). */
+static void
+reap(struct st_pg *s, unsigned keep)
+{
+	int64_t dl = deadline(s);
+
+	while (s->nflight > 0 && s->conn != NULL) {
+		struct pg_flight *f = flight_at(s, 0);
+		int rc = flight_read(s, s->nflight > keep, dl);
+
+		if (rc == 1) {
+			return;
+		}
+		if (rc != 0) {
+			conn_failed(s, rc); /* flights_lost() */
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+			return;
+		}
+		s->fhead = (s->fhead + 1) % (PG_DEPTH_MAX + 1);
+		s->nflight--;
+		s->alive_ms = f->sent_ms; /* answered: the session lived then */
+		rc = f->fenced ? ECHD_ESTANDBY : f->failed ? -EIO : 0;
+		if (rc == -EIO && PQstatus(s->conn) == CONNECTION_BAD) {
+			rc = ECHD_EOFFLINE; /* an error answered before COMMIT: nothing applied */
+		}
+		if (!f->cached) {
+			s->uncached_rc = rc;
+		}
+		if (rc != 0) {
+			flights_failed(s, f, rc);
+			return;
+		}
+	}
+}
+
+/* Ends the pipeline: every batch out answered (one round trip: the Sync
+ * goes first), so that a statement of another kind may run. Returns 0, or
+ * ECHD_EOFFLINE when the connection is gone. */
+static int
+drain(struct st_pg *s)
+{
+	if (s->conn == NULL || PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) {
+		return s->conn == NULL ? ECHD_EOFFLINE : 0;
+	}
+	if (!s->sync_sent) {
+		if (!PQpipelineSync(s->conn)) {
+			conn_lost(s, "cannot send");
+			return ECHD_EOFFLINE;
+		}
+		s->sync_sent = true;
+	}
+	reap(s, 0);
+	if (s->conn != NULL && s->nflight == 0) {
+		(void)pipe_end(s);
+	}
+	return s->conn == NULL ? ECHD_EOFFLINE : 0;
+}
+
+/* Sends the commit of the logged writes (and a flush request) in pipeline
+ * mode, behind the batches in flight, and queues it as the newest flight
+ * (not yet cached). Returns 0, or ECHD_EOFFLINE (lost before COMMIT was
+ * sent: nothing applied) or ECHD_EINDOUBT (lost after), now OFFLINE. */
+static int
+send_batch(struct st_pg *s)
 {
 	int nsteps = 0, rc = 0;
-	bool commit_sent = false, failed = false, fenced = false, lost = false;
+	bool commit_sent = false;
 	int64_t dl = deadline(s);
 	char name[16], gen[24];
 	const char *gp[1] = {gen};
 	PGconn *c = s->conn;
+	struct pg_flight *f;
+	int *tb;
+	size_t cap;
 
-	if (!PQenterPipelineMode(c)) {
+	if (PQpipelineStatus(c) == PQ_PIPELINE_OFF && !PQenterPipelineMode(c)) {
 		conn_lost(s, "cannot enter pipeline mode");
 		return ECHD_EOFFLINE;
 	}
@@ -2211,35 +2578,36 @@ pg_round_trip(struct st_pg *s)
 		goto send_failed;
 	}
 	nsteps++; /* the fence */
-	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
-		if (s->ndel[tb] > 0) {
-			const struct pg_buf *arr[1] = {&s->del[tb]};
+	for (int t = 0; t < STORAGE_T__COUNT; t++) {
+		if (s->ndel[t] > 0) {
+			const struct pg_buf *arr[1] = {&s->del[t]};
 			int sent;
 
-			snprintf(name, sizeof(name), "d%d", tb);
-			if ((sent = send_split(s, name, 1, arr, s->ndel[tb])) < 0) {
+			snprintf(name, sizeof(name), "d%d", t);
+			if ((sent = send_split(s, name, 1, arr, s->ndel[t])) < 0) {
 				goto send_failed;
 			}
-			if (!note_steps(s, nsteps, nsteps + sent, tb)) {
+			if (!note_steps(s, nsteps, nsteps + sent, t)) {
 				goto send_failed;
 			}
 			nsteps += sent;
 		}
-		if (s->nins[tb] > 0) {
-			const struct pg_buf *arr[2] = {&s->ink[tb], &s->inv[tb]};
+		if (s->nins[t] > 0) {
+			const struct pg_buf *arr[2] = {&s->ink[t], &s->inv[t]};
 			int sent;
 
-			snprintf(name, sizeof(name), "i%d", tb);
-			if ((sent = send_split(s, name, 2, arr, s->nins[tb])) < 0) {
+			snprintf(name, sizeof(name), "i%d", t);
+			if ((sent = send_split(s, name, 2, arr, s->nins[t])) < 0) {
 				goto send_failed;
 			}
-			if (!note_steps(s, nsteps, nsteps + sent, tb)) {
+			if (!note_steps(s, nsteps, nsteps + sent, t)) {
 				goto send_failed;
 			}
 			nsteps += sent;
 		}
 	}
-	/* All before COMMIT out first: a loss until here applied nothing. */
+	/* All before COMMIT out first: a loss until here applied nothing of
+	 * this batch. */
 	rc = io_flush(s, dl);
 	if (rc != 0) {
 		conn_failed(s, rc);
@@ -2248,108 +2616,29 @@ pg_round_trip(struct st_pg *s)
 	}
 	commit_sent = true; /* from here a loss leaves the outcome unknown */
 	if (!PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) ||
-		!PQpipelineSync(c)) {
+		!PQsendFlushRequest(c)) {
 		goto send_failed;
 	}
 	nsteps++; /* COMMIT */
+	/* the flight takes the step table; the one it had serves the next */
+	f = flight_at(s, s->nflight);
+	tb = f->step_tb;
+	cap = f->cap_steps;
+	*f = (struct pg_flight){.nsteps = nsteps, .step_tb = s->step_tb, .cap_steps = s->cap_steps,
+		.gen = s->fwd.base.commit_gen + 1, .sent_ms = s->sent_ms};
+	s->step_tb = tb;
+	s->cap_steps = cap;
+	s->nflight++;
 	rc = io_flush(s, dl);
 	if (rc != 0) {
-		lost = true;
-		goto out;
+		conn_failed(s, rc); /* flights_lost(): this one in doubt */
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		return ECHD_EINDOUBT;
 	}
 	if (pg_stall_ms > 0) {
 		usleep(pg_stall_ms * 1000); /* a test's stall of this process */
 	}
-	for (int i = 0; i < nsteps && !lost; i++) {
-		PGresult *res;
-
-		rc = io_result(s, dl, &res);
-		if (rc != 0 || res == NULL) {
-			lost = true;
-			break;
-		}
-		switch (PQresultStatus(res)) {
-		case PGRES_COMMAND_OK:
-		case PGRES_TUPLES_OK:
-			if (step_at(i, nsteps) == STEP_COMMIT) {
-				/* A COMMIT of a failed txn answers ROLLBACK. */
-				const char *tag = PQcmdStatus(res);
-
-				if (strcmp(tag, "COMMIT") != 0) {
-					failed = true;
-				}
-			}
-			break;
-		case PGRES_PIPELINE_ABORTED:
-			failed = true;
-			break;
-		default: {
-			const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
-			if (!failed && step_at(i, nsteps) == STEP_FENCE && st != NULL &&
-				strcmp(st, "22012") == 0) {
-				fenced = true;
-			} else if (!failed && step_at(i, nsteps) == STEP_WRITE && st != NULL &&
-				   strcmp(st, "22012") == 0) {
-				echd_log(ECHD_LOG_WARNING,
-					"st_pg: commit: PostgreSQL did not store the rows sent to "
-					"%s.%s (a trigger, rule or policy on it?): nothing committed",
-					s->schema, pg_tables[s->step_tb[i]]);
-			} else if (!failed) {
-				echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s",
-					PQresultErrorMessage(res));
-			}
-			failed = true;
-			break;
-		}
-		}
-		PQclear(res);
-		/* Each query's results end with a NULL. */
-		rc = io_result(s, dl, &res);
-		if (rc != 0) {
-			lost = true;
-			break;
-		}
-		if (res != NULL) {
-			PQclear(res);
-			lost = true; /* more than one result: not what was sent */
-			break;
-		}
-	}
-	if (!lost) {
-		PGresult *res = NULL;
-
-		rc = io_result(s, dl, &res);
-		if (rc != 0 || res == NULL || PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
-			lost = true;
-		}
-		PQclear(res);
-	}
-	if (!lost && !PQexitPipelineMode(c)) {
-		lost = true;
-	}
-	if (!lost) {
-		s->alive_ms = s->sent_ms; /* answered: the session lived then */
-	}
-	/* A statement that failed left the transaction block open, aborted. */
-	if (!lost && PQtransactionStatus(c) != PQTRANS_IDLE &&
-		run(s, "commit", "ROLLBACK", 0, NULL, NULL) == ECHD_EOFFLINE) {
-		return ECHD_EOFFLINE; /* nothing was applied, and the connection is gone */
-	}
-out:
-	if (lost) {
-		conn_failed(s, rc);
-		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
-		/* An error answered before COMMIT means COMMIT did nothing. */
-		return failed || !commit_sent ? ECHD_EOFFLINE : ECHD_EINDOUBT;
-	}
-	if (fenced) {
-		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s was taken over: standby", s->schema);
-		s->role = STORAGE_ROLE_STANDBY;
-		(void)unlock(s);
-		return ECHD_ESTANDBY;
-	}
-	return failed ? -EIO : 0;
+	return 0;
 send_failed:
 	conn_lost(s, "cannot send");
 	echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
@@ -2694,7 +2983,8 @@ miss(struct st_pg *s, int ix, bool back, const struct pgc_bound *at, unsigned hi
 		s->capq = cap;
 	}
 	s->q[s->nq++] = r;
-	if (s->nq == 1 && s->fconn != NULL && fetch_send(s) != 0) {
+	/* with commits in flight, storage_fetch_poll() sends it after them */
+	if (s->nq == 1 && s->fconn != NULL && s->nflight == 0 && fetch_send(s) != 0) {
 		fconn_close(s); /* storage_fetch_poll() reconnects */
 	}
 	return ECHD_EWOULDFETCH;
@@ -3017,7 +3307,11 @@ pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
 		if (s->fconn == NULL && now_ms() >= s->fconn_retry_ms && fconn_open(s) != 0) {
 			fetch_fail(s, ECHD_EOFFLINE, "no connection");
 		}
-		if (s->fconn != NULL && fetch_send(s) != 0) {
+		/* A fetch must see every commit in the cache: none in flight. */
+		if (s->fconn != NULL && s->nflight > 0 && drain(s) != 0) {
+			fetch_fail(s, ECHD_EOFFLINE, "the store was lost");
+		}
+		if (s->fconn != NULL && s->role == STORAGE_ROLE_ACTIVE && fetch_send(s) != 0) {
 			fetch_fail(s, ECHD_EOFFLINE, PQerrorMessage(s->fconn));
 		}
 	}
@@ -3200,29 +3494,45 @@ pg_txn_commit(struct storage_txn *t)
 		s->commits += rc == 0;
 		return rc;
 	}
+	fail_forget(s);
+	if (s->nflight > 0 && s->conn != NULL) {
+		reap(s, s->depth); /* the answers in; a failure there leaves the role */
+	}
 	if (s->role != STORAGE_ROLE_ACTIVE || s->conn == NULL) {
 		storage_fwd_txn_abort(t);
 		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
 	}
 	rc = build_params(s, storage_fwd_txn_inner(t));
 	if (rc == 0) {
-		rc = pg_round_trip(s);
+		rc = send_batch(s);
+	}
+	if (rc == 0) {
+		/* more than depth out: wait for the oldest (this one at depth 0) */
+		s->uncached_rc = 1;
+		reap(s, s->depth);
+		rc = s->uncached_rc == 1 ? 0 : s->uncached_rc;
+		if (rc == -EIO && s->role == STORAGE_ROLE_STANDBY) {
+			rc = ECHD_ESTANDBY; /* skipped: an earlier one failed, the role left */
+		}
 	}
 	s->nlog = 0;
 	s->log_len = 0;
 	if (rc != 0) {
-		storage_fwd_txn_abort(t); /* the cache equals PostgreSQL again */
+		storage_fwd_txn_abort(t); /* not applied (or in doubt): not in the cache */
 		return rc;
 	}
 	rc = storage_fwd_txn_commit(t);
 	if (rc != 0) {
-		/* mem cannot fail a commit but for memory; PostgreSQL has it now,
-		 * the cache does not: reload it at the next takeover. */
+		/* mem cannot fail a commit but for memory; PostgreSQL has it (or
+		 * will), the cache does not: reload it at the next takeover. */
 		echd_log(ECHD_LOG_WARNING, "st_pg: cache commit failed after COMMIT: %s",
 			echd_strerror(rc));
 		s->role = STORAGE_ROLE_STANDBY;
 		(void)unlock(s);
 		return ECHD_EINDOUBT;
+	}
+	if (s->nflight > 0) {
+		flight_at(s, s->nflight - 1)->cached = true;
 	}
 	s->commits++;
 	rc = lazy_committed(s, nlog);
@@ -3392,5 +3702,6 @@ const struct storage_ops st_pg_ops = {
 	.sync = pg_sync,
 	.copy = pg_copy,
 	.durable_gen = pg_durable_gen,
+	.durable_poll = pg_durable_poll,
 	.iface = pg_iface,
 };
