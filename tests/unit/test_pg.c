@@ -1754,6 +1754,176 @@ START_TEST(test_cache_spans)
 }
 END_TEST
 
+/* ---- overlapped commits (issue 34, item 3) --------------------------------- */
+
+/* Opens front end port on schema as the broker does (STORAGE_SYNC_DATA),
+ * with depth commits left in flight; timeout_ms 0: the default. */
+static struct storage *
+open_overlapped(const char *schema, unsigned depth, unsigned timeout_ms)
+{
+	struct storage_opts o = opts(schema, 7001, timeout_ms);
+	struct storage *st;
+
+	o.sync_mode = STORAGE_SYNC_DATA;
+	opt_u64(&o, "postgres.pipeline-depth", depth);
+	OK(storage_open("postgres", &o, &st));
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	return st;
+}
+
+/* Holds the ha row of schema FOR UPDATE from c (until COMMIT or ROLLBACK):
+ * every commit's fence waits in PostgreSQL behind it. */
+static void
+hold_fence(PGconn *c, const char *schema)
+{
+	char sql[128];
+
+	sql_ok(c, "BEGIN");
+	snprintf(sql, sizeof(sql), "SELECT gen FROM \"%s\".ha WHERE id = 1 FOR UPDATE", schema);
+	sql_ok(c, sql);
+}
+
+static void
+commit_one(struct storage *st, const char *k)
+{
+	struct storage_txn *t;
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, k, "1");
+	OK(storage_txn_commit(t));
+}
+
+/* Two commits return while PostgreSQL still works on them: not durable
+ * (nor in PostgreSQL) until their COMMITs are answered; a sync waits for
+ * that. */
+START_TEST(test_overlap_durable_later)
+{
+	struct storage *st = open_overlapped("ovl", 2, 0);
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+	int fd;
+
+	hold_fence(lk, "ovl");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	U64_EQ(storage_commit_gen(st), g0 + 2);
+	OK(storage_durable_poll(st, &fd));
+	ck_assert_int_ge(fd, 0); /* out: the socket to watch */
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 0);
+	sql_ok(lk, "ROLLBACK");
+	OK(storage_sync(st));
+	U64_EQ(storage_durable_gen(st), g0 + 2);
+	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 2);
+	OK(storage_durable_poll(st, &fd));
+	ck_assert_int_eq(fd, -1);
+	/* without a sync: durable once the answers are read */
+	commit_one(st, "c");
+	for (int64_t end = now_ms() + 5000;
+		storage_durable_gen(st) < g0 + 3 && now_ms() < end; usleep(1000)) {
+		OK(storage_durable_poll(st, &fd));
+	}
+	U64_EQ(storage_durable_gen(st), g0 + 3);
+	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 3);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* The first of two commits in flight fails in PostgreSQL (a row it wrote
+ * was not stored): PostgreSQL skips the second, which alone would have
+ * gone through. Both were in the cache: the front end leaves the role, the
+ * sync answers the failure, and neither generation becomes durable. */
+START_TEST(test_overlap_first_fails)
+{
+	struct storage *st = open_overlapped("ovlfail", 2, 0);
+	struct storage_txn *t;
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+
+	sql_ok(pc, "CREATE FUNCTION ovlfail.drop_bad() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN IF NEW.k = 'bad'::bytea THEN RETURN NULL; END IF; RETURN NEW; END$$");
+	sql_ok(pc, "CREATE TRIGGER drop_bad BEFORE INSERT ON ovlfail.keys FOR EACH ROW "
+		   "EXECUTE FUNCTION ovlfail.drop_bad()");
+	hold_fence(lk, "ovlfail");
+	commit_one(st, "bad");
+	commit_one(st, "good");
+	U64_EQ(storage_durable_gen(st), g0);
+	sql_ok(lk, "ROLLBACK");
+	FAILS(storage_sync(st), -EIO);
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(rows_in(pc, "ovlfail", "keys"), 0); /* "good" was skipped */
+	ck_assert_int_eq(role(st), STORAGE_ROLE_STANDBY);
+	FAILS(storage_txn_begin(st, NULL, 0, &t), ECHD_ESTANDBY);
+	/* Told once (the broker closed the clients then): the next sync
+	 * starts afresh. */
+	OK(storage_sync(st));
+	/* A takeover loads what PostgreSQL has: neither. */
+	sql_ok(pc, "DROP TRIGGER drop_bad ON ovlfail.keys");
+	ck_assert_int_eq(poll_until_active(st, 3000).role, STORAGE_ROLE_ACTIVE);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "good", NULL);
+	get_is(t, STORAGE_T_KEYS, "bad", NULL);
+	storage_txn_abort(t);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Fenced while two are out: the next commit meets the failure (it is not
+ * sent), and the sync answers ECHD_ESTANDBY for the two. */
+START_TEST(test_overlap_fenced)
+{
+	struct storage *st = open_overlapped("ovlfence", 2, 0);
+	struct storage_txn *t;
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+
+	hold_fence(lk, "ovlfence");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	sql_ok(lk, "UPDATE ovlfence.ha SET gen = gen + 1");
+	sql_ok(lk, "COMMIT");
+	/* a third one waits for the first (depth 2), finds it fenced */
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "c", "1");
+	FAILS(storage_txn_commit(t), ECHD_ESTANDBY);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_STANDBY);
+	U64_EQ(storage_commit_gen(st), g0 + 2);
+	U64_EQ(storage_durable_gen(st), g0);
+	FAILS(storage_sync(st), ECHD_ESTANDBY);
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(rows_in(pc, "ovlfence", "keys"), 0);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* The connection lost (no answer within timeout-ms) with two commits out,
+ * their COMMITs sent: both in doubt. */
+START_TEST(test_overlap_lost_in_doubt)
+{
+	struct storage *st = open_overlapped("ovllost", 2, 300);
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+
+	hold_fence(lk, "ovllost");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	FAILS(storage_sync(st), ECHD_EINDOUBT);
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
+	sql_ok(lk, "ROLLBACK");
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
 static Suite *
 pg_suite(void)
 {
@@ -1792,6 +1962,14 @@ pg_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_unchecked_fixture(tc, NULL, sync_standby_reset);
 	tcase_add_test(tc, test_lost_during_commit_in_doubt);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("overlap");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_overlap_durable_later);
+	tcase_add_test(tc, test_overlap_first_fails);
+	tcase_add_test(tc, test_overlap_fenced);
+	tcase_add_test(tc, test_overlap_lost_in_doubt);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("open");
