@@ -446,6 +446,8 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 
 static void flights_lost(struct st_pg *s);
 static int drain(struct st_pg *s);
+static void reap(struct st_pg *s, unsigned keep);
+static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
 
 /* Drops the connection (the server drops our advisory lock with it), and
  * with it the batches in flight (in doubt). */
@@ -1700,7 +1702,13 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 		return 0;
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE) {
-		rc = still_ours(s);
+		reap(s, s->depth);
+		/* Commits out check the fence themselves, and their answers say
+		 * the session lives: waiting for them here would stall the loop
+		 * behind a commit that waits in PostgreSQL. */
+		if (s->nflight == 0) {
+			rc = still_ours(s);
+		}
 		if (rc == 0 && s->nshard > 0 && s->conn != NULL) {
 			rc = peers_read(s); /* the other parts' front ends */
 		}
@@ -1974,9 +1982,6 @@ pg_stat(struct storage *st, struct storage_stat *out)
 	out->syncs = s->commits;
 	return 0;
 }
-
-static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
-static void reap(struct st_pg *s, unsigned keep);
 
 /* Forgets a failure storage_sync() answered: the broker closed the
  * clients that waited for it then (brk_release_durable()). */
