@@ -33,16 +33,18 @@
  * those there were) and divides by zero on a mismatch, so that a trigger or
  * rule that drops rows fails the transaction before its COMMIT; tables with
  * triggers, rules or row level security are refused at open and takeover
- * (check_plain()). Only when COMMIT's result is in does the inner
- * transaction commit; on any failure it is aborted, so the cache equals
- * PostgreSQL again. A commit that touched nothing sends nothing.
+ * (check_plain()). The inner transaction commits once the batch is sent
+ * (or, at depth 0, once its COMMIT answered); a failure known by then
+ * aborts it, so the cache equals PostgreSQL again. A commit that touched
+ * nothing sends nothing.
  *
- * Durability: a commit that returned 0 is what PostgreSQL made durable
+ * Durability: a commit is durable once PostgreSQL answered its COMMIT,
  * under its synchronous_commit (on for one server; remote_apply with a
- * synchronous standby for no loss at a PostgreSQL failover). So
- * durable_gen is the commit generation (every commit is durable when it
- * returns), sync does nothing, and opts->sync_mode is ignored: there is no
- * local flush to put off.
+ * synchronous standby for no loss at a PostgreSQL failover). Commits
+ * overlap ("Overlapped commits" below): up to postgres.pipeline-depth
+ * (default 2) stay in flight when a commit returns, and durable_gen lags by
+ * them; sync reads every answer. With STORAGE_SYNC_FULL the depth is 0:
+ * durable when the commit returns.
  *
  * Fencing. The row <schema>.ha (id 1) holds gen, bumped by each takeover.
  * Every write transaction locks it FOR SHARE right after BEGIN and divides
@@ -82,9 +84,12 @@
  *
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
- * none), cache-size (0: the whole schema), shards ("": one schema), node.
+ * none), cache-size (0: the whole schema), shards ("": one schema), node,
+ * pipeline-depth (2; 0 to 16).
  *
- * What a failed top-level commit returns (nothing of it is in the cache):
+ * What a failed top-level commit returns (nothing of it is in the cache;
+ * a commit that returned 0 and failed later in flight is answered by
+ * storage_sync(), with the same codes, and leaves the role):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
  *   -EIO           PostgreSQL refused a statement, or stored other rows than
  *                  sent (logged); still ACTIVE
@@ -2677,8 +2682,10 @@ send_failed:
  * that a scan does not stall the other clients; the fetch counts as out
  * until its last row is in.
  *
- * A fetch sees every commit whose COMMIT was answered before it was sent
- * (commits are synchronous here), and commits while it is out are in the
+ * A fetch sees every commit whose COMMIT was answered before it was sent,
+ * and is sent only with no commit in flight (storage_fetch_poll() ends the
+ * pipeline first; miss() leaves it to that), so it sees every commit in
+ * the cache; commits while it is out are in the
  * cache (rows written) or in the gone keys (rows deleted), so what it
  * brings never overrides a newer state. Eviction, which would make a row
  * written since a fetch left look absent, runs only while no fetch is
