@@ -2685,9 +2685,9 @@ send_failed:
  * A fetch sees every commit whose COMMIT was answered before it was sent,
  * and is sent only with no commit in flight (storage_fetch_poll() ends the
  * pipeline first; miss() leaves it to that), so it sees every commit in
- * the cache; commits while it is out are in the
- * cache (rows written) or in the gone keys (rows deleted), so what it
- * brings never overrides a newer state. Eviction, which would make a row
+ * the cache; commits while it is out are in the cache (rows written) or in
+ * the gone keys (rows deleted), so what it brings never overrides a newer
+ * state. Eviction, which would make a row
  * written since a fetch left look absent, runs only while no fetch is
  * out: in storage_fetch_poll(), before it reads an answer, so the rows a
  * waiting command asked for are there when it runs again. It drops rows
