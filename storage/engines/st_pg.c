@@ -40,11 +40,13 @@
  *
  * Durability: a commit is durable once PostgreSQL answered its COMMIT,
  * under its synchronous_commit (on for one server; remote_apply with a
- * synchronous standby for no loss at a PostgreSQL failover). Commits
- * overlap ("Overlapped commits" below): up to postgres.pipeline-depth
- * (default 2) stay in flight when a commit returns, and durable_gen lags by
- * them; sync reads every answer. With STORAGE_SYNC_FULL the depth is 0:
- * durable when the commit returns.
+ * synchronous standby for no loss at a PostgreSQL failover). With
+ * postgres.pipeline-depth > 0 commits overlap ("Overlapped commits"
+ * below): up to that many stay in flight when a commit returns, the
+ * commits meanwhile wait in the cache and go as one batch, and durable_gen
+ * lags by them; sync reads every answer. At depth 0 (the default: on two
+ * CPUs, PostgreSQL's share of one, overlap measured slower) or with
+ * STORAGE_SYNC_FULL, a commit is durable when it returns.
  *
  * Fencing. The row <schema>.ha (id 1) holds gen, bumped by each takeover.
  * Every write transaction locks it FOR SHARE right after BEGIN and divides
@@ -85,7 +87,7 @@
  * Options (storage.h, "postgres.<name>"): url (required), schema ("echd"),
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
  * none), cache-size (0: the whole schema), shards ("": one schema), node,
- * pipeline-depth (2; 0 to 16).
+ * pipeline-depth (0; 0 to 16).
  *
  * What a failed top-level commit returns (nothing of it is in the cache;
  * a commit that returned 0 and failed later in flight is answered by
@@ -130,8 +132,9 @@
 #define PG_SCHEMA_VERSION     1
 #define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
 #define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
-#define PG_DEPTH_DEFAULT      2     /* postgres.pipeline-depth */
+#define PG_DEPTH_DEFAULT      0     /* postgres.pipeline-depth (measured: tests/bench) */
 #define PG_DEPTH_MAX          16
+#define PG_PEND_MAX           ((size_t)64 << 20) /* log bytes pending before a commit waits */
 #define PG_OID_INT8           20
 #define PG_OID_BYTEA_ARRAY    1001
 #define PG_OID_BYTEA          17
@@ -203,7 +206,8 @@ struct pg_flight {
 	int nsteps;
 	int *step_tb; /* owned: the table of each write statement */
 	size_t cap_steps;
-	uint64_t gen; /* the commit generation it got */
+	uint64_t gen; /* the first commit generation it carries (the last: the
+		       * next flight's, or the pending batch's, minus one) */
 	bool cached;  /* its writes are in the cache (committed there) */
 	int64_t sent_ms;
 	int i;
@@ -270,6 +274,14 @@ struct st_pg {
 	bool fail_told;       /* ... and has said it (then cleared at the next) */
 	uint64_t fail_upto;   /* durable_gen() stays here while fail_rc is set */
 	int uncached_rc;      /* the outcome of the batch a commit sent (1: out) */
+	/* Commits in the cache not sent yet (depth out already): one batch,
+	 * sent when a flight lands, the final state of each key it touched
+	 * read from the cache then. */
+	struct pg_touch *plog;
+	size_t nplog, capplog;
+	unsigned char *plog_bytes;
+	size_t plog_len, plog_cap;
+	uint64_t pend_gen;    /* its first generation; 0: nothing pending */
 	bool sync_sent;       /* the pipeline's Sync is out (drain()) */
 	/* The partial cache (cache-size; "The partial cache" below). */
 	struct storage_fetch fetch; /* storage_fetch(), when lazy */
@@ -452,6 +464,9 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 static void flights_lost(struct st_pg *s);
 static int drain(struct st_pg *s);
 static void reap(struct st_pg *s, unsigned keep);
+static void pump(struct st_pg *s);
+static int send_pending(struct st_pg *s);
+static void pend_failed(struct st_pg *s, int rc);
 static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
 
 /* Drops the connection (the server drops our advisory lock with it), and
@@ -1707,11 +1722,11 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 		return 0;
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE) {
-		reap(s, s->depth);
+		pump(s);
 		/* Commits out check the fence themselves, and their answers say
 		 * the session lives: waiting for them here would stall the loop
 		 * behind a commit that waits in PostgreSQL. */
-		if (s->nflight == 0) {
+		if (s->nflight == 0 && s->pend_gen == 0) {
 			rc = still_ours(s);
 		}
 		if (rc == 0 && s->nshard > 0 && s->conn != NULL) {
@@ -1769,6 +1784,8 @@ pg_close(struct storage *st)
 	}
 	echd_free(s->log);
 	echd_free(s->log_bytes);
+	echd_free(s->plog);
+	echd_free(s->plog_bytes);
 	for (size_t i = 0; i < s->nshard; i++) {
 		echd_free(s->shard[i].schema);
 	}
@@ -2022,7 +2039,9 @@ static uint64_t
 pg_durable_gen(struct storage *st)
 {
 	struct st_pg *s = pg_from(st);
-	uint64_t g = s->nflight > 0 ? flight_at(s, 0)->gen - 1 : st->commit_gen;
+	uint64_t g = s->nflight > 0 ? flight_at(s, 0)->gen - 1 :
+		     s->pend_gen != 0 ? s->pend_gen - 1 :
+					st->commit_gen;
 
 	if (s->fail_rc != 0 && s->fail_upto < g) {
 		g = s->fail_upto;
@@ -2037,9 +2056,7 @@ pg_durable_poll(struct storage *st, int *fd)
 {
 	struct st_pg *s = pg_from(st);
 
-	if (s->nflight > 0 && s->conn != NULL) {
-		reap(s, s->depth);
-	}
+	pump(s);
 	*fd = s->nflight > 0 && s->conn != NULL ? PQsocket(s->conn) : -1;
 	return s->fail_rc != 0 && !s->fail_told ? s->fail_rc : 0;
 }
@@ -2283,10 +2300,14 @@ step_at(int i, int nsteps)
  * libpq's pipeline mode followed by a flush request, not a Sync, commits
  * the cache, and returns while PostgreSQL works on it: up to depth
  * (postgres.pipeline-depth) batches stay in flight, the next one's
- * statements queued behind them on the same session. Their answers are
+ * statements queued behind them on the same session. Commits while depth
+ * are out go to the cache and a pending batch (their touched keys), sent
+ * when one lands with each key's state in the cache then, so that the
+ * batches grow with the wait as the blocking commit's did. Answers are
  * read when they are in (storage_durable_poll(), each commit) or when more
- * than depth are out (blocking), and a batch's generation is durable once
- * its COMMIT's answer is read: the broker holds the replies until then.
+ * than depth are out (blocking), and a batch's generations are durable
+ * once its COMMIT's answer is read: the broker holds the replies until
+ * then.
  * Every other statement on the session first ends the pipeline (drain():
  * a Sync, every answer read), as does storage_sync().
  *
@@ -2322,6 +2343,14 @@ flights_lost(struct st_pg *s)
 			s->fail_upto = f->gen - 1;
 		}
 	}
+	if (s->pend_gen != 0 && s->fail_rc == 0) {
+		s->fail_rc = ECHD_EOFFLINE; /* never sent: not applied, but in the cache */
+		s->fail_told = false;
+		s->fail_upto = s->pend_gen - 1;
+	}
+	s->pend_gen = 0;
+	s->nplog = 0;
+	s->plog_len = 0;
 	s->nflight = 0;
 	s->sync_sent = false;
 }
@@ -2449,9 +2478,12 @@ pipe_end(struct st_pg *s)
 static void
 flights_failed(struct st_pg *s, const struct pg_flight *f, int rc)
 {
-	bool ahead = f->cached;
+	bool ahead = f->cached || s->pend_gen != 0;
 	int64_t dl = deadline(s);
 
+	s->pend_gen = 0; /* never to be sent: PostgreSQL would skip it */
+	s->nplog = 0;
+	s->plog_len = 0;
 	if (!f->cached) {
 		s->uncached_rc = rc;
 	}
@@ -2540,6 +2572,13 @@ reap(struct st_pg *s, unsigned keep)
 static int
 drain(struct st_pg *s)
 {
+	if (s->pend_gen != 0) {
+		if (s->conn != NULL && s->role == STORAGE_ROLE_ACTIVE) {
+			(void)send_pending(s);
+		} else {
+			pend_failed(s, s->conn == NULL ? ECHD_EOFFLINE : ECHD_ESTANDBY);
+		}
+	}
 	if (s->conn == NULL || PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) {
 		return s->conn == NULL ? ECHD_EOFFLINE : 0;
 	}
@@ -2562,7 +2601,7 @@ drain(struct st_pg *s)
  * (not yet cached). Returns 0, or ECHD_EOFFLINE (lost before COMMIT was
  * sent: nothing applied) or ECHD_EINDOUBT (lost after), now OFFLINE. */
 static int
-send_batch(struct st_pg *s)
+send_batch(struct st_pg *s, uint64_t first, bool cached)
 {
 	int nsteps = 0, rc = 0;
 	bool commit_sent = false;
@@ -2635,7 +2674,7 @@ send_batch(struct st_pg *s)
 	tb = f->step_tb;
 	cap = f->cap_steps;
 	*f = (struct pg_flight){.nsteps = nsteps, .step_tb = s->step_tb, .cap_steps = s->cap_steps,
-		.gen = s->fwd.base.commit_gen + 1, .sent_ms = s->sent_ms};
+		.gen = first, .cached = cached, .sent_ms = s->sent_ms};
 	s->step_tb = tb;
 	s->cap_steps = cap;
 	s->nflight++;
@@ -2653,6 +2692,110 @@ send_failed:
 	conn_lost(s, "cannot send");
 	echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
 	return commit_sent ? ECHD_EINDOUBT : ECHD_EOFFLINE;
+}
+
+/* Swaps the write log with the pending batch's. */
+static void
+log_swap(struct st_pg *s)
+{
+	struct pg_touch *l = s->log;
+	unsigned char *b = s->log_bytes;
+	size_t n = s->nlog, cap = s->caplog, len = s->log_len, bcap = s->log_cap;
+
+	s->log = s->plog;
+	s->nlog = s->nplog;
+	s->caplog = s->capplog;
+	s->log_bytes = s->plog_bytes;
+	s->log_len = s->plog_len;
+	s->log_cap = s->plog_cap;
+	s->plog = l;
+	s->nplog = n;
+	s->capplog = cap;
+	s->plog_bytes = b;
+	s->plog_len = len;
+	s->plog_cap = bcap;
+}
+
+/* Adds the write log of the commit just taken into the cache to the
+ * pending batch. Returns 0 or -ENOMEM. */
+static int
+pend_add(struct st_pg *s)
+{
+	int rc = 0;
+
+	log_swap(s); /* the pending log is s->log now, the commit's s->plog */
+	for (size_t i = 0; i < s->nplog && rc == 0; i++) {
+		const struct pg_touch *e = &s->plog[i];
+
+		rc = log_touch(s, (enum storage_table)e->tb, s->plog_bytes + e->off, e->klen);
+	}
+	log_swap(s);
+	return rc;
+}
+
+/* The pending batch cannot go (rc): it is in the cache and never will be
+ * in PostgreSQL, so the cache is ahead: leave the role, and its
+ * generations never become durable. */
+static void
+pend_failed(struct st_pg *s, int rc)
+{
+	echd_log(ECHD_LOG_WARNING, "st_pg: commits not sent (%s): standby until a takeover "
+				   "loads schema %s again",
+		echd_strerror(rc), s->schema);
+	if (s->fail_rc == 0) {
+		s->fail_rc = rc;
+		s->fail_told = false;
+		s->fail_upto = s->pend_gen - 1;
+	}
+	s->pend_gen = 0;
+	s->nplog = 0;
+	s->plog_len = 0;
+	if (s->role == STORAGE_ROLE_ACTIVE && s->conn != NULL) {
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+	}
+}
+
+/* Sends the pending batch: the final state, in the cache, of each key its
+ * commits touched. No write transaction is open on the cache. Returns 0 or
+ * an error (the batch failed: pend_failed(), or the connection lost). */
+static int
+send_pending(struct st_pg *s)
+{
+	struct storage_txn *r = NULL;
+	uint64_t first = s->pend_gen;
+	int rc;
+
+	log_swap(s);
+	rc = storage_txn_begin(s->fwd.inner, NULL, STORAGE_TXN_RDONLY, &r);
+	if (rc == 0) {
+		rc = build_params(s, r);
+	}
+	storage_txn_abort(r);
+	s->nlog = 0; /* the pending log, consumed */
+	s->log_len = 0;
+	log_swap(s);
+	if (rc != 0) {
+		pend_failed(s, rc);
+		return rc;
+	}
+	rc = send_batch(s, first, true); /* lost: flights_lost() took it */
+	s->pend_gen = 0;
+	return rc;
+}
+
+/* Reads the answers in; when fewer than depth are out then, sends the
+ * pending batch. */
+static void
+pump(struct st_pg *s)
+{
+	if (s->nflight > 0 && s->conn != NULL) {
+		reap(s, s->depth);
+	}
+	if (s->pend_gen != 0 && s->nflight < s->depth && s->conn != NULL &&
+		s->role == STORAGE_ROLE_ACTIVE) {
+		(void)send_pending(s);
+	}
 }
 
 /* ---- the partial cache (cache-size, issue 34) --------------------------------
@@ -2996,7 +3139,8 @@ miss(struct st_pg *s, int ix, bool back, const struct pgc_bound *at, unsigned hi
 	}
 	s->q[s->nq++] = r;
 	/* with commits in flight, storage_fetch_poll() sends it after them */
-	if (s->nq == 1 && s->fconn != NULL && s->nflight == 0 && fetch_send(s) != 0) {
+	if (s->nq == 1 && s->fconn != NULL && s->nflight == 0 && s->pend_gen == 0 &&
+		fetch_send(s) != 0) {
 		fconn_close(s); /* storage_fetch_poll() reconnects */
 	}
 	return ECHD_EWOULDFETCH;
@@ -3302,7 +3446,8 @@ pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
 		fetch_fill(s, out, cache_bytes(s));
 		return 0;
 	}
-	if (!s->inflight) {
+	if (!s->inflight && s->pend_gen == 0) {
+		/* (pending commits read their rows from the cache when sent) */
 		pgc_gone_clear(&s->gone);
 		rc = evict(s);
 		if (rc != 0) {
@@ -3320,7 +3465,7 @@ pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
 			fetch_fail(s, ECHD_EOFFLINE, "no connection");
 		}
 		/* A fetch must see every commit in the cache: none in flight. */
-		if (s->fconn != NULL && s->nflight > 0 && drain(s) != 0) {
+		if (s->fconn != NULL && (s->nflight > 0 || s->pend_gen != 0) && drain(s) != 0) {
 			fetch_fail(s, ECHD_EOFFLINE, "the store was lost");
 		}
 		if (s->fconn != NULL && s->role == STORAGE_ROLE_ACTIVE && fetch_send(s) != 0) {
@@ -3490,6 +3635,54 @@ pg_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	return rc;
 }
 
+/* depth batches are out: t joins the pending batch, sent when one lands
+ * (or at once, when one did meanwhile). Returns 0, or -ENOMEM. */
+static int
+commit_pending(struct st_pg *s, struct storage_txn *t)
+{
+	size_t nlog = s->nlog;
+	int rc;
+
+	rc = storage_fwd_txn_commit(t);
+	if (rc == 0) {
+		rc = pend_add(s);
+		if (rc != 0) {
+			/* in the cache, not in the batch: never in PostgreSQL */
+			if (s->pend_gen == 0) {
+				s->pend_gen = s->fwd.base.commit_gen + 1;
+			}
+			pend_failed(s, rc);
+			s->nlog = 0;
+			s->log_len = 0;
+			return ECHD_EINDOUBT;
+		}
+	}
+	if (rc != 0) {
+		s->nlog = 0;
+		s->log_len = 0;
+		return rc; /* mem's commit failed (memory): nothing of it anywhere */
+	}
+	if (s->pend_gen == 0) {
+		s->pend_gen = s->fwd.base.commit_gen + 1; /* storage.c gives it that */
+	}
+	s->commits++;
+	if (lazy_committed(s, nlog) != 0) {
+		for (int i = 0; i < PG_NLAZY; i++) {
+			pgc_spans_clear(&s->spans[i]);
+		}
+	}
+	s->nlog = 0;
+	s->log_len = 0;
+	if (s->nflight >= s->depth && s->plog_len + s->nplog * sizeof(struct pg_touch) >
+						 PG_PEND_MAX) {
+		reap(s, s->depth - 1); /* too much waiting: wait for a flight */
+	}
+	if (s->nflight < s->depth && s->conn != NULL && s->role == STORAGE_ROLE_ACTIVE) {
+		(void)send_pending(s); /* a failure: storage_sync() answers it */
+	}
+	return 0;
+}
+
 static int
 pg_txn_commit(struct storage_txn *t)
 {
@@ -3514,9 +3707,12 @@ pg_txn_commit(struct storage_txn *t)
 		storage_fwd_txn_abort(t);
 		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
 	}
+	if (s->depth > 0 && (s->nflight >= s->depth || s->pend_gen != 0)) {
+		return commit_pending(s, t);
+	}
 	rc = build_params(s, storage_fwd_txn_inner(t));
 	if (rc == 0) {
-		rc = send_batch(s);
+		rc = send_batch(s, s->fwd.base.commit_gen + 1, false);
 	}
 	if (rc == 0) {
 		/* more than depth out: wait for the oldest (this one at depth 0) */

@@ -670,14 +670,14 @@ def test_pg_in_doubt_closed_nothing_applied_answered(server):
 @echd_only(ECHD)
 @timeout(120)
 def test_pg_overlapped_failure_closes_unanswered(server):
-    """Issue 34: two group commits in flight at once (the first waits on a lock in PostgreSQL,
-    the second is sent behind it; storage-pg-pipeline-depth 2). The first fails (another front
-    end's generation: fenced), so PostgreSQL skips the second: neither client is answered (both
-    closed), nothing of either is in PostgreSQL, and once active again the front end serves what
-    PostgreSQL has."""
+    """Issue 34: two group commits at once (storage-pg-pipeline-depth 1): the first waits on a
+    lock in PostgreSQL, the second waits behind it in memory. The first fails (another front
+    end's generation: fenced), so the second is never applied: neither client is answered
+    (both closed), nothing of either is in PostgreSQL, and once active again the front end
+    serves what PostgreSQL has."""
     with pgtmp.Cluster() as pg:
         schema = "ha_%s" % uuid.uuid4().hex[:8]
-        a = pg_spawn(server, pg, schema)
+        a = pg_spawn(server, pg, schema, "--storage-pg-pipeline-depth", "1")
         wait_until(lambda: role_of(a) == "master", 5, what="the front end active")
         a.raw().call("XADD", "s", "1-1", "f", "v")
         lock = held_lock(pg, "SELECT gen FROM %s.ha WHERE id = 1 FOR UPDATE" % schema)
