@@ -1826,6 +1826,11 @@ START_TEST(test_overlap_durable_later)
 	U64_EQ(storage_durable_gen(st), g0 + 3);
 	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 3);
 	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	/* and the pipeline ended: PostgreSQL counts the session idle (the
+	 * lease, idle_session_timeout, runs only then) */
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM pg_stat_activity WHERE "
+				     "application_name = 'echd' AND state = 'idle'"),
+		1);
 	PQfinish(lk);
 	PQfinish(pc);
 	storage_close(st);
