@@ -449,18 +449,18 @@ brk_release_durable(struct brk_server *srv, int err)
  * now leave. While others wait, its socket is watched rather than a flush
  * paid (which would wait for the answers in the loop, serving no one): the
  * loop reads the next commands meanwhile, whose commit goes out behind.
- * No answer for BRK_DURABLE_WAIT_MS: a flush, bounded by the storage's
- * own timeout. A failure reported: a flush, which answers it, and the
- * clients that waited for it are closed unanswered. Returns how many
- * connections were answered. */
-#define BRK_DURABLE_WAIT_MS 1000
+ * It is polled every BRK_DURABLE_POLL_MS meanwhile too: the storage
+ * judges an answer late by its own timeout. A failure reported: a flush,
+ * which answers it, and the clients that waited for it are closed
+ * unanswered. Returns how many connections were answered. */
+#define BRK_DURABLE_POLL_MS 100
 
 static void durable_cb(evutil_socket_t fd, short what, void *arg);
 
 static int
 durable_poll(struct brk_server *srv)
 {
-	struct timeval tv = {BRK_DURABLE_WAIT_MS / 1000, (BRK_DURABLE_WAIT_MS % 1000) * 1000};
+	struct timeval tv = {0, BRK_DURABLE_POLL_MS * 1000};
 	int fd, rc, released;
 
 	rc = storage_durable_poll(srv->st, &fd);
@@ -497,10 +497,7 @@ durable_cb(evutil_socket_t fd, short what, void *arg)
 	if (srv->batch != NULL) {
 		return; /* a batch is running: its end polls */
 	}
-	if (what & EV_TIMEOUT) {
-		brk_release_durable(srv, brk_storage_flush(srv));
-		return;
-	}
+	(void)what; /* an answer, or time to look whether one is late */
 	(void)durable_poll(srv);
 	if (srv->waiting != NULL && !srv->durable_watched) {
 		brk_release_durable(srv, brk_storage_flush(srv));

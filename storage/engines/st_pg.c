@@ -466,6 +466,7 @@ static int drain(struct st_pg *s);
 static void reap(struct st_pg *s, unsigned keep);
 static void pump(struct st_pg *s);
 static int send_pending(struct st_pg *s);
+static void pipe_idle(struct st_pg *s);
 static void pend_failed(struct st_pg *s, int rc);
 static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
 
@@ -2533,10 +2534,8 @@ flights_failed(struct st_pg *s, const struct pg_flight *f, int rc)
  * (blocking) while more than keep are out. A failure ends the pipeline
  * (flights_failed()). */
 static void
-reap(struct st_pg *s, unsigned keep)
+reap_until(struct st_pg *s, unsigned keep, int64_t dl)
 {
-	int64_t dl = deadline(s);
-
 	while (s->nflight > 0 && s->conn != NULL) {
 		struct pg_flight *f = flight_at(s, 0);
 		int rc = flight_read(s, s->nflight > keep, dl);
@@ -2564,6 +2563,12 @@ reap(struct st_pg *s, unsigned keep)
 			return;
 		}
 	}
+}
+
+static void
+reap(struct st_pg *s, unsigned keep)
+{
+	reap_until(s, keep, deadline(s));
 }
 
 /* Ends the pipeline: every batch out answered (one round trip: the Sync
@@ -2664,10 +2669,12 @@ send_batch(struct st_pg *s, uint64_t first, bool cached)
 		return ECHD_EOFFLINE;
 	}
 	commit_sent = true; /* from here a loss leaves the outcome unknown */
+	/* depth 0: the Sync goes along (its answer comes with COMMIT's) */
 	if (!PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) ||
-		!PQsendFlushRequest(c)) {
+		!(s->depth == 0 ? PQpipelineSync(c) : PQsendFlushRequest(c))) {
 		goto send_failed;
 	}
+	s->sync_sent = s->depth == 0;
 	nsteps++; /* COMMIT */
 	/* the flight takes the step table; the one it had serves the next */
 	f = flight_at(s, s->nflight);
@@ -2784,18 +2791,38 @@ send_pending(struct st_pg *s)
 	return rc;
 }
 
-/* Reads the answers in; when fewer than depth are out then, sends the
- * pending batch. */
+/* Nothing out nor pending: ends the pipeline. PostgreSQL arms
+ * idle_session_timeout (the lease) only at a Sync's ReadyForQuery, so a
+ * session left in a pipeline would never time out. */
+static void
+pipe_idle(struct st_pg *s)
+{
+	if (s->nflight == 0 && s->pend_gen == 0 && s->conn != NULL &&
+		PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF) {
+		(void)pipe_end(s);
+	}
+}
+
+/* Reads the answers in (judging the oldest late past timeout-ms); when
+ * fewer than depth are out then, sends the pending batch; ends the
+ * pipeline when nothing is left. */
 static void
 pump(struct st_pg *s)
 {
 	if (s->nflight > 0 && s->conn != NULL) {
 		reap(s, s->depth);
 	}
+	/* the oldest out unanswered past timeout-ms: one more look (a stall
+	 * of this process is not a lost answer), else the connection is lost */
+	while (s->nflight > 0 && s->conn != NULL &&
+		now_ms() - flight_at(s, 0)->sent_ms > (int64_t)s->timeout_ms) {
+		reap_until(s, s->nflight - 1, now_ms());
+	}
 	if (s->pend_gen != 0 && s->nflight < s->depth && s->conn != NULL &&
 		s->role == STORAGE_ROLE_ACTIVE) {
 		(void)send_pending(s);
 	}
+	pipe_idle(s);
 }
 
 /* ---- the partial cache (cache-size, issue 34) --------------------------------
@@ -3742,6 +3769,7 @@ pg_txn_commit(struct storage_txn *t)
 	if (s->nflight > 0) {
 		flight_at(s, s->nflight - 1)->cached = true;
 	}
+	pipe_idle(s); /* depth 0: its answer and the Sync's are in */
 	s->commits++;
 	rc = lazy_committed(s, nlog);
 	if (rc != 0) {

@@ -1908,6 +1908,31 @@ START_TEST(test_overlap_fenced)
 }
 END_TEST
 
+/* No answer to the batch out within timeout-ms: a poll (the broker's, as
+ * it waits on the socket) finds it late, and it is in doubt. */
+START_TEST(test_overlap_late_answer)
+{
+	struct storage *st = open_overlapped("ovllate", 1, 300);
+	PGconn *lk = side();
+	int64_t t0, end;
+	int fd, rc = 0;
+
+	hold_fence(lk, "ovllate");
+	t0 = now_ms();
+	commit_one(st, "a");
+	for (end = now_ms() + 3000; rc == 0 && now_ms() < end; usleep(20 * 1000)) {
+		rc = storage_durable_poll(st, &fd);
+	}
+	FAILS(rc, ECHD_EINDOUBT);
+	ck_assert_int_ge(now_ms() - t0, 300);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
+	FAILS(storage_sync(st), ECHD_EINDOUBT);
+	sql_ok(lk, "ROLLBACK");
+	PQfinish(lk);
+	storage_close(st);
+}
+END_TEST
+
 /* Depth 1: one batch out; the commits meanwhile wait in the cache and go
  * as one batch when it lands, each key's last state: durable together. A
  * failure of the batch out drops them unsent. */
@@ -2023,6 +2048,7 @@ pg_suite(void)
 	tcase_add_test(tc, test_overlap_fenced);
 	tcase_add_test(tc, test_overlap_lost_in_doubt);
 	tcase_add_test(tc, test_overlap_pending_merged);
+	tcase_add_test(tc, test_overlap_late_answer);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("open");
