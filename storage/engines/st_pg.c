@@ -2366,7 +2366,8 @@ step_result(struct st_pg *s, struct pg_flight *f, PGresult *res)
 	case PGRES_COMMAND_OK:
 	case PGRES_TUPLES_OK:
 		/* A COMMIT of a failed txn answers ROLLBACK. */
-		if (step_at(i, f->nsteps) == STEP_COMMIT && strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+		if (step_at(i, f->nsteps) == STEP_COMMIT &&
+			strcmp(PQcmdStatus(res), "COMMIT") != 0) {
 			f->failed = true;
 		}
 		break;
