@@ -2365,7 +2365,10 @@ step_result(struct st_pg *s, struct pg_flight *f, PGresult *res)
 	switch (PQresultStatus(res)) {
 	case PGRES_COMMAND_OK:
 	case PGRES_TUPLES_OK:
-		/* A COMMIT of a failed txn answers ROLLBACK. */
+		/* A COMMIT of a failed txn answers ROLLBACK. (In a pipeline the
+		 * error before it aborts the pipeline, so COMMIT is skipped
+		 * instead; were it not, later batches would have run: they are
+		 * then counted failed too, never durable.) */
 		if (step_at(i, f->nsteps) == STEP_COMMIT &&
 			strcmp(PQcmdStatus(res), "COMMIT") != 0) {
 			f->failed = true;
