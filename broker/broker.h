@@ -269,6 +269,9 @@ struct brk_server {
 	struct brk_conn *waiting;    /* conns with replies waiting for a durable commit */
 	uint64_t nwaiting;
 	struct event *flush_timer;   /* makes a lone commit durable */
+	struct event *durable_ev;    /* the storage's socket: commits answered (commit.c) */
+	int durable_fd;              /* durable_ev's (-1: none) */
+	bool durable_watched;        /* replies wait for durable_ev, not a flush */
 	struct event *watchdog;      /* WATCHDOG=1 from the loop, when asked */
 	bool flush_armed;
 	uint64_t rnd;                /* RANDOMKEY's generator state (splitmix64) */

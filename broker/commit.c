@@ -444,6 +444,66 @@ brk_release_durable(struct brk_server *srv, int err)
 	return released;
 }
 
+/* A storage whose commits become durable in the background (postgres:
+ * commits in flight) reads what came in; replies whose commit is durable
+ * now leave. While others wait, its socket is watched rather than a flush
+ * paid (which would wait for the answers in the loop, serving no one): the
+ * loop reads the next commands meanwhile, whose commit goes out behind.
+ * It is polled every BRK_DURABLE_POLL_MS meanwhile too: the storage
+ * judges an answer late by its own timeout. A failure reported: a flush,
+ * which answers it, and the clients that waited for it are closed
+ * unanswered. Returns how many connections were answered. */
+#define BRK_DURABLE_POLL_MS 100
+
+static void durable_cb(evutil_socket_t fd, short what, void *arg);
+
+static int
+durable_poll(struct brk_server *srv)
+{
+	struct timeval tv = {0, BRK_DURABLE_POLL_MS * 1000};
+	int fd, rc, released;
+
+	rc = storage_durable_poll(srv->st, &fd);
+	released = brk_release_durable(srv, rc != 0 ? brk_storage_flush(srv) : 0);
+	srv->durable_watched = false;
+	if (fd < 0 || srv->waiting == NULL) {
+		if (srv->durable_ev != NULL) {
+			event_del(srv->durable_ev);
+		}
+		return released;
+	}
+	if (fd != srv->durable_fd || srv->durable_ev == NULL) {
+		if (srv->durable_ev != NULL) {
+			event_free(srv->durable_ev);
+		}
+		srv->durable_fd = -1;
+		srv->durable_ev = event_new(srv->base, fd, EV_READ, durable_cb, srv);
+		if (srv->durable_ev == NULL) {
+			return released; /* a flush then */
+		}
+		srv->durable_fd = fd;
+	}
+	srv->durable_watched = event_add(srv->durable_ev, &tv) == 0;
+	return released;
+}
+
+static void
+durable_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct brk_server *srv = arg;
+
+	(void)fd;
+	srv->durable_watched = false;
+	if (srv->batch != NULL) {
+		return; /* a batch is running: its end polls */
+	}
+	(void)what; /* an answer, or time to look whether one is late */
+	(void)durable_poll(srv);
+	if (srv->waiting != NULL && !srv->durable_watched) {
+		brk_release_durable(srv, brk_storage_flush(srv));
+	}
+}
+
 /* No commit came along to make the last one durable: flush it alone. */
 void
 brk_flush_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -588,7 +648,10 @@ brk_batch_end(struct brk_server *srv)
 	/* a turn that touched no storage still ends a batch of commands */
 	srv->batch_cmds = 0;
 	answered += brk_release_durable(srv, 0);
-	if (srv->waiting != NULL && !srv->flush_armed) {
+	if (srv->waiting != NULL) {
+		answered += durable_poll(srv);
+	}
+	if (srv->waiting != NULL && !srv->flush_armed && !srv->durable_watched) {
 		/* Under load the next turn's commit makes this one durable for
 		 * free; give it that long before paying a flush of its own. The
 		 * next commit is likely when clients were just answered (they
@@ -614,5 +677,6 @@ brk_fsync_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	brk_storage_flush(srv);
+	/* a failure closes what waited for it (WAITAOF), as at any flush */
+	brk_release_durable(srv, brk_storage_flush(srv));
 }

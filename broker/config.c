@@ -128,6 +128,11 @@ static const struct opt opts[] = {
 	{"storage-timeout-ms", OPT_INT, false, "5000", OFF(storage_timeout_ms), 10, 3600000, NULL,
 		"postgres: a round trip longer than this many milliseconds is a lost connection",
 		"postgres.timeout-ms"},
+	{"storage-pg-pipeline-depth", OPT_INT, false, "0", OFF(storage_pg_depth), 0, 16, NULL,
+		"postgres: transactions that may be in flight (sent, their COMMIT not answered) "
+		"while the next turns run, whose commits wait in memory and go as one when one "
+		"lands; replies wait for their answer; 0 = each commit waits in the loop",
+		"postgres.pipeline-depth"},
 	{"storage-cache-size", OPT_MEM, false, "64mb", OFF(storage_cache_size), 0, LLMAX, NULL,
 		"postgres: memory the active front end keeps stream entries in (estimated); the "
 		"rest is read from PostgreSQL when needed; 0 = the whole schema, loaded at takeover",

@@ -64,6 +64,7 @@ struct brk_config {
 	char *storage_url;       /* a secret: CONFIG GET and the log hide its password */
 	char *storage_pg_schema;
 	long long storage_timeout_ms;
+	long long storage_pg_depth;   /* postgres: commits in flight */
 	long long storage_cache_size; /* postgres: bytes of the partial cache; 0: all */
 	char *ha_name;
 	char *ha_announce_ip;    /* "": the first bind address */

@@ -320,6 +320,7 @@ brk_server_init(struct brk_server *srv)
 		return -1;
 	}
 	srv->flush_timer = evtimer_new(srv->base, brk_flush_timer_cb, srv);
+	srv->durable_fd = -1;
 	if (srv->flush_timer == NULL) {
 		return -1;
 	}
@@ -574,6 +575,9 @@ brk_server_finish(struct brk_server *srv)
 	}
 	if (srv->flush_timer) {
 		event_free(srv->flush_timer);
+	}
+	if (srv->durable_ev) {
+		event_free(srv->durable_ev);
 	}
 	if (srv->watchdog) {
 		event_free(srv->watchdog);

@@ -252,6 +252,16 @@ storage_durable_gen(struct storage *st)
 	return g;
 }
 
+int
+storage_durable_poll(struct storage *st, int *fd)
+{
+	*fd = -1;
+	if (OP(st, durable_poll) == NULL) {
+		return 0;
+	}
+	return OP(st, durable_poll)(st, fd);
+}
+
 uint64_t
 storage_txn_writes(const struct storage_txn *t)
 {

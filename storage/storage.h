@@ -218,10 +218,18 @@ void storage_cursor_ahead(struct storage_cursor *c, unsigned rows);
  * that must not acknowledge before durable holds its answer to a commit of
  * generation G until storage_durable_gen() >= G, and calls storage_sync()
  * when no later commit is coming. Call it after a commit or a sync: the
- * value changes only then (a backend that becomes durable in the
- * background is not supported yet). */
+ * value changes only then, or at storage_durable_poll(). */
 uint64_t storage_commit_gen(const struct storage *st);
 uint64_t storage_durable_gen(struct storage *st);
+/* A backend whose commits become durable in the background (postgres:
+ * commits in flight, answered later) reads, without blocking, what has
+ * come in, after which storage_durable_gen() may be higher. *fd: a socket
+ * to watch for reading while commits are out (-1: none; storage_sync() is
+ * then the way). Returns 0, or the failure of a commit that returned 0:
+ * the caller calls storage_sync(), which answers it, and closes the
+ * clients that waited for a generation it never reached. A backend
+ * without background durability: *fd -1, 0. */
+int storage_durable_poll(struct storage *st, int *fd);
 
 struct storage_stat {
 	uint64_t commits;     /* top-level write commits since open */

@@ -70,6 +70,9 @@ struct storage_ops {
 	/* The optional interface which (an enum storage_iface), or NULL when
 	 * st has none; borrowed, valid until st is closed. NULL: none at all. */
 	void *(*iface)(struct storage *st, enum storage_iface which);
+	/* storage.h's storage_durable_poll(). NULL: nothing becomes durable
+	 * in the background. */
+	int (*durable_poll)(struct storage *st, int *fd);
 };
 
 struct storage {

@@ -33,16 +33,20 @@
  * those there were) and divides by zero on a mismatch, so that a trigger or
  * rule that drops rows fails the transaction before its COMMIT; tables with
  * triggers, rules or row level security are refused at open and takeover
- * (check_plain()). Only when COMMIT's result is in does the inner
- * transaction commit; on any failure it is aborted, so the cache equals
- * PostgreSQL again. A commit that touched nothing sends nothing.
+ * (check_plain()). The inner transaction commits once the batch is sent
+ * (or, at depth 0, once its COMMIT answered); a failure known by then
+ * aborts it, so the cache equals PostgreSQL again. A commit that touched
+ * nothing sends nothing.
  *
- * Durability: a commit that returned 0 is what PostgreSQL made durable
+ * Durability: a commit is durable once PostgreSQL answered its COMMIT,
  * under its synchronous_commit (on for one server; remote_apply with a
- * synchronous standby for no loss at a PostgreSQL failover). So
- * durable_gen is the commit generation (every commit is durable when it
- * returns), sync does nothing, and opts->sync_mode is ignored: there is no
- * local flush to put off.
+ * synchronous standby for no loss at a PostgreSQL failover). With
+ * postgres.pipeline-depth > 0 commits overlap ("Overlapped commits"
+ * below): up to that many stay in flight when a commit returns, the
+ * commits meanwhile wait in the cache and go as one batch, and durable_gen
+ * lags by them; sync reads every answer. At depth 0 (the default: on two
+ * CPUs, PostgreSQL's share of one, overlap measured slower) or with
+ * STORAGE_SYNC_FULL, a commit is durable when it returns.
  *
  * Fencing. The row <schema>.ha (id 1) holds gen, bumped by each takeover.
  * Every write transaction locks it FOR SHARE right after BEGIN and divides
@@ -89,9 +93,12 @@
  * ha-name ("echd"), announce-host, announce-port, timeout-ms, lease-ms (0:
  * none), reconnect-max-ms (the reconnect back-off's cap, 5000), cache-size
  * (0: the whole schema), shards ("": one schema), node, node-timeout-ms (the
- * registry's bound; 0: 5000, or every row read_only).
+ * registry's bound; 0: 5000, or every row read_only), pipeline-depth (0; 0 to
+ * 16).
  *
- * What a failed top-level commit returns (nothing of it is in the cache):
+ * What a failed top-level commit returns (nothing of it is in the cache;
+ * a commit that returned 0 and failed later in flight is answered by
+ * storage_sync(), with the same codes, and leaves the role):
  *   ECHD_ESTANDBY  the fence failed: another front end took over; now STANDBY
  *   -EIO           PostgreSQL refused a statement, or stored other rows than
  *                  sent (logged); still ACTIVE
@@ -134,6 +141,9 @@
 #define PG_SCHEMA_VERSION     1
 #define PG_SHARDS_MAX          16384 /* postgres.shards: parts of one store */
 #define PG_NAME_MAX           63    /* NAMEDATALEN - 1: longer names are cut */
+#define PG_DEPTH_DEFAULT      0     /* postgres.pipeline-depth (measured: tests/bench) */
+#define PG_DEPTH_MAX          16
+#define PG_PEND_MAX           ((size_t)64 << 20) /* log bytes pending before a commit waits */
 #define PG_OID_INT8           20
 #define PG_OID_BYTEA_ARRAY    1001
 #define PG_OID_BYTEA          17
@@ -198,6 +208,21 @@ struct pg_touch {
 	size_t off;
 };
 
+/* A commit sent whose answer is not all read: its statements (their
+ * results are read in order: i, and whether the NULL that ends result i
+ * is next), and what they said so far. */
+struct pg_flight {
+	int nsteps;
+	int *step_tb; /* owned: the table of each write statement */
+	size_t cap_steps;
+	uint64_t gen; /* the first commit generation it carries (the last: the
+		       * next flight's, or the pending batch's, minus one) */
+	bool cached;  /* its writes are in the cache (committed there) */
+	int64_t sent_ms;
+	int i;
+	bool want_null, failed, fenced;
+};
+
 /* A growing byte buffer (binary array parameters). */
 struct pg_buf {
 	unsigned char *p;
@@ -257,6 +282,23 @@ struct st_pg {
 	int *step_tb;          /* the table of each write statement of a commit */
 	size_t cap_steps;
 	uint64_t commits;
+	/* Commits in flight ("Overlapped commits" below): a ring, oldest at
+	 * fhead; depth of them may stay out when a commit returns. */
+	struct pg_flight flight[PG_DEPTH_MAX + 1];
+	unsigned fhead, nflight, depth;
+	int fail_rc;          /* a batch in flight failed: what storage_sync() says */
+	bool fail_told;       /* ... and has said it (then cleared at the next) */
+	uint64_t fail_upto;   /* durable_gen() stays here while fail_rc is set */
+	int uncached_rc;      /* the outcome of the batch a commit sent (1: out) */
+	/* Commits in the cache not sent yet (depth out already): one batch,
+	 * sent when a flight lands, the final state of each key it touched
+	 * read from the cache then. */
+	struct pg_touch *plog;
+	size_t nplog, capplog;
+	unsigned char *plog_bytes;
+	size_t plog_len, plog_cap;
+	uint64_t pend_gen;    /* its first generation; 0: nothing pending */
+	bool sync_sent;       /* the pipeline's Sync is out (drain()) */
 	/* The partial cache (cache-size; "The partial cache" below). */
 	struct storage_fetch fetch; /* storage_fetch(), when lazy */
 	uint64_t cache_max;   /* bytes the cache may take; 0: the whole schema */
@@ -435,10 +477,21 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 	}
 }
 
-/* Drops the connection (the server drops our advisory lock with it). */
+static void flights_lost(struct st_pg *s);
+static int drain(struct st_pg *s);
+static void reap(struct st_pg *s, unsigned keep);
+static void pump(struct st_pg *s);
+static int send_pending(struct st_pg *s);
+static void pipe_idle(struct st_pg *s);
+static void pend_failed(struct st_pg *s, int rc);
+static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
+
+/* Drops the connection (the server drops our advisory lock with it), and
+ * with it the batches in flight (in doubt). */
 static void
 conn_lost(struct st_pg *s, const char *what)
 {
+	flights_lost(s);
 	if (s->conn != NULL) {
 		set_why(s, what, PQerrorMessage(s->conn));
 		PQfinish(s->conn);
@@ -623,8 +676,8 @@ run(struct st_pg *s, const char *what, const char *sql, int nparams, const char 
 {
 	int ok;
 
-	if (s->conn == NULL) {
-		return ECHD_EOFFLINE;
+	if (drain(s) != 0) {
+		return ECHD_EOFFLINE; /* the commits in flight first */
 	}
 	s->sent_ms = now_ms();
 	if (nparams == 0) {
@@ -1797,7 +1850,13 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 		return 0;
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE) {
-		rc = still_ours(s);
+		pump(s);
+		/* Commits out check the fence themselves, and their answers say
+		 * the session lives: waiting for them here would stall the loop
+		 * behind a commit that waits in PostgreSQL. */
+		if (s->nflight == 0 && s->pend_gen == 0) {
+			rc = still_ours(s);
+		}
 		if (rc == 0 && s->nshard > 0 && s->conn != NULL) {
 			rc = peers_read(s); /* the other parts' front ends */
 		}
@@ -1848,8 +1907,13 @@ pg_close(struct storage *st)
 	echd_free(s->part[0].p);
 	echd_free(s->part[1].p);
 	echd_free(s->step_tb);
+	for (int i = 0; i <= PG_DEPTH_MAX; i++) {
+		echd_free(s->flight[i].step_tb);
+	}
 	echd_free(s->log);
 	echd_free(s->log_bytes);
+	echd_free(s->plog);
+	echd_free(s->plog_bytes);
 	for (size_t i = 0; i < s->nshard; i++) {
 		echd_free(s->shard[i].schema);
 	}
@@ -1871,7 +1935,7 @@ pg_close(struct storage *st)
 /* The options postgres reads (storage.h: "postgres.<name>"). */
 struct pg_settings {
 	const char *url, *schema, *ha_name, *host, *shards, *node;
-	uint64_t port, timeout_ms, lease_ms, cache_size, reconnect_max_ms, node_timeout_ms;
+	uint64_t port, timeout_ms, lease_ms, cache_size, reconnect_max_ms, node_timeout_ms, depth;
 };
 static const struct storage_optdef pg_optdefs[] = {
 	{"url", STORAGE_OPTDEF_STR, 0, 0, offsetof(struct pg_settings, url)},
@@ -1894,6 +1958,9 @@ static const struct storage_optdef pg_optdefs[] = {
 	/* 0: the default; a read_only open: every row */
 	{"node-timeout-ms", STORAGE_OPTDEF_U64, 0, 3600000,
 		offsetof(struct pg_settings, node_timeout_ms)},
+	/* commits in flight when one returns; 0: each waits for its COMMIT */
+	{"pipeline-depth", STORAGE_OPTDEF_U64, 0, PG_DEPTH_MAX,
+		offsetof(struct pg_settings, depth)},
 };
 
 static const struct storage_ha_ops pg_ha_ops;
@@ -1903,7 +1970,8 @@ static int
 pg_open(const struct storage_opts *o, struct storage **out)
 {
 	struct storage_opts mo = {0};
-	struct pg_settings set = {NULL, NULL, "echd", "", "", "", 0, 0, 0, 0, 0};
+	struct pg_settings set = {.ha_name = "echd", .host = "", .shards = "", .node = "",
+		.depth = PG_DEPTH_DEFAULT};
 	struct st_pg *s;
 	struct storage_ha_state ha;
 	bool map_only;
@@ -1964,6 +2032,8 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->node_timeout_ms = set.node_timeout_ms != 0 || o->read_only ?
 				     (unsigned)set.node_timeout_ms :
 				     PG_NODE_TIMEOUT_MS_DEFAULT;
+	/* STORAGE_SYNC_FULL: durable when a commit returns, none left out */
+	s->depth = o->sync_mode == STORAGE_SYNC_FULL ? 0 : (unsigned)set.depth;
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;
@@ -2076,18 +2146,60 @@ pg_stat(struct storage *st, struct storage_stat *out)
 	return 0;
 }
 
+/* Forgets a failure storage_sync() answered: the broker closed the
+ * clients that waited for it then (brk_release_durable()). */
+static void
+fail_forget(struct st_pg *s)
+{
+	if (s->fail_rc != 0 && s->fail_told) {
+		s->fail_rc = 0;
+		s->fail_told = false;
+	}
+}
+
+/* Every batch in flight answered (a commit that returned is then durable:
+ * synchronous_commit), or the failure of one. */
 static int
 pg_sync(struct storage *st)
 {
-	(void)st;
-	return 0; /* a commit that returned is durable (synchronous_commit) */
+	struct st_pg *s = pg_from(st);
+
+	fail_forget(s);
+	(void)drain(s);
+	if (s->fail_rc != 0) {
+		s->fail_told = true;
+		return s->fail_rc;
+	}
+	return 0;
 }
 
-/* Not the cache's: it is replaced at each takeover, its count restarting. */
+/* Not the cache's: it is replaced at each takeover, its count restarting.
+ * The batches in flight are not durable, nor, after one failed, it and
+ * any later one, until storage_sync() said so. */
 static uint64_t
 pg_durable_gen(struct storage *st)
 {
-	return st->commit_gen;
+	struct st_pg *s = pg_from(st);
+	uint64_t g = s->nflight > 0 ? flight_at(s, 0)->gen - 1 :
+		     s->pend_gen != 0 ? s->pend_gen - 1 :
+					st->commit_gen;
+
+	if (s->fail_rc != 0 && s->fail_upto < g) {
+		g = s->fail_upto;
+	}
+	return g;
+}
+
+/* Reads the answers that are in; *fd the socket to watch while batches
+ * are out. Returns 0, or a failure storage_sync() will answer. */
+static int
+pg_durable_poll(struct storage *st, int *fd)
+{
+	struct st_pg *s = pg_from(st);
+
+	pump(s);
+	*fd = s->nflight > 0 && s->conn != NULL ? PQsocket(s->conn) : -1;
+	return s->fail_rc != 0 && !s->fail_told ? s->fail_rc : 0;
 }
 
 /* HA and (when lazy) fetching, this file's; no capacity (mem's none is
@@ -2323,20 +2435,334 @@ step_at(int i, int nsteps)
 	return i == 0 ? STEP_BEGIN : i == 1 ? STEP_FENCE : i == nsteps - 1 ? STEP_COMMIT : STEP_WRITE;
 }
 
-/* Sends the commit of the logged writes in one round trip and reads its
- * answer. Returns 0 (committed in PostgreSQL), or one of the file
- * comment's errors, with the role changed as said there. */
+/* ---- overlapped commits -------------------------------------------------------
+ *
+ * A commit sends its batch (BEGIN; the fence; the writes; COMMIT) in
+ * libpq's pipeline mode followed by a flush request, not a Sync, commits
+ * the cache, and returns while PostgreSQL works on it: up to depth
+ * (postgres.pipeline-depth) batches stay in flight, the next one's
+ * statements queued behind them on the same session. Commits while depth
+ * are out go to the cache and a pending batch (their touched keys), sent
+ * when one lands with each key's state in the cache then, so that the
+ * batches grow with the wait as the blocking commit's did. Answers are
+ * read when they are in (storage_durable_poll(), each commit) or when more
+ * than depth are out (blocking), and a batch's generations are durable
+ * once its COMMIT's answer is read: the broker holds the replies until
+ * then.
+ * Every other statement on the session first ends the pipeline (drain():
+ * a Sync, every answer read), as does storage_sync().
+ *
+ * With no Sync between them, a batch that fails in PostgreSQL (its fence,
+ * a write) makes PostgreSQL skip every later statement up to the next
+ * Sync, the later batches' included: they never apply on a state that does
+ * not exist. Their writes are in the cache already, which is then ahead of
+ * PostgreSQL: the front end leaves the role (standby, unlocked; the next
+ * takeover loads afresh), and the failed batch and those after it never
+ * become durable. storage_sync() answers the failure (-EIO, ECHD_ESTANDBY
+ * for a fence, ECHD_EINDOUBT for a lost connection: every batch out is in
+ * doubt then), and the broker closes their clients unanswered. */
+
+static struct pg_flight *
+flight_at(struct st_pg *s, unsigned k)
+{
+	return &s->flight[(s->fhead + k) % (PG_DEPTH_MAX + 1)];
+}
+
+/* The batches out are gone with the connection: in doubt. */
+static void
+flights_lost(struct st_pg *s)
+{
+	for (unsigned k = 0; k < s->nflight; k++) {
+		struct pg_flight *f = flight_at(s, k);
+		int rc = f->failed ? ECHD_EOFFLINE : ECHD_EINDOUBT;
+
+		if (!f->cached) {
+			s->uncached_rc = rc;
+		} else if (s->fail_rc == 0) {
+			s->fail_rc = ECHD_EINDOUBT; /* this one or a later one may have applied */
+			s->fail_told = false;
+			s->fail_upto = f->gen - 1;
+		}
+	}
+	if (s->pend_gen != 0 && s->fail_rc == 0) {
+		s->fail_rc = ECHD_EOFFLINE; /* never sent: not applied, but in the cache */
+		s->fail_told = false;
+		s->fail_upto = s->pend_gen - 1;
+	}
+	s->pend_gen = 0;
+	s->nplog = 0;
+	s->plog_len = 0;
+	s->nflight = 0;
+	s->sync_sent = false;
+}
+
+/* What result res of flight f says. */
+static void
+step_result(struct st_pg *s, struct pg_flight *f, PGresult *res)
+{
+	int i = f->i;
+
+	switch (PQresultStatus(res)) {
+	case PGRES_COMMAND_OK:
+	case PGRES_TUPLES_OK:
+		/* A COMMIT of a failed txn answers ROLLBACK. (In a pipeline the
+		 * error before it aborts the pipeline, so COMMIT is skipped
+		 * instead; were it not, later batches would have run: they are
+		 * then counted failed too, never durable.) */
+		if (step_at(i, f->nsteps) == STEP_COMMIT &&
+			strcmp(PQcmdStatus(res), "COMMIT") != 0) {
+			f->failed = true;
+		}
+		break;
+	case PGRES_PIPELINE_ABORTED:
+		f->failed = true;
+		break;
+	default: {
+		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+		if (!f->failed && step_at(i, f->nsteps) == STEP_FENCE && st != NULL &&
+			strcmp(st, "22012") == 0) {
+			f->fenced = true;
+		} else if (!f->failed && step_at(i, f->nsteps) == STEP_WRITE && st != NULL &&
+			   strcmp(st, "22012") == 0) {
+			echd_log(ECHD_LOG_WARNING,
+				"st_pg: commit: PostgreSQL did not store the rows sent to %s.%s (a "
+				"trigger, rule or policy on it?): nothing committed",
+				s->schema, pg_tables[f->step_tb[i]]);
+		} else if (!f->failed) {
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", PQresultErrorMessage(res));
+		}
+		f->failed = true;
+		break;
+	}
+	}
+}
+
+/* Reads the results of the oldest batch in flight: block, waiting until
+ * dl; else only those in. Returns 0 (all read), 1 (not all in yet), or
+ * -ETIMEDOUT or -EIO (the connection lost). */
 static int
-pg_round_trip(struct st_pg *s)
+flight_read(struct st_pg *s, bool block, int64_t dl)
+{
+	struct pg_flight *f = flight_at(s, 0);
+	PGresult *res;
+	int rc;
+
+	if (!block && PQconsumeInput(s->conn) == 0) {
+		return -EIO;
+	}
+	while (f->i < f->nsteps) {
+		if (!block && PQisBusy(s->conn)) {
+			return 1;
+		}
+		rc = io_result(s, dl, &res);
+		if (rc != 0) {
+			return rc;
+		}
+		if (f->want_null) {
+			if (res != NULL) {
+				PQclear(res);
+				return -EIO; /* more than one result: not what was sent */
+			}
+			f->want_null = false;
+			f->i++;
+			continue;
+		}
+		if (res == NULL) {
+			return -EIO;
+		}
+		step_result(s, f, res);
+		PQclear(res);
+		f->want_null = true;
+	}
+	return 0;
+}
+
+/* Ends pipeline mode once nothing is in flight: the Sync's answer read, a
+ * transaction a failed statement left open rolled back. Returns 0 or
+ * ECHD_EOFFLINE (the connection closed). */
+static int
+pipe_end(struct st_pg *s)
+{
+	PGresult *res = NULL;
+	int rc = 0;
+
+	if (s->conn == NULL || PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) {
+		return 0;
+	}
+	if (!s->sync_sent && !PQpipelineSync(s->conn)) {
+		rc = -EIO;
+	}
+	s->sync_sent = false;
+	if (rc == 0) {
+		rc = io_result(s, deadline(s), &res);
+	}
+	if (rc == 0 && (res == NULL || PQresultStatus(res) != PGRES_PIPELINE_SYNC)) {
+		rc = -EIO;
+	}
+	PQclear(res);
+	if (rc == 0 && !PQexitPipelineMode(s->conn)) {
+		rc = -EIO;
+	}
+	if (rc != 0) {
+		conn_failed(s, rc);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		return ECHD_EOFFLINE;
+	}
+	if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
+		return run(s, "commit", "ROLLBACK", 0, NULL, NULL) == ECHD_EOFFLINE ? ECHD_EOFFLINE
+										   : 0;
+	}
+	return 0;
+}
+
+/* Batch f (read whole, and popped) failed with rc: every later one was
+ * skipped by PostgreSQL (read here). When f or a later one is in the cache,
+ * the cache is ahead of PostgreSQL: leave the role (the next takeover
+ * loads afresh) and keep the generations from f on from becoming durable. */
+static void
+flights_failed(struct st_pg *s, const struct pg_flight *f, int rc)
+{
+	bool ahead = f->cached || s->pend_gen != 0;
+	int64_t dl = deadline(s);
+
+	s->pend_gen = 0; /* never to be sent: PostgreSQL would skip it */
+	s->nplog = 0;
+	s->plog_len = 0;
+	if (!f->cached) {
+		s->uncached_rc = rc;
+	}
+	while (s->nflight > 0 && s->conn != NULL) {
+		struct pg_flight *g = flight_at(s, 0);
+		int r = flight_read(s, true, dl);
+
+		if (r != 0) {
+			conn_failed(s, r);
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+			break; /* flights_lost() took the rest */
+		}
+		ahead |= g->cached;
+		if (!g->cached) {
+			s->uncached_rc = -EIO; /* skipped */
+		}
+		s->fhead = (s->fhead + 1) % (PG_DEPTH_MAX + 1);
+		s->nflight--;
+	}
+	if (ahead && s->fail_rc == 0) {
+		s->fail_rc = rc;
+		s->fail_told = false;
+		s->fail_upto = f->gen - 1;
+	}
+	(void)pipe_end(s);
+	if (s->conn == NULL) {
+		/* the error was the session's end (terminated): nothing applied */
+		s->uncached_rc = s->uncached_rc == -EIO ? ECHD_EOFFLINE : s->uncached_rc;
+		s->fail_rc = s->fail_rc == -EIO ? ECHD_EOFFLINE : s->fail_rc;
+		return;
+	}
+	if (f->fenced) {
+		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s was taken over: standby", s->schema);
+	} else if (ahead) {
+		echd_log(ECHD_LOG_WARNING,
+			"st_pg: a commit in flight failed after later ones were taken into the "
+			"cache: standby until a takeover loads schema %s again",
+			s->schema);
+	}
+	if (f->fenced || ahead) {
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+	}
+}
+
+/* Reads the answers of the batches in flight: those in, and the oldest's
+ * (blocking) while more than keep are out. A failure ends the pipeline
+ * (flights_failed()). */
+static void
+reap_until(struct st_pg *s, unsigned keep, int64_t dl)
+{
+	while (s->nflight > 0 && s->conn != NULL) {
+		struct pg_flight *f = flight_at(s, 0);
+		int rc = flight_read(s, s->nflight > keep, dl);
+
+		if (rc == 1) {
+			return;
+		}
+		if (rc != 0) {
+			conn_failed(s, rc); /* flights_lost() */
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+			return;
+		}
+		s->fhead = (s->fhead + 1) % (PG_DEPTH_MAX + 1);
+		s->nflight--;
+		s->alive_ms = f->sent_ms; /* answered: the session lived then */
+		rc = f->fenced ? ECHD_ESTANDBY : f->failed ? -EIO : 0;
+		if (rc == -EIO && PQstatus(s->conn) == CONNECTION_BAD) {
+			rc = ECHD_EOFFLINE; /* an error answered before COMMIT: nothing applied */
+		}
+		if (!f->cached) {
+			s->uncached_rc = rc;
+		}
+		if (rc != 0) {
+			flights_failed(s, f, rc);
+			return;
+		}
+	}
+}
+
+static void
+reap(struct st_pg *s, unsigned keep)
+{
+	reap_until(s, keep, deadline(s));
+}
+
+/* Ends the pipeline: every batch out answered (one round trip: the Sync
+ * goes first), so that a statement of another kind may run. Returns 0, or
+ * ECHD_EOFFLINE when the connection is gone. */
+static int
+drain(struct st_pg *s)
+{
+	if (s->pend_gen != 0) {
+		if (s->conn != NULL && s->role == STORAGE_ROLE_ACTIVE) {
+			(void)send_pending(s);
+		} else {
+			pend_failed(s, s->conn == NULL ? ECHD_EOFFLINE : ECHD_ESTANDBY);
+		}
+	}
+	if (s->conn == NULL || PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) {
+		return s->conn == NULL ? ECHD_EOFFLINE : 0;
+	}
+	if (!s->sync_sent) {
+		if (!PQpipelineSync(s->conn)) {
+			conn_lost(s, "cannot send");
+			return ECHD_EOFFLINE;
+		}
+		s->sync_sent = true;
+	}
+	reap(s, 0);
+	if (s->conn != NULL && s->nflight == 0) {
+		(void)pipe_end(s);
+	}
+	return s->conn == NULL ? ECHD_EOFFLINE : 0;
+}
+
+/* Sends the commit of the logged writes (and a flush request) in pipeline
+ * mode, behind the batches in flight, and queues it as the newest flight
+ * (not yet cached). Returns 0, or ECHD_EOFFLINE (lost before COMMIT was
+ * sent: nothing applied) or ECHD_EINDOUBT (lost after), now OFFLINE. */
+static int
+send_batch(struct st_pg *s, uint64_t first, bool cached)
 {
 	int nsteps = 0, rc = 0;
-	bool commit_sent = false, failed = false, fenced = false, lost = false;
+	bool commit_sent = false;
 	int64_t dl = deadline(s);
 	char name[16], gen[24];
 	const char *gp[1] = {gen};
 	PGconn *c = s->conn;
+	struct pg_flight *f;
+	int *tb;
+	size_t cap;
 
-	if (!PQenterPipelineMode(c)) {
+	if (PQpipelineStatus(c) == PQ_PIPELINE_OFF && !PQenterPipelineMode(c)) {
 		conn_lost(s, "cannot enter pipeline mode");
 		return ECHD_EOFFLINE;
 	}
@@ -2350,35 +2776,36 @@ pg_round_trip(struct st_pg *s)
 		goto send_failed;
 	}
 	nsteps++; /* the fence */
-	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
-		if (s->ndel[tb] > 0) {
-			const struct pg_buf *arr[1] = {&s->del[tb]};
+	for (int t = 0; t < STORAGE_T__COUNT; t++) {
+		if (s->ndel[t] > 0) {
+			const struct pg_buf *arr[1] = {&s->del[t]};
 			int sent;
 
-			snprintf(name, sizeof(name), "d%d", tb);
-			if ((sent = send_split(s, name, 1, arr, s->ndel[tb])) < 0) {
+			snprintf(name, sizeof(name), "d%d", t);
+			if ((sent = send_split(s, name, 1, arr, s->ndel[t])) < 0) {
 				goto send_failed;
 			}
-			if (!note_steps(s, nsteps, nsteps + sent, tb)) {
+			if (!note_steps(s, nsteps, nsteps + sent, t)) {
 				goto send_failed;
 			}
 			nsteps += sent;
 		}
-		if (s->nins[tb] > 0) {
-			const struct pg_buf *arr[2] = {&s->ink[tb], &s->inv[tb]};
+		if (s->nins[t] > 0) {
+			const struct pg_buf *arr[2] = {&s->ink[t], &s->inv[t]};
 			int sent;
 
-			snprintf(name, sizeof(name), "i%d", tb);
-			if ((sent = send_split(s, name, 2, arr, s->nins[tb])) < 0) {
+			snprintf(name, sizeof(name), "i%d", t);
+			if ((sent = send_split(s, name, 2, arr, s->nins[t])) < 0) {
 				goto send_failed;
 			}
-			if (!note_steps(s, nsteps, nsteps + sent, tb)) {
+			if (!note_steps(s, nsteps, nsteps + sent, t)) {
 				goto send_failed;
 			}
 			nsteps += sent;
 		}
 	}
-	/* All before COMMIT out first: a loss until here applied nothing. */
+	/* All before COMMIT out first: a loss until here applied nothing of
+	 * this batch. */
 	rc = io_flush(s, dl);
 	if (rc != 0) {
 		conn_failed(s, rc);
@@ -2386,113 +2813,160 @@ pg_round_trip(struct st_pg *s)
 		return ECHD_EOFFLINE;
 	}
 	commit_sent = true; /* from here a loss leaves the outcome unknown */
+	/* depth 0: the Sync goes along (its answer comes with COMMIT's) */
 	if (!PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) ||
-		!PQpipelineSync(c)) {
+		!(s->depth == 0 ? PQpipelineSync(c) : PQsendFlushRequest(c))) {
 		goto send_failed;
 	}
+	s->sync_sent = s->depth == 0;
 	nsteps++; /* COMMIT */
+	/* the flight takes the step table; the one it had serves the next */
+	f = flight_at(s, s->nflight);
+	tb = f->step_tb;
+	cap = f->cap_steps;
+	*f = (struct pg_flight){.nsteps = nsteps, .step_tb = s->step_tb, .cap_steps = s->cap_steps,
+		.gen = first, .cached = cached, .sent_ms = s->sent_ms};
+	s->step_tb = tb;
+	s->cap_steps = cap;
+	s->nflight++;
 	rc = io_flush(s, dl);
 	if (rc != 0) {
-		lost = true;
-		goto out;
+		conn_failed(s, rc); /* flights_lost(): this one in doubt */
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		return ECHD_EINDOUBT;
 	}
 	if (pg_stall_ms > 0) {
 		usleep(pg_stall_ms * 1000); /* a test's stall of this process */
 	}
-	for (int i = 0; i < nsteps && !lost; i++) {
-		PGresult *res;
-
-		rc = io_result(s, dl, &res);
-		if (rc != 0 || res == NULL) {
-			lost = true;
-			break;
-		}
-		switch (PQresultStatus(res)) {
-		case PGRES_COMMAND_OK:
-		case PGRES_TUPLES_OK:
-			if (step_at(i, nsteps) == STEP_COMMIT) {
-				/* A COMMIT of a failed txn answers ROLLBACK. */
-				const char *tag = PQcmdStatus(res);
-
-				if (strcmp(tag, "COMMIT") != 0) {
-					failed = true;
-				}
-			}
-			break;
-		case PGRES_PIPELINE_ABORTED:
-			failed = true;
-			break;
-		default: {
-			const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
-			if (!failed && step_at(i, nsteps) == STEP_FENCE && st != NULL &&
-				strcmp(st, "22012") == 0) {
-				fenced = true;
-			} else if (!failed && step_at(i, nsteps) == STEP_WRITE && st != NULL &&
-				   strcmp(st, "22012") == 0) {
-				echd_log(ECHD_LOG_WARNING,
-					"st_pg: commit: PostgreSQL did not store the rows sent to "
-					"%s.%s (a trigger, rule or policy on it?): nothing committed",
-					s->schema, pg_tables[s->step_tb[i]]);
-			} else if (!failed) {
-				echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s",
-					PQresultErrorMessage(res));
-			}
-			failed = true;
-			break;
-		}
-		}
-		PQclear(res);
-		/* Each query's results end with a NULL. */
-		rc = io_result(s, dl, &res);
-		if (rc != 0) {
-			lost = true;
-			break;
-		}
-		if (res != NULL) {
-			PQclear(res);
-			lost = true; /* more than one result: not what was sent */
-			break;
-		}
-	}
-	if (!lost) {
-		PGresult *res = NULL;
-
-		rc = io_result(s, dl, &res);
-		if (rc != 0 || res == NULL || PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
-			lost = true;
-		}
-		PQclear(res);
-	}
-	if (!lost && !PQexitPipelineMode(c)) {
-		lost = true;
-	}
-	if (!lost) {
-		s->alive_ms = s->sent_ms; /* answered: the session lived then */
-	}
-	/* A statement that failed left the transaction block open, aborted. */
-	if (!lost && PQtransactionStatus(c) != PQTRANS_IDLE &&
-		run(s, "commit", "ROLLBACK", 0, NULL, NULL) == ECHD_EOFFLINE) {
-		return ECHD_EOFFLINE; /* nothing was applied, and the connection is gone */
-	}
-out:
-	if (lost) {
-		conn_failed(s, rc);
-		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
-		/* An error answered before COMMIT means COMMIT did nothing. */
-		return failed || !commit_sent ? ECHD_EOFFLINE : ECHD_EINDOUBT;
-	}
-	if (fenced) {
-		echd_log(ECHD_LOG_WARNING, "st_pg: schema %s was taken over: standby", s->schema);
-		s->role = STORAGE_ROLE_STANDBY;
-		(void)unlock(s);
-		return ECHD_ESTANDBY;
-	}
-	return failed ? -EIO : 0;
+	return 0;
 send_failed:
 	conn_lost(s, "cannot send");
 	echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
 	return commit_sent ? ECHD_EINDOUBT : ECHD_EOFFLINE;
+}
+
+/* Swaps the write log with the pending batch's. */
+static void
+log_swap(struct st_pg *s)
+{
+	struct pg_touch *l = s->log;
+	unsigned char *b = s->log_bytes;
+	size_t n = s->nlog, cap = s->caplog, len = s->log_len, bcap = s->log_cap;
+
+	s->log = s->plog;
+	s->nlog = s->nplog;
+	s->caplog = s->capplog;
+	s->log_bytes = s->plog_bytes;
+	s->log_len = s->plog_len;
+	s->log_cap = s->plog_cap;
+	s->plog = l;
+	s->nplog = n;
+	s->capplog = cap;
+	s->plog_bytes = b;
+	s->plog_len = len;
+	s->plog_cap = bcap;
+}
+
+/* Adds the write log of the commit just taken into the cache to the
+ * pending batch. Returns 0 or -ENOMEM. */
+static int
+pend_add(struct st_pg *s)
+{
+	int rc = 0;
+
+	log_swap(s); /* the pending log is s->log now, the commit's s->plog */
+	for (size_t i = 0; i < s->nplog && rc == 0; i++) {
+		const struct pg_touch *e = &s->plog[i];
+
+		rc = log_touch(s, (enum storage_table)e->tb, s->plog_bytes + e->off, e->klen);
+	}
+	log_swap(s);
+	return rc;
+}
+
+/* The pending batch cannot go (rc): it is in the cache and never will be
+ * in PostgreSQL, so the cache is ahead: leave the role, and its
+ * generations never become durable. */
+static void
+pend_failed(struct st_pg *s, int rc)
+{
+	echd_log(ECHD_LOG_WARNING, "st_pg: commits not sent (%s): standby until a takeover "
+				   "loads schema %s again",
+		echd_strerror(rc), s->schema);
+	if (s->fail_rc == 0) {
+		s->fail_rc = rc;
+		s->fail_told = false;
+		s->fail_upto = s->pend_gen - 1;
+	}
+	s->pend_gen = 0;
+	s->nplog = 0;
+	s->plog_len = 0;
+	if (s->role == STORAGE_ROLE_ACTIVE && s->conn != NULL) {
+		s->role = STORAGE_ROLE_STANDBY;
+		(void)unlock(s);
+	}
+}
+
+/* Sends the pending batch: the final state, in the cache, of each key its
+ * commits touched. No write transaction is open on the cache. Returns 0 or
+ * an error (the batch failed: pend_failed(), or the connection lost). */
+static int
+send_pending(struct st_pg *s)
+{
+	struct storage_txn *r = NULL;
+	uint64_t first = s->pend_gen;
+	int rc;
+
+	log_swap(s);
+	rc = storage_txn_begin(s->fwd.inner, NULL, STORAGE_TXN_RDONLY, &r);
+	if (rc == 0) {
+		rc = build_params(s, r);
+	}
+	storage_txn_abort(r);
+	s->nlog = 0; /* the pending log, consumed */
+	s->log_len = 0;
+	log_swap(s);
+	if (rc != 0) {
+		pend_failed(s, rc);
+		return rc;
+	}
+	rc = send_batch(s, first, true); /* lost: flights_lost() took it */
+	s->pend_gen = 0;
+	return rc;
+}
+
+/* Nothing out nor pending: ends the pipeline. PostgreSQL arms
+ * idle_session_timeout (the lease) only at a Sync's ReadyForQuery, so a
+ * session left in a pipeline would never time out. */
+static void
+pipe_idle(struct st_pg *s)
+{
+	if (s->nflight == 0 && s->pend_gen == 0 && s->conn != NULL &&
+		PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF) {
+		(void)pipe_end(s);
+	}
+}
+
+/* Reads the answers in (judging the oldest late past timeout-ms); when
+ * fewer than depth are out then, sends the pending batch; ends the
+ * pipeline when nothing is left. */
+static void
+pump(struct st_pg *s)
+{
+	if (s->nflight > 0 && s->conn != NULL) {
+		reap(s, s->depth);
+	}
+	/* the oldest out unanswered past timeout-ms: one more look (a stall
+	 * of this process is not a lost answer), else the connection is lost */
+	while (s->nflight > 0 && s->conn != NULL &&
+		now_ms() - flight_at(s, 0)->sent_ms > (int64_t)s->timeout_ms) {
+		reap_until(s, s->nflight - 1, now_ms());
+	}
+	if (s->pend_gen != 0 && s->nflight < s->depth && s->conn != NULL &&
+		s->role == STORAGE_ROLE_ACTIVE) {
+		(void)send_pending(s);
+	}
+	pipe_idle(s);
 }
 
 /* ---- the partial cache (cache-size, issue 34) --------------------------------
@@ -2522,10 +2996,12 @@ send_failed:
  * that a scan does not stall the other clients; the fetch counts as out
  * until its last row is in.
  *
- * A fetch sees every commit whose COMMIT was answered before it was sent
- * (commits are synchronous here), and commits while it is out are in the
- * cache (rows written) or in the gone keys (rows deleted), so what it
- * brings never overrides a newer state. Eviction, which would make a row
+ * A fetch sees every commit whose COMMIT was answered before it was sent,
+ * and is sent only with no commit in flight (storage_fetch_poll() ends the
+ * pipeline first; miss() leaves it to that), so it sees every commit in
+ * the cache; commits while it is out are in the cache (rows written) or in
+ * the gone keys (rows deleted), so what it brings never overrides a newer
+ * state. Eviction, which would make a row
  * written since a fetch left look absent, runs only while no fetch is
  * out: in storage_fetch_poll(), before it reads an answer, so the rows a
  * waiting command asked for are there when it runs again. It drops rows
@@ -2833,7 +3309,9 @@ miss(struct st_pg *s, int ix, bool back, const struct pgc_bound *at, unsigned hi
 		s->capq = cap;
 	}
 	s->q[s->nq++] = r;
-	if (s->nq == 1 && s->fconn != NULL && fetch_send(s) != 0) {
+	/* with commits in flight, storage_fetch_poll() sends it after them */
+	if (s->nq == 1 && s->fconn != NULL && s->nflight == 0 && s->pend_gen == 0 &&
+		fetch_send(s) != 0) {
 		fconn_close(s); /* storage_fetch_poll() reconnects */
 	}
 	return ECHD_EWOULDFETCH;
@@ -3139,7 +3617,8 @@ pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
 		fetch_fill(s, out, cache_bytes(s));
 		return 0;
 	}
-	if (!s->inflight) {
+	if (!s->inflight && s->pend_gen == 0) {
+		/* (pending commits read their rows from the cache when sent) */
 		pgc_gone_clear(&s->gone);
 		rc = evict(s);
 		if (rc != 0) {
@@ -3156,7 +3635,11 @@ pg_fetch_poll(struct storage *st, struct storage_fetch_state *out)
 		if (s->fconn == NULL && now_ms() >= s->fconn_retry_ms && fconn_open(s) != 0) {
 			fetch_fail(s, ECHD_EOFFLINE, "no connection");
 		}
-		if (s->fconn != NULL && fetch_send(s) != 0) {
+		/* A fetch must see every commit in the cache: none in flight. */
+		if (s->fconn != NULL && (s->nflight > 0 || s->pend_gen != 0) && drain(s) != 0) {
+			fetch_fail(s, ECHD_EOFFLINE, "the store was lost");
+		}
+		if (s->fconn != NULL && s->role == STORAGE_ROLE_ACTIVE && fetch_send(s) != 0) {
 			fetch_fail(s, ECHD_EOFFLINE, PQerrorMessage(s->fconn));
 		}
 	}
@@ -3323,6 +3806,54 @@ pg_txn_begin(struct storage *st, struct storage_txn *parent, unsigned flags,
 	return rc;
 }
 
+/* depth batches are out: t joins the pending batch, sent when one lands
+ * (or at once, when one did meanwhile). Returns 0, or -ENOMEM. */
+static int
+commit_pending(struct st_pg *s, struct storage_txn *t)
+{
+	size_t nlog = s->nlog;
+	int rc;
+
+	rc = storage_fwd_txn_commit(t);
+	if (rc == 0) {
+		rc = pend_add(s);
+		if (rc != 0) {
+			/* in the cache, not in the batch: never in PostgreSQL */
+			if (s->pend_gen == 0) {
+				s->pend_gen = s->fwd.base.commit_gen + 1;
+			}
+			pend_failed(s, rc);
+			s->nlog = 0;
+			s->log_len = 0;
+			return ECHD_EINDOUBT;
+		}
+	}
+	if (rc != 0) {
+		s->nlog = 0;
+		s->log_len = 0;
+		return rc; /* mem's commit failed (memory): nothing of it anywhere */
+	}
+	if (s->pend_gen == 0) {
+		s->pend_gen = s->fwd.base.commit_gen + 1; /* storage.c gives it that */
+	}
+	s->commits++;
+	if (lazy_committed(s, nlog) != 0) {
+		for (int i = 0; i < PG_NLAZY; i++) {
+			pgc_spans_clear(&s->spans[i]);
+		}
+	}
+	s->nlog = 0;
+	s->log_len = 0;
+	if (s->nflight >= s->depth && s->plog_len + s->nplog * sizeof(struct pg_touch) >
+						 PG_PEND_MAX) {
+		reap(s, s->depth - 1); /* too much waiting: wait for a flight */
+	}
+	if (s->nflight < s->depth && s->conn != NULL && s->role == STORAGE_ROLE_ACTIVE) {
+		(void)send_pending(s); /* a failure: storage_sync() answers it */
+	}
+	return 0;
+}
+
 static int
 pg_txn_commit(struct storage_txn *t)
 {
@@ -3339,30 +3870,50 @@ pg_txn_commit(struct storage_txn *t)
 		s->commits += rc == 0;
 		return rc;
 	}
+	fail_forget(s);
+	if (s->nflight > 0 && s->conn != NULL) {
+		reap(s, s->depth); /* the answers in; a failure there leaves the role */
+	}
 	if (s->role != STORAGE_ROLE_ACTIVE || s->conn == NULL) {
 		storage_fwd_txn_abort(t);
 		return s->role == STORAGE_ROLE_STANDBY ? ECHD_ESTANDBY : ECHD_EOFFLINE;
 	}
+	if (s->depth > 0 && (s->nflight >= s->depth || s->pend_gen != 0)) {
+		return commit_pending(s, t);
+	}
 	rc = build_params(s, storage_fwd_txn_inner(t));
 	if (rc == 0) {
-		rc = pg_round_trip(s);
+		rc = send_batch(s, s->fwd.base.commit_gen + 1, false);
+	}
+	if (rc == 0) {
+		/* more than depth out: wait for the oldest (this one at depth 0) */
+		s->uncached_rc = 1;
+		reap(s, s->depth);
+		rc = s->uncached_rc == 1 ? 0 : s->uncached_rc;
+		if (rc == -EIO && s->role == STORAGE_ROLE_STANDBY) {
+			rc = ECHD_ESTANDBY; /* skipped: an earlier one failed, the role left */
+		}
 	}
 	s->nlog = 0;
 	s->log_len = 0;
 	if (rc != 0) {
-		storage_fwd_txn_abort(t); /* the cache equals PostgreSQL again */
+		storage_fwd_txn_abort(t); /* not applied (or in doubt): not in the cache */
 		return rc;
 	}
 	rc = storage_fwd_txn_commit(t);
 	if (rc != 0) {
-		/* mem cannot fail a commit but for memory; PostgreSQL has it now,
-		 * the cache does not: reload it at the next takeover. */
+		/* mem cannot fail a commit but for memory; PostgreSQL has it (or
+		 * will), the cache does not: reload it at the next takeover. */
 		echd_log(ECHD_LOG_WARNING, "st_pg: cache commit failed after COMMIT: %s",
 			echd_strerror(rc));
 		s->role = STORAGE_ROLE_STANDBY;
 		(void)unlock(s);
 		return ECHD_EINDOUBT;
 	}
+	if (s->nflight > 0) {
+		flight_at(s, s->nflight - 1)->cached = true;
+	}
+	pipe_idle(s); /* depth 0: its answer and the Sync's are in */
 	s->commits++;
 	rc = lazy_committed(s, nlog);
 	if (rc != 0) {
@@ -3533,5 +4084,6 @@ const struct storage_ops st_pg_ops = {
 	.sync = pg_sync,
 	.copy = pg_copy,
 	.durable_gen = pg_durable_gen,
+	.durable_poll = pg_durable_poll,
 	.iface = pg_iface,
 };

@@ -615,10 +615,12 @@ def test_pg_in_doubt_closed_nothing_applied_answered(server):
     session while it waited on a lock) applied nothing: its client gets an error. One lost
     after COMMIT was sent (held by a synchronous standby that is not there, past
     storage-timeout-ms) is in doubt: its client is closed unanswered -- and PostgreSQL did
-    commit it."""
+    commit it. With each commit waiting for its answer (storage-pg-pipeline-depth 0): one in
+    flight is never told an error (test_pg_overlapped_failure_closes_unanswered)."""
     with pgtmp.Cluster() as pg:
         schema = "ha_%s" % uuid.uuid4().hex[:8]
-        a = pg_spawn(server, pg, schema, "--storage-timeout-ms", "1000")
+        a = pg_spawn(server, pg, schema, "--storage-timeout-ms", "1000",
+                     "--storage-pg-pipeline-depth", "0")
         wait_until(lambda: role_of(a) == "master", 5, what="the front end active")
         ca = a.raw()
         ca.call("XADD", "s", "1-1", "f", "v")
@@ -664,6 +666,51 @@ def test_pg_in_doubt_closed_nothing_applied_answered(server):
             pg.psql("SELECT pg_reload_conf()")
         wait_until(lambda: role_of(a) == "master", 10, what="active again")
         assert [e[0] for e in a.raw().call("XRANGE", "s", "-", "+")] == [b"1-1", b"3-1"]
+
+
+@echd_only(ECHD)
+@timeout(120)
+def test_pg_overlapped_failure_closes_unanswered(server):
+    """Issue 34: two group commits at once (storage-pg-pipeline-depth 1): the first waits on a
+    lock in PostgreSQL, the second waits behind it in memory. The first fails (another front
+    end's generation: fenced), so the second is never applied: neither client is answered
+    (both closed), nothing of either is in PostgreSQL, and once active again the front end
+    serves what PostgreSQL has."""
+    with pgtmp.Cluster() as pg:
+        schema = "ha_%s" % uuid.uuid4().hex[:8]
+        a = pg_spawn(server, pg, schema, "--storage-pg-pipeline-depth", "1")
+        wait_until(lambda: role_of(a) == "master", 5, what="the front end active")
+        a.raw().call("XADD", "s", "1-1", "f", "v")
+        lock = held_lock(pg, "SELECT gen FROM %s.ha WHERE id = 1 FOR UPDATE" % schema)
+        try:
+            wait_until(lambda: pg.psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON "
+                                       "c.oid = l.relation WHERE c.relname = 'ha' AND "
+                                       "l.mode = 'RowShareLock' AND l.granted AND l.pid <> "
+                                       "(SELECT pid FROM pg_stat_activity WHERE "
+                                       "application_name = 'echd' LIMIT 1)") != "0", 5,
+                       what="the ha row held")
+            c1, c2 = a.raw(), a.raw()
+            c1.send("XADD", "s", "2-1", "f", "v")
+            wait_until(lambda: waits_on(pg, "wait_event_type = 'Lock'"), 5,
+                       what="the first commit waiting on the lock")
+            c2.send("XADD", "s", "3-1", "f", "v")
+            time.sleep(0.3)  # the second commit goes out behind the first
+            # another front end's takeover, as the lock's holder
+            lock.stdin.write("UPDATE %s.ha SET gen = gen + 1;\nCOMMIT;\n" % schema)
+            lock.stdin.flush()
+        finally:
+            lock.stdin.close()
+            lock.wait(10)
+        for c in (c1, c2):
+            c.sock.settimeout(10)
+            try:
+                got = c.read()
+                raise AssertionError("a commit in flight that failed was answered: %r" % (got,))
+            except (Closed, ConnectionError):
+                pass
+        assert pg.psql("SELECT count(*) FROM %s.entries" % schema) == "1"
+        wait_until(lambda: role_of(a) == "master", 10, what="active again")
+        assert [e[0] for e in a.raw().call("XRANGE", "s", "-", "+")] == [b"1-1"]
 
 
 def scrape(port, path="/metrics"):

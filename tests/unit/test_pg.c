@@ -1835,6 +1835,253 @@ START_TEST(test_cache_spans)
 }
 END_TEST
 
+/* ---- overlapped commits (issue 34, item 3) --------------------------------- */
+
+/* Opens front end port on schema as the broker does (STORAGE_SYNC_DATA),
+ * with depth commits left in flight; timeout_ms 0: the default. */
+static struct storage *
+open_overlapped(const char *schema, unsigned depth, unsigned timeout_ms)
+{
+	struct storage_opts o = opts(schema, 7001, timeout_ms);
+	struct storage *st;
+
+	o.sync_mode = STORAGE_SYNC_DATA;
+	opt_u64(&o, "postgres.pipeline-depth", depth);
+	OK(storage_open("postgres", &o, &st));
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	return st;
+}
+
+/* Holds the ha row of schema FOR UPDATE from c (until COMMIT or ROLLBACK):
+ * every commit's fence waits in PostgreSQL behind it. */
+static void
+hold_fence(PGconn *c, const char *schema)
+{
+	char sql[128];
+
+	sql_ok(c, "BEGIN");
+	snprintf(sql, sizeof(sql), "SELECT gen FROM \"%s\".ha WHERE id = 1 FOR UPDATE", schema);
+	sql_ok(c, sql);
+}
+
+static void
+commit_one(struct storage *st, const char *k)
+{
+	struct storage_txn *t;
+
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, k, "1");
+	OK(storage_txn_commit(t));
+}
+
+/* Two commits return while PostgreSQL still works on them: not durable
+ * (nor in PostgreSQL) until their COMMITs are answered; a sync waits for
+ * that. */
+START_TEST(test_overlap_durable_later)
+{
+	struct storage *st = open_overlapped("ovl", 2, 0);
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+	int fd;
+
+	hold_fence(lk, "ovl");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	U64_EQ(storage_commit_gen(st), g0 + 2);
+	OK(storage_durable_poll(st, &fd));
+	ck_assert_int_ge(fd, 0); /* out: the socket to watch */
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 0);
+	sql_ok(lk, "ROLLBACK");
+	OK(storage_sync(st));
+	U64_EQ(storage_durable_gen(st), g0 + 2);
+	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 2);
+	OK(storage_durable_poll(st, &fd));
+	ck_assert_int_eq(fd, -1);
+	/* without a sync: durable once the answers are read */
+	commit_one(st, "c");
+	for (int64_t end = now_ms() + 5000;
+		storage_durable_gen(st) < g0 + 3 && now_ms() < end; usleep(1000)) {
+		OK(storage_durable_poll(st, &fd));
+	}
+	U64_EQ(storage_durable_gen(st), g0 + 3);
+	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 3);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_ACTIVE);
+	/* and the pipeline ended: PostgreSQL counts the session idle (the
+	 * lease, idle_session_timeout, runs only then) */
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM pg_stat_activity WHERE "
+				     "application_name = 'echd' AND state = 'idle'"),
+		1);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* The first of two commits in flight fails in PostgreSQL (a row it wrote
+ * was not stored): PostgreSQL skips the second, which alone would have
+ * gone through. Both were in the cache: the front end leaves the role, the
+ * sync answers the failure, and neither generation becomes durable. */
+START_TEST(test_overlap_first_fails)
+{
+	struct storage *st = open_overlapped("ovlfail", 2, 0);
+	struct storage_txn *t;
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+
+	sql_ok(pc, "CREATE FUNCTION ovlfail.drop_bad() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN IF NEW.k = 'bad'::bytea THEN RETURN NULL; END IF; RETURN NEW; END$$");
+	sql_ok(pc, "CREATE TRIGGER drop_bad BEFORE INSERT ON ovlfail.keys FOR EACH ROW "
+		   "EXECUTE FUNCTION ovlfail.drop_bad()");
+	hold_fence(lk, "ovlfail");
+	commit_one(st, "bad");
+	commit_one(st, "good");
+	U64_EQ(storage_durable_gen(st), g0);
+	sql_ok(lk, "ROLLBACK");
+	FAILS(storage_sync(st), -EIO);
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(rows_in(pc, "ovlfail", "keys"), 0); /* "good" was skipped */
+	ck_assert_int_eq(role(st), STORAGE_ROLE_STANDBY);
+	FAILS(storage_txn_begin(st, NULL, 0, &t), ECHD_ESTANDBY);
+	/* Told once (the broker closed the clients then): the next sync
+	 * starts afresh. */
+	OK(storage_sync(st));
+	/* A takeover loads what PostgreSQL has: neither. */
+	sql_ok(pc, "DROP TRIGGER drop_bad ON ovlfail.keys");
+	ck_assert_int_eq(poll_until_active(st, 3000).role, STORAGE_ROLE_ACTIVE);
+	OK(storage_txn_begin(st, NULL, STORAGE_TXN_RDONLY, &t));
+	get_is(t, STORAGE_T_KEYS, "good", NULL);
+	get_is(t, STORAGE_T_KEYS, "bad", NULL);
+	storage_txn_abort(t);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* Fenced while two are out: a third commit waits behind them (pending) or
+ * meets the failure; the sync answers ECHD_ESTANDBY for all. */
+START_TEST(test_overlap_fenced)
+{
+	struct storage *st = open_overlapped("ovlfence", 2, 0);
+	struct storage_txn *t;
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+	int rc;
+
+	hold_fence(lk, "ovlfence");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	sql_ok(lk, "UPDATE ovlfence.ha SET gen = gen + 1");
+	sql_ok(lk, "COMMIT");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	put_s(t, STORAGE_T_KEYS, "c", "1");
+	rc = storage_txn_commit(t);
+	ck_assert_msg(rc == 0 || rc == ECHD_ESTANDBY, "commit: %d", rc);
+	U64_EQ(storage_durable_gen(st), g0);
+	FAILS(storage_sync(st), ECHD_ESTANDBY);
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(rows_in(pc, "ovlfence", "keys"), 0);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* No answer to the batch out within timeout-ms: a poll (the broker's, as
+ * it waits on the socket) finds it late, and it is in doubt. */
+START_TEST(test_overlap_late_answer)
+{
+	struct storage *st = open_overlapped("ovllate", 1, 300);
+	PGconn *lk = side();
+	int64_t t0, end;
+	int fd, rc = 0;
+
+	hold_fence(lk, "ovllate");
+	t0 = now_ms();
+	commit_one(st, "a");
+	for (end = now_ms() + 3000; rc == 0 && now_ms() < end; usleep(20 * 1000)) {
+		rc = storage_durable_poll(st, &fd);
+	}
+	FAILS(rc, ECHD_EINDOUBT);
+	ck_assert_int_ge(now_ms() - t0, 300);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
+	FAILS(storage_sync(st), ECHD_EINDOUBT);
+	sql_ok(lk, "ROLLBACK");
+	PQfinish(lk);
+	storage_close(st);
+}
+END_TEST
+
+/* Depth 1: one batch out; the commits meanwhile wait in the cache and go
+ * as one batch when it lands, each key's last state: durable together. A
+ * failure of the batch out drops them unsent. */
+START_TEST(test_overlap_pending_merged)
+{
+	struct storage *st = open_overlapped("ovlmerge", 1, 0);
+	struct storage_txn *t;
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+	struct st_buf kb = {"b", 1};
+
+	hold_fence(lk, "ovlmerge");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	commit_one(st, "c");
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	OK(storage_del(t, STORAGE_T_KEYS, &kb)); /* b: written and gone, never sent */
+	put_s(t, STORAGE_T_KEYS, "c", "2");
+	OK(storage_txn_commit(t));
+	U64_EQ(storage_commit_gen(st), g0 + 4);
+	U64_EQ(storage_durable_gen(st), g0);
+	sql_ok(lk, "ROLLBACK");
+	OK(storage_sync(st));
+	U64_EQ(storage_durable_gen(st), g0 + 4);
+	ck_assert_int_eq(rows_in(pc, "ovlmerge", "keys"), 2);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM ovlmerge.keys WHERE k = 'c' AND "
+				     "v = '2'"),
+		1);
+	/* a failed first one: the pending ones are never sent */
+	sql_ok(pc, "CREATE FUNCTION ovlmerge.drop_bad() RETURNS trigger LANGUAGE plpgsql AS "
+		   "$$BEGIN IF NEW.k = 'bad'::bytea THEN RETURN NULL; END IF; RETURN NEW; END$$");
+	sql_ok(pc, "CREATE TRIGGER drop_bad BEFORE INSERT ON ovlmerge.keys FOR EACH ROW "
+		   "EXECUTE FUNCTION ovlmerge.drop_bad()");
+	hold_fence(lk, "ovlmerge");
+	commit_one(st, "bad");
+	commit_one(st, "d");
+	sql_ok(lk, "ROLLBACK");
+	FAILS(storage_sync(st), -EIO);
+	U64_EQ(storage_durable_gen(st), g0 + 4);
+	ck_assert_int_eq(rows_in(pc, "ovlmerge", "keys"), 2);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_STANDBY);
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
+/* The connection lost (no answer within timeout-ms) with two commits out,
+ * their COMMITs sent: both in doubt. */
+START_TEST(test_overlap_lost_in_doubt)
+{
+	struct storage *st = open_overlapped("ovllost", 2, 300);
+	PGconn *pc = side(), *lk = side();
+	uint64_t g0 = storage_commit_gen(st);
+
+	hold_fence(lk, "ovllost");
+	commit_one(st, "a");
+	commit_one(st, "b");
+	FAILS(storage_sync(st), ECHD_EINDOUBT);
+	U64_EQ(storage_durable_gen(st), g0);
+	ck_assert_int_eq(role(st), STORAGE_ROLE_OFFLINE);
+	sql_ok(lk, "ROLLBACK");
+	PQfinish(lk);
+	PQfinish(pc);
+	storage_close(st);
+}
+END_TEST
+
 static Suite *
 pg_suite(void)
 {
@@ -1873,6 +2120,16 @@ pg_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_unchecked_fixture(tc, NULL, sync_standby_reset);
 	tcase_add_test(tc, test_lost_during_commit_in_doubt);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("overlap");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_overlap_durable_later);
+	tcase_add_test(tc, test_overlap_first_fails);
+	tcase_add_test(tc, test_overlap_fenced);
+	tcase_add_test(tc, test_overlap_lost_in_doubt);
+	tcase_add_test(tc, test_overlap_pending_merged);
+	tcase_add_test(tc, test_overlap_late_answer);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("open");
