@@ -3012,8 +3012,11 @@ pump(struct st_pg *s)
 #define PG_ROW_COST       96    /* a row's bytes besides key and value (mem's node, row) */
 #define PG_FETCH_ROWS     256   /* rows a fetch asks for, without a hint */
 #define PG_FETCH_ROWS_MAX 4096  /* rows one fetch asks for at most */
-#define PG_EVICT_ROWS     512   /* rows one poll drops at most */
-#define PG_LAND_ROWS      512   /* rows one poll puts in at most */
+#define PG_EVICT_ROWS     128   /* rows one poll drops at most */
+/* ... and while writes keep the cache past a sixteenth over cache-size,
+ * this many: 512 a poll let a loader take it to 2.7 times its size. */
+#define PG_EVICT_ROWS_HARD 4096
+#define PG_LAND_ROWS      128   /* rows one poll puts in at most */
 #define PG_FETCH_BYTES_MIN ((uint64_t)1 << 20)
 #define PG_FETCH_ERR_MS   1000  /* misses answer a failed fetch's error this long */
 #define PG_FETCH_POLL_MS  100
@@ -3529,13 +3532,15 @@ evict_part(struct st_pg *s, struct storage_txn *t, const unsigned char *p, uint6
 }
 
 /* Over cache-size (or going on with a drop begun): drops rows down to 7/8
- * of it, PG_EVICT_ROWS a call at most; s->evict_more says when some are
- * left for the next. No fetch is out, no transaction open. */
+ * of it, PG_EVICT_ROWS a call at most (PG_EVICT_ROWS_HARD while past a
+ * sixteenth over it); s->evict_more says when some are left for the next.
+ * No fetch is out, no transaction open. */
 static int
 evict(struct st_pg *s)
 {
 	uint64_t est = cache_bytes(s), low = s->cache_max - s->cache_max / 8;
-	unsigned budget = PG_EVICT_ROWS;
+	unsigned budget = est > s->cache_max + s->cache_max / 16 ? PG_EVICT_ROWS_HARD :
+								  PG_EVICT_ROWS;
 	unsigned char p[PGC_PART_LEN];
 	struct storage_txn *t;
 	int rc;

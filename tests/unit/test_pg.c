@@ -1648,6 +1648,27 @@ START_TEST(test_lazy_reads)
 }
 END_TEST
 
+/* Writes faster than a poll's usual eviction step (a loader: more rows a
+ * commit than PG_EVICT_ROWS) still leave the cache within its size after
+ * each poll, the one the broker makes a loop turn. */
+START_TEST(test_lazy_writes_stay_bounded)
+{
+	struct storage *st = open_lazy("lazyb", 64 * 1024);
+	struct storage_fetch_state fs;
+	uint64_t worst = 0;
+
+	for (uint64_t c = 0; c < 20; c++) {
+		put_entries(st, 9, c * 1000, (c + 1) * 1000);
+		OK(storage_fetch_poll(storage_fetch(st), &fs));
+		worst = fs.cache_bytes > worst ? fs.cache_bytes : worst;
+	}
+	ck_assert_uint_gt(fs.evicted_rows, 10000);
+	ck_assert_msg(worst <= fs.cache_max, "the cache held %llu bytes after a poll, over %llu",
+		(unsigned long long)worst, (unsigned long long)fs.cache_max);
+	storage_close(st);
+}
+END_TEST
+
 /* Backward reads (seek_last, prev) and writes into a stream not held. */
 START_TEST(test_lazy_back_and_writes)
 {
@@ -2143,6 +2164,7 @@ pg_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_cache_spans);
 	tcase_add_test(tc, test_lazy_reads);
+	tcase_add_test(tc, test_lazy_writes_stay_bounded);
 	tcase_add_test(tc, test_lazy_back_and_writes);
 	tcase_add_test(tc, test_lazy_delete_during_fetch);
 	tcase_add_test(tc, test_lazy_big_rows);
