@@ -271,6 +271,7 @@ struct brk_server {
 	struct event *flush_timer;   /* makes a lone commit durable */
 	struct event *durable_ev;    /* the storage's socket: commits answered (commit.c) */
 	int durable_fd;              /* durable_ev's (-1: none) */
+	struct storage_inflight *inflight; /* commits answered later (NULL: none); borrowed */
 	bool durable_watched;        /* replies wait for durable_ev, not a flush */
 	struct event *watchdog;      /* WATCHDOG=1 from the loop, when asked */
 	bool flush_armed;

@@ -463,7 +463,12 @@ durable_poll(struct brk_server *srv)
 	struct timeval tv = {0, BRK_DURABLE_POLL_MS * 1000};
 	int fd, rc, released;
 
-	rc = storage_durable_poll(srv->st, &fd);
+	if (srv->inflight == NULL) {
+		fd = -1;
+		rc = 0;
+	} else {
+		rc = storage_inflight_poll(srv->inflight, &fd);
+	}
 	released = brk_release_durable(srv, rc != 0 ? brk_storage_flush(srv) : 0);
 	srv->durable_watched = false;
 	if (fd < 0 || srv->waiting == NULL) {

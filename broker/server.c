@@ -321,6 +321,7 @@ brk_server_init(struct brk_server *srv)
 	}
 	srv->flush_timer = evtimer_new(srv->base, brk_flush_timer_cb, srv);
 	srv->durable_fd = -1;
+	srv->inflight = storage_inflight(srv->st);
 	if (srv->flush_timer == NULL) {
 		return -1;
 	}

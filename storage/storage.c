@@ -252,15 +252,6 @@ storage_durable_gen(struct storage *st)
 	return g;
 }
 
-int
-storage_durable_poll(struct storage *st, int *fd)
-{
-	*fd = -1;
-	if (OP(st, durable_poll) == NULL) {
-		return 0;
-	}
-	return OP(st, durable_poll)(st, fd);
-}
 
 uint64_t
 storage_txn_writes(const struct storage_txn *t)
@@ -550,6 +541,22 @@ uint64_t
 storage_fetch_misses(const struct storage_fetch *f)
 {
 	return f->ops->misses(f->st);
+}
+
+struct storage_inflight *
+storage_inflight(struct storage *st)
+{
+	struct storage_inflight *f = storage_iface(st, STORAGE_IFACE_INFLIGHT);
+
+	assert(f == NULL || (f->ops != NULL && f->st != NULL));
+	return f;
+}
+
+int
+storage_inflight_poll(struct storage_inflight *f, int *fd)
+{
+	*fd = -1;
+	return f->ops->poll(f->st, fd);
 }
 
 struct storage_maintain *

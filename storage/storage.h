@@ -218,18 +218,24 @@ void storage_cursor_ahead(struct storage_cursor *c, unsigned rows);
  * that must not acknowledge before durable holds its answer to a commit of
  * generation G until storage_durable_gen() >= G, and calls storage_sync()
  * when no later commit is coming. Call it after a commit or a sync: the
- * value changes only then, or at storage_durable_poll(). */
+ * value changes only then, or at storage_inflight_poll(). */
 uint64_t storage_commit_gen(const struct storage *st);
 uint64_t storage_durable_gen(struct storage *st);
-/* A backend whose commits become durable in the background (postgres:
- * commits in flight, answered later) reads, without blocking, what has
- * come in, after which storage_durable_gen() may be higher. *fd: a socket
- * to watch for reading while commits are out (-1: none; storage_sync() is
- * then the way). Returns 0, or the failure of a commit that returned 0:
- * the caller calls storage_sync(), which answers it, and closes the
- * clients that waited for a generation it never reached. A backend
- * without background durability: *fd -1, 0. */
-int storage_durable_poll(struct storage *st, int *fd);
+
+/* Commits in flight: an optional interface, of an engine whose commits
+ * become durable in the background (postgres with pipeline-depth > 0: a
+ * commit returns once sent, its answer read later). Returns it (borrowed:
+ * valid until storage_close(st)), or NULL when every commit is durable, or
+ * known not to be, when it returns or at storage_sync(). */
+struct storage_inflight;
+struct storage_inflight *storage_inflight(struct storage *st);
+/* Reads, without blocking, the answers that have come in, after which
+ * storage_durable_gen() may be higher. *fd: a socket to watch for reading
+ * while commits are out (-1: none now; storage_sync() is then the way).
+ * Returns 0, or the failure of a commit that returned 0: the caller calls
+ * storage_sync(), which answers it, and closes the clients that waited for
+ * a generation it never reached. */
+int storage_inflight_poll(struct storage_inflight *f, int *fd);
 
 struct storage_stat {
 	uint64_t commits;     /* top-level write commits since open */

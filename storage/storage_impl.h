@@ -19,6 +19,7 @@ enum storage_iface {
 	STORAGE_IFACE_HA,       /* returns a struct storage_ha * */
 	STORAGE_IFACE_FETCH,    /* returns a struct storage_fetch * */
 	STORAGE_IFACE_MAINTAIN, /* returns a struct storage_maintain * */
+	STORAGE_IFACE_INFLIGHT, /* returns a struct storage_inflight * */
 };
 
 /* Tables private to the engines, past the model's (storage.h), so that
@@ -70,9 +71,6 @@ struct storage_ops {
 	/* The optional interface which (an enum storage_iface), or NULL when
 	 * st has none; borrowed, valid until st is closed. NULL: none at all. */
 	void *(*iface)(struct storage *st, enum storage_iface which);
-	/* storage.h's storage_durable_poll(). NULL: nothing becomes durable
-	 * in the background. */
-	int (*durable_poll)(struct storage *st, int *fd);
 };
 
 struct storage {
@@ -161,6 +159,15 @@ struct storage_maintain_ops {
 };
 struct storage_maintain {
 	const struct storage_maintain_ops *ops;
+	struct storage *st;
+};
+
+/* Commits in flight (storage.h), the same way: iface(STORAGE_IFACE_INFLIGHT). */
+struct storage_inflight_ops {
+	int (*poll)(struct storage *st, int *fd);
+};
+struct storage_inflight {
+	const struct storage_inflight_ops *ops;
 	struct storage *st;
 };
 

@@ -301,6 +301,7 @@ struct st_pg {
 	bool sync_sent;       /* the pipeline's Sync is out (drain()) */
 	/* The partial cache (cache-size; "The partial cache" below). */
 	struct storage_fetch fetch; /* storage_fetch(), when lazy */
+	struct storage_inflight out; /* storage_inflight(), when depth > 0 */
 	uint64_t cache_max;   /* bytes the cache may take; 0: the whole schema */
 	bool lazy;            /* cache_max > 0 (never for a read_only open) */
 	struct pgc_spans spans[PG_NLAZY]; /* what is known of each lazy table */
@@ -1965,6 +1966,7 @@ static const struct storage_optdef pg_optdefs[] = {
 
 static const struct storage_ha_ops pg_ha_ops;
 static const struct storage_fetch_ops pg_fetch_ops;
+static const struct storage_inflight_ops pg_inflight_ops;
 
 static int
 pg_open(const struct storage_opts *o, struct storage **out)
@@ -1996,6 +1998,8 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	s->ha.st = &s->fwd.base;
 	s->fetch.ops = &pg_fetch_ops;
 	s->fetch.st = &s->fwd.base;
+	s->out.ops = &pg_inflight_ops;
+	s->out.st = &s->fwd.base;
 	s->cache_max = set.cache_size;
 	s->lazy = set.cache_size > 0 && !o->read_only;
 	for (int i = 0; i < PG_NSEQ; i++) {
@@ -2193,7 +2197,7 @@ pg_durable_gen(struct storage *st)
 /* Reads the answers that are in; *fd the socket to watch while batches
  * are out. Returns 0, or a failure storage_sync() will answer. */
 static int
-pg_durable_poll(struct storage *st, int *fd)
+pg_inflight_poll(struct storage *st, int *fd)
 {
 	struct st_pg *s = pg_from(st);
 
@@ -2202,17 +2206,23 @@ pg_durable_poll(struct storage *st, int *fd)
 	return s->fail_rc != 0 && !s->fail_told ? s->fail_rc : 0;
 }
 
-/* HA and (when lazy) fetching, this file's; no capacity (mem's none is
- * not passed on either). */
+/* HA, (when lazy) fetching and (when commits overlap) commits in flight,
+ * this file's; no capacity (mem's none is not passed on either). */
 static void *
 pg_iface(struct storage *st, enum storage_iface which)
 {
 	struct st_pg *s = pg_from(st);
 
-	if (which == STORAGE_IFACE_FETCH) {
+	switch (which) {
+	case STORAGE_IFACE_HA:
+		return &s->ha;
+	case STORAGE_IFACE_FETCH:
 		return s->lazy ? &s->fetch : NULL;
+	case STORAGE_IFACE_INFLIGHT:
+		return s->depth > 0 ? &s->out : NULL;
+	default:
+		return NULL;
 	}
-	return which == STORAGE_IFACE_HA ? &s->ha : NULL;
 }
 
 static int
@@ -2445,7 +2455,7 @@ step_at(int i, int nsteps)
  * are out go to the cache and a pending batch (their touched keys), sent
  * when one lands with each key's state in the cache then, so that the
  * batches grow with the wait as the blocking commit's did. Answers are
- * read when they are in (storage_durable_poll(), each commit) or when more
+ * read when they are in (storage_inflight_poll(), each commit) or when more
  * than depth are out (blocking), and a batch's generations are durable
  * once its COMMIT's answer is read: the broker holds the replies until
  * then.
@@ -3658,6 +3668,10 @@ pg_fetch_misses(const struct storage *st)
 	return pg_from_const(st)->misses;
 }
 
+static const struct storage_inflight_ops pg_inflight_ops = {
+	.poll = pg_inflight_poll,
+};
+
 static const struct storage_fetch_ops pg_fetch_ops = {
 	.poll = pg_fetch_poll,
 	.misses = pg_fetch_misses,
@@ -4089,6 +4103,5 @@ const struct storage_ops st_pg_ops = {
 	.sync = pg_sync,
 	.copy = pg_copy,
 	.durable_gen = pg_durable_gen,
-	.durable_poll = pg_durable_poll,
 	.iface = pg_iface,
 };

@@ -1909,7 +1909,7 @@ START_TEST(test_overlap_durable_later)
 	commit_one(st, "a");
 	commit_one(st, "b");
 	U64_EQ(storage_commit_gen(st), g0 + 2);
-	OK(storage_durable_poll(st, &fd));
+	OK(storage_inflight_poll(storage_inflight(st), &fd));
 	ck_assert_int_ge(fd, 0); /* out: the socket to watch */
 	U64_EQ(storage_durable_gen(st), g0);
 	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 0);
@@ -1917,13 +1917,13 @@ START_TEST(test_overlap_durable_later)
 	OK(storage_sync(st));
 	U64_EQ(storage_durable_gen(st), g0 + 2);
 	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 2);
-	OK(storage_durable_poll(st, &fd));
+	OK(storage_inflight_poll(storage_inflight(st), &fd));
 	ck_assert_int_eq(fd, -1);
 	/* without a sync: durable once the answers are read */
 	commit_one(st, "c");
 	for (int64_t end = now_ms() + 5000;
 		storage_durable_gen(st) < g0 + 3 && now_ms() < end; usleep(1000)) {
-		OK(storage_durable_poll(st, &fd));
+		OK(storage_inflight_poll(storage_inflight(st), &fd));
 	}
 	U64_EQ(storage_durable_gen(st), g0 + 3);
 	ck_assert_int_eq(rows_in(pc, "ovl", "keys"), 3);
@@ -2023,7 +2023,7 @@ START_TEST(test_overlap_late_answer)
 	t0 = now_ms();
 	commit_one(st, "a");
 	for (end = now_ms() + 3000; rc == 0 && now_ms() < end; usleep(20 * 1000)) {
-		rc = storage_durable_poll(st, &fd);
+		rc = storage_inflight_poll(storage_inflight(st), &fd);
 	}
 	FAILS(rc, ECHD_EINDOUBT);
 	ck_assert_int_ge(now_ms() - t0, 300);
