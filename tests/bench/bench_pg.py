@@ -52,7 +52,21 @@ Options:
                       loop (--m-c1-n requests, default 3000) alone and beside a scan of
                       --m-scan cold entries with XRANGE COUNT 1000 (default 1000000), and a
                       standby's takeover after kill -9 of the active one (to the first XLEN
-                      answered), with the longest PING wait meanwhile (the watchdog's view)
+                      answered), with the longest PING wait meanwhile (the watchdog's view).
+                      The c1 loop beside the scan runs on lmdb too, as the reference: there
+                      nothing is fetched, so it shows what the scanning client costs alone
+  --m-vacuum          VACUUM (FREEZE, ANALYZE) the schema's tables after the load, and a
+                      CHECKPOINT, before the cold start: the state autovacuum and the
+                      checkpointer leave, rather than a scan of rows no one read yet right
+                      after a bulk load
+  --m-scan-nice       run the scanning client in its own process at nice 19, so that what it
+                      costs the c1 loop is the server's work, not the client's CPU
+  --m-pg-scan         on postgres, a third c1 loop beside the same rows read straight from
+                      PostgreSQL (psycopg2, 1000 a query by key range, paced to the rate of
+                      the scan through echd): what such a reader costs PostgreSQL's commits
+                      without echd in the way
+  --m-perf DIR        record every process's CPU (perf record -a) while each scan runs, into
+                      DIR/<server>.data, and print each process's share
 
 Everything listens on 127.0.0.1 on free ports in a temporary directory and is stopped on exit.
 This script is not part of `tools/echd-dev test`.
@@ -428,6 +442,42 @@ def scanner(port, stop_evt, out, limit):
         r.close()
 
 
+def pg_scanner(schema, out, limit, rate):
+    """--m-pg-scan: up to limit rows of the schema's entries table, 1000 a query by key
+    range, read straight from PostgreSQL (psycopg2, Debian's python3-psycopg2), at most rate
+    rows a second (the scan through echd's: the same load, 0: unpaced)."""
+    import psycopg2
+    c = psycopg2.connect(host="127.0.0.1", port=PG.port, user=PG.user, dbname="postgres")
+    c.autocommit = True
+    cur, last, n = c.cursor(), b"", 0
+    t0 = time.monotonic()
+    try:
+        while n < limit:
+            if rate > 0:
+                time.sleep(max(0.0, t0 + n / rate - time.monotonic()))
+            cur.execute(f'SELECT k, v FROM "{schema}".entries WHERE k > %s ORDER BY k '
+                        f'LIMIT 1000', (psycopg2.Binary(last),))
+            rows = cur.fetchall()
+            if not rows:
+                break
+            n += len(rows)
+            last = bytes(rows[-1][0])
+    finally:
+        out["scanned"] = n
+        c.close()
+
+
+def scanner_niced(port, stop_evt, out, limit):
+    """scanner() in a process of its own at nice 19 (--m-scan-nice): the scanning client then
+    takes only the CPU no one else wants."""
+    code = ("import sys, threading; sys.path.insert(0, %r); import bench_pg; o = {}; "
+            "bench_pg.scanner(%d, threading.Event(), o, %d); print(o['scanned'])"
+            % (os.path.dirname(os.path.abspath(__file__)), port, limit))
+    p = subprocess.run(["nice", "-n", "19", sys.executable, "-c", code], capture_output=True,
+                       text=True, timeout=1800)
+    out["scanned"] = int(p.stdout.strip() or 0)
+
+
 def part_m(args):
     """Per engine: preload, anonymous memory, a cold start, (postgres) a scan beside a c1
     XADD loop, and a takeover by a standby after kill -9 of the active one."""
@@ -468,24 +518,56 @@ def part_m(args):
         r["load_s"] = time.monotonic() - t
         r["rss_loaded"] = rss_anon_mib(proc.pid)
         benchlib.stop(SERVERS, proc)
+        if pg and args.m_vacuum:
+            # what autovacuum would have done by the time anyone scans history: without
+            # it, the scan's first reads set every tuple's hint bits and autovacuum may run
+            # beside the measurement
+            t = time.monotonic()
+            for tb in PG.psql(f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'"
+                              ).split():
+                PG.psql(f'VACUUM (FREEZE, ANALYZE) "{schema}"."{tb}"')
+            PG.psql("CHECKPOINT")  # and the load's dirty pages on disk: the scan writes none
+            r["vacuum_s"] = time.monotonic() - t
         # a cold start: exec to the first XLEN answered
         t = time.monotonic()
         proc = spawn(name + "-start", cmd(port))
         wait_xlen(port)
         r["start_s"] = time.monotonic() - t
         r["rss_started"] = rss_anon_mib(proc.pid)
-        if pg:
-            mean0, p99_0 = bench_p99(port, args.m_c1_n)
-            stop_evt, res = threading.Event(), {}
-            th = threading.Thread(target=scanner, args=(port, stop_evt, res, args.m_scan),
+        # the scan: cold on postgres (fetched), on lmdb the reference (nothing to fetch: what
+        # the scanning client and the replies alone cost the c1 loop on this machine)
+        resetstat(port)
+        mean0, p99_0 = bench_p99(port, args.m_c1_n)
+        r["inner_0"] = inner_p99(port)
+        resetstat(port)
+        stop_evt, res = threading.Event(), {}
+        th = threading.Thread(target=scanner if not args.m_scan_nice else scanner_niced,
+                              args=(port, stop_evt, res, args.m_scan), daemon=True)
+        prof = perf_start(args, name)
+        t = time.monotonic()
+        th.start()
+        mean1, p99_1 = bench_p99(port, args.m_c1_n)
+        r["inner_1"] = inner_p99(port)
+        th.join()
+        r.update(p99_0=p99_0, p99_1=p99_1, mean0=mean0, mean1=mean1,
+                 scanned=res.get("scanned", 0), scan_s=time.monotonic() - t,
+                 rss_scanned=rss_anon_mib(proc.pid), perf=perf_stop(prof))
+        if pg and args.m_pg_scan:
+            # the reference on PostgreSQL: the same rows read by a client of PostgreSQL
+            # itself, by key ranges as the cache's fetches do, beside the same c1 loop
+            resetstat(port)
+            res2 = {}
+            rate = r["scanned"] / r["scan_s"] if r["scan_s"] > 0 else 0
+            th = threading.Thread(target=pg_scanner, args=(schema, res2, args.m_scan, rate),
                                   daemon=True)
             t = time.monotonic()
             th.start()
-            mean1, p99_1 = bench_p99(port, args.m_c1_n)
+            mean2, p99_2 = bench_p99(port, args.m_c1_n)
+            r["inner_2"] = inner_p99(port)
             th.join()
-            r.update(p99_0=p99_0, p99_1=p99_1, mean0=mean0, mean1=mean1,
-                     scanned=res.get("scanned", 0), scan_s=time.monotonic() - t,
-                     rss_scanned=rss_anon_mib(proc.pid))
+            r.update(p99_2=p99_2, pg_scanned=res2.get("scanned", 0),
+                     pg_scan_s=time.monotonic() - t)
+        if pg:
             # a takeover: a standby on the same schema, kill -9 of the active one
             port2 = benchlib.free_port()
             d2 = d + "-standby"  # its own lock and log; the same schema
@@ -517,6 +599,54 @@ def part_m(args):
     return rows
 
 
+def resetstat(port):
+    with redis.Redis(host="127.0.0.1", port=port, socket_timeout=60) as c:
+        c.execute_command("CONFIG", "RESETSTAT")
+
+
+def inner_p99(port):
+    """The server's own p99s since the last RESETSTAT, in ms: its commits (the storage's round
+    trip: PostgreSQL's COMMIT, LMDB's write) and XADD's run in the loop."""
+    with redis.Redis(host="127.0.0.1", port=port, socket_timeout=60) as c:
+        info = c.info("everything")
+    def p99(v):
+        if isinstance(v, dict):
+            return float(v.get("p99", v.get("p99.0", "nan")))
+        m = re.search(r"p99=([\d.]+)", str(v))
+        return float(m.group(1)) if m else float("nan")
+    return (p99(info.get("commit_latency_percentiles_usec", "")) / 1000,
+            p99(info.get("latency_percentiles_usec_xadd", "")) / 1000)
+
+
+def perf_start(args, name):
+    """--m-perf: every process's CPU while the scan runs (perf record -a, no call graphs)."""
+    if not args.m_perf:
+        return None
+    os.makedirs(args.m_perf, exist_ok=True)
+    out = os.path.join(args.m_perf, name + ".data")
+    pr = subprocess.Popen(["perf", "record", "-a", "-F", "499", "-o", out, "--", "sleep", "600"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # perf's own start is not the scan's
+    return pr, out
+
+
+def perf_stop(prof):
+    """Each process's share of the samples, the largest first: 'comm pct, ...'."""
+    if prof is None:
+        return ""
+    pr, out = prof
+    pr.send_signal(signal.SIGINT)
+    pr.wait(60)
+    rep = subprocess.run(["perf", "report", "-i", out, "--stdio", "--sort", "comm",
+                          "--percent-limit", "2"], capture_output=True, text=True, timeout=300)
+    shares = []
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S.*)$", line)
+        if m:
+            shares.append(f"{m.group(2).strip()} {float(m.group(1)):.0f}%")
+    return ", ".join(shares)
+
+
 def answers_ping(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as c:
@@ -538,11 +668,28 @@ def report_m(args, rows):
               f"{r.get('takeover_gap_s', float('nan')):>10.3f}")
     for n, r in rows.items():
         if "p99_0" in r:
+            what = "cold" if "rss_takeover" in r else "warm (the reference)"
             print(f"{n}: c1 XADD p99 {r['p99_0']:.3f} ms alone, {r['p99_1']:.3f} ms beside a "
-                  f"scan of {r['scanned']} cold entries (XRANGE COUNT 1000, {r['scan_s']:.1f} s):"
-                  f" {r['p99_1'] / r['p99_0'] if r['p99_0'] else 0:.2f}x (target <= 2); "
-                  f"RssAnon after the scan {r['rss_scanned']:.1f} MiB, after the takeover "
-                  f"{r['rss_takeover']:.1f} MiB")
+                  f"scan of {r['scanned']} {what} entries (XRANGE COUNT 1000, "
+                  f"{r['scan_s']:.1f} s): {r['p99_1'] / r['p99_0'] if r['p99_0'] else 0:.2f}x"
+                  f"{' (target <= 2)' if 'rss_takeover' in r else ''}; RssAnon after the scan "
+                  f"{r['rss_scanned']:.1f} MiB"
+                  + (f", after the takeover {r['rss_takeover']:.1f} MiB"
+                     if "rss_takeover" in r else ""))
+            print(f"{n}: inside the server, p99 alone / beside the scan: its commits "
+                  f"{r['inner_0'][0]:.3f} / {r['inner_1'][0]:.3f} ms, XADD in the loop "
+                  f"{r['inner_0'][1]:.3f} / {r['inner_1'][1]:.3f} ms")
+            if "p99_2" in r:
+                print(f"{n}: the reference on PostgreSQL: c1 XADD p99 {r['p99_2']:.3f} ms "
+                      f"beside {r['pg_scanned']} rows read straight from PostgreSQL (1000 a "
+                      f"query, {r['pg_scan_s']:.1f} s): {r['p99_2'] / r['p99_0']:.2f}x alone; "
+                      f"its commits {r['inner_2'][0]:.3f} ms, XADD in the loop "
+                      f"{r['inner_2'][1]:.3f} ms")
+            if "vacuum_s" in r:
+                print(f"{n}: the tables were vacuumed and checkpointed after the load "
+                      f"({r['vacuum_s']:.1f} s)")
+            if r.get("perf"):
+                print(f"{n}: CPU during the scan, by process (perf, all CPUs): {r['perf']}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -661,6 +808,10 @@ def main():
     ap.add_argument("--m-entries", type=int, default=2000000)
     ap.add_argument("--m-pending", type=int, default=10000)
     ap.add_argument("--m-scan", type=int, default=1000000)
+    ap.add_argument("--m-perf", default="")
+    ap.add_argument("--m-vacuum", action="store_true")
+    ap.add_argument("--m-scan-nice", action="store_true")
+    ap.add_argument("--m-pg-scan", action="store_true")
     ap.add_argument("--m-c1-n", type=int, default=3000)
     args = ap.parse_args()
     if args.quick:
