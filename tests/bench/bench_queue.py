@@ -244,7 +244,7 @@ def c_workers(port, stream, args, outdir):
     """Runs the cycle with bench-queue-worker (threads in one C process); returns the
     per-worker tuples of worker() and the wall time from the common start."""
     cmd = [args.worker_exe, str(port), stream, GROUP, str(args.workers), str(args.count),
-           outdir, str(args.timeout), str(args.streams)]
+           outdir, str(args.timeout), str(getattr(args, "streams", 1))]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          timeout=args.timeout + 120)
     got, wall = [], None
@@ -314,7 +314,7 @@ def check_cycle(port, stream, args, ids, outdir, got, wall, server_cpu):
 
     # correctness
     r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=120)
-    names = stream_names(stream, args.streams)
+    names = stream_names(stream, getattr(args, "streams", 1))
     pipe = r.pipeline(transaction=False)
     for key in names:
         pipe.execute_command("XPENDING", key, GROUP)
