@@ -84,6 +84,24 @@
  * the map of the store <schema> names, who holds each part, and every
  * registry row with its age, once.
  *
+ * Servers (issue 36). A part may live on another PostgreSQL: the url of
+ * its row in the map (NULL: postgres.url, the home server, which keeps the
+ * map and the registry), set by echo-admin (storage_ha_part_move(), only
+ * for a part no front end holds and whose schema is empty: no data moves).
+ * A front end keeps a session per server (struct pg_srv); s->conn is the
+ * one statements go to, and srv_use() swaps another in with what belongs
+ * to a session (token, liveness, back-off). A standby tries each part's
+ * lock on its server, and the session that wins serves the part (the data
+ * server: commits, fence, lease, the fetch connection's URL). The poll's
+ * read is one statement per server, the home one also writing the
+ * heartbeat and returning each part's url: a front end follows a move at
+ * its next poll (relocate()), and before a takeover reads the url again
+ * (echo-admin holds the part's lock on the old server while it writes
+ * the map, so the one that wins the lock after sees the new url). A server
+ * lost is logged by name ("server <url>: ...", password redacted) and
+ * reconnected with its own back-off; it takes the role only when it is the
+ * data server's. Without the home server no takeover happens.
+ *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
  * which (after one more look: a stall of this process is not a lost
