@@ -1990,17 +1990,20 @@ peers_all(struct st_pg *s)
 			}
 			continue;
 		}
-		if (s->conn == NULL && !s->read_only && reconnect(s) != 0) {
-			continue;
+		if (s->conn == NULL && !s->read_only) {
+			(void)reconnect(s);
 		}
-		if (s->conn == NULL) {
-			continue;
-		}
-		rc = peers_read(s);
+		rc = s->conn != NULL ? peers_read(s) : ECHD_EOFFLINE;
 		/* echo-admin: a part on a server where no front end created its
 		 * schema yet is only not held (the error is logged) */
 		if (rc != 0 && rc != ECHD_EOFFLINE && err == 0 && !(s->read_only && k > 0)) {
 			err = rc;
+		}
+		for (size_t i = 0; s->conn == NULL && i < s->nshard; i++) {
+			if (s->shard[i].srv == k) {
+				/* its server gone, so is the lock: held by no one known */
+				memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
+			}
 		}
 	}
 	srv_rest(s);
@@ -2383,6 +2386,9 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 		}
 		if (rc == 0 && s->nshard > 0 && s->conn != NULL) {
 			rc = peers_all(s); /* the other parts' front ends */
+		}
+		if (s->nshard > 0 && s->role != STORAGE_ROLE_ACTIVE) {
+			srv_rest(s); /* a standby while another server answers */
 		}
 	} else if (s->nshard > 0) {
 		rc = try_shards(s, &became);

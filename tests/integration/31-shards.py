@@ -521,6 +521,26 @@ def test_a_shard_on_another_server(server):
             got = standby.raw().call("XRANGE", key, "-", "+")
             assert [e[0] for e in got] == acked
             assert int(pg2.psql("SELECT gen FROM \"%s_s2\".ha" % sh.base)) == 2
+            # the second server lost: shard 2 is served no more, shards 0 and 1 go on
+            pg2.stop()
+            wait_until(lambda: RANGES[2] not in slots_of(first), 5,
+                       what="shard 2 unserved once its server is gone")
+            # its log says which server (the standby's: it served shard 2)
+            wait_until(lambda: "server %s: " % pg2.url in standby.log_tail(400), 5,
+                       what="the log naming the lost server")
+            k0 = next(k for k in ("job:%d" % i for i in range(100)) if shard_of(k)[0] == 0)
+            for _ in range(5):
+                assert first.raw().call("XADD", k0, "*", "f", "v")
+                time.sleep(0.1)
+            assert sorted(slots_of(first)) == RANGES[:2] and myself(first)[8] == "0-5460"
+            assert "READONLY" in standby.raw().err("DBSIZE")
+            # back: a front end takes shard 2 again, every entry there
+            pg2.start()
+            alive = [s for s in fronts if s is not held[2]]
+            wait_until(lambda: settled(alive, 3), 15,
+                       what="shard 2 served again once its server is back")
+            holder = held_by(alive)[2]
+            assert [e[0] for e in holder.raw().call("XRANGE", key, "-", "+")] == acked
             # every front end stopped: shard 2 is free, and holds data
             for s in fronts:
                 if s is not held[2]:

@@ -1020,9 +1020,39 @@ START_TEST(test_shard_servers)
 	ck_assert_msg(strstr(why, "holds data") != NULL, "%s", why);
 	storage_close(m);
 	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sv.shards WHERE url IS NOT NULL"), 1);
+	/* the second server lost: its part's front end leaves it, a (active
+	 * on the home server, with a session there for its reads) stays */
+	g = open_shards_in("sv", "0-9,10-19,20-29", 7204, "node-g", &rc);
+	OK(rc);
+	h = poll_until_active(g, 5000);
+	ck_assert_int_eq(h.part, 2);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	part_is(a, 2, true, "node-g", 7204);
+	PQfinish(pb);
+	sql_ok(pc, "ALTER DATABASE echd_b ALLOW_CONNECTIONS false");
+	sql_ok(pc, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+		   "WHERE datname = 'echd_b'");
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+		ck_assert_int_eq(h.part, 0);
+		usleep(50 * 1000);
+	}
+	OK(storage_txn_begin(a, NULL, 0, &t));
+	put_s(t, STORAGE_T_GROUPS, "g", "a goes on");
+	OK(storage_txn_commit(t));
+	ck_assert_int_ne(poll_role(g, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.role, STORAGE_ROLE_STANDBY); /* it still reaches home */
+	/* back: g takes its part again, its rows there */
+	sql_ok(pc, "ALTER DATABASE echd_b ALLOW_CONNECTIONS true");
+	h = poll_until_active(g, 5000);
+	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 2);
+	OK(storage_txn_begin(g, NULL, 0, &t));
+	get_is(t, STORAGE_T_GROUPS, "g", "in s2 on b");
+	storage_txn_abort(t);
+	storage_close(g);
 	storage_close(a);
 	storage_close(d);
-	PQfinish(pb);
 	PQfinish(pc);
 }
 END_TEST
