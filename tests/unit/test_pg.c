@@ -902,6 +902,20 @@ side_on(const char *url)
 	return c;
 }
 
+/* st takes part 2 within 5 s, and reads there the row its front end wrote. */
+static void
+takes_part_2(struct storage *st)
+{
+	struct storage_ha_state h = poll_until_active(st, 5000);
+	struct storage_txn *t;
+
+	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 2);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_GROUPS, "g", "in s2 on b");
+	storage_txn_abort(t);
+}
+
 /* Shards on two servers (issue 36): a map of an older echd gets its url
  * column from the first front end; echo-admin's move of a part is refused
  * while it is held, or when its schema holds rows, and needs the new
@@ -1000,12 +1014,7 @@ START_TEST(test_shard_servers)
 	part_is(g, 0, true, "node-a", 7201);
 	/* it goes: the standby takes it over on the second server, rows there */
 	storage_close(o);
-	h = poll_until_active(g, 5000);
-	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
-	ck_assert_int_eq(h.part, 2);
-	OK(storage_txn_begin(g, NULL, 0, &t));
-	get_is(t, STORAGE_T_GROUPS, "g", "in s2 on b");
-	storage_txn_abort(t);
+	takes_part_2(g);
 	storage_close(g);
 	/* free but not empty: it stays */
 	m = open_map("sv", &rc);
@@ -1044,12 +1053,7 @@ START_TEST(test_shard_servers)
 	ck_assert_int_eq(h.role, STORAGE_ROLE_STANDBY); /* it still reaches home */
 	/* back: g takes its part again, its rows there */
 	sql_ok(pc, "ALTER DATABASE echd_b ALLOW_CONNECTIONS true");
-	h = poll_until_active(g, 5000);
-	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
-	ck_assert_int_eq(h.part, 2);
-	OK(storage_txn_begin(g, NULL, 0, &t));
-	get_is(t, STORAGE_T_GROUPS, "g", "in s2 on b");
-	storage_txn_abort(t);
+	takes_part_2(g);
 	storage_close(g);
 	storage_close(a);
 	storage_close(d);
