@@ -627,6 +627,13 @@ srv_rest(struct st_pg *s)
 	s->role = s->conn != NULL ? STORAGE_ROLE_STANDBY : STORAGE_ROLE_OFFLINE;
 }
 
+/* Whether two of the map's urls name one server (NULL: home). */
+static bool
+url_same(const char *a, const char *b)
+{
+	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
 /* The server of url (NULL: home), added when new. Returns its index, or
  * -ENOMEM. */
 static int
@@ -1797,7 +1804,7 @@ relocate(struct st_pg *s, size_t i, const char *url, bool *moved)
 	char *dup = NULL;
 	int k;
 
-	if ((url == NULL) == (pt->url == NULL) && (url == NULL || strcmp(url, pt->url) == 0)) {
+	if (url_same(url, pt->url)) {
 		return 0;
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE && s->cur == (int)i) {
@@ -1922,8 +1929,7 @@ map_same(struct st_pg *s, size_t i, bool *same)
 	*same = false;
 	if (rc == 0 && res != NULL && PQntuples(res) == 1) {
 		url = PQgetisnull(res, 0, 0) ? NULL : PQgetvalue(res, 0, 0);
-		*same = (url == NULL) == (s->shard[i].url == NULL) &&
-			(url == NULL || strcmp(url, s->shard[i].url) == 0);
+		*same = url_same(url, s->shard[i].url);
 	}
 	PQclear(res);
 	return rc;
@@ -2197,8 +2203,8 @@ pg_ha_part_move(struct storage *st, size_t i, const char *url, char *why, size_t
 		return -ENOTSUP;
 	}
 	k = srv_add(s, to); /* the new server answers */
-	if (k < 0) {
-		return k;
+	if (k < 0 || url_same(to, pt->url)) {
+		return k < 0 ? k : 0; /* there already */
 	}
 	srv_use(s, (size_t)k);
 	if (s->conn == NULL && conn_open(s) != 0) {
