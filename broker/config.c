@@ -876,87 +876,13 @@ format_opt(const struct brk_config *cfg, const struct opt *o, char *buf, size_t 
 	}
 }
 
-/* Appends s[0..n) to out at *o, cut to fit. */
-static void
-put(char *out, size_t len, size_t *o, const char *s, size_t n)
-{
-	if (*o + 1 >= len) {
-		return;
-	}
-	if (n > len - 1 - *o) {
-		n = len - 1 - *o;
-	}
-	memcpy(out + *o, s, n);
-	*o += n;
-	out[*o] = '\0';
-}
-
-void
-brk_url_redact(const char *url, char *out, size_t len)
-{
-	static const char mask[] = "(redacted)";
-	const char *p = url, *scheme = strstr(url, "://");
-	size_t o = 0;
-
-	if (len == 0) {
-		return;
-	}
-	out[0] = '\0';
-	if (scheme != NULL) {
-		/* postgresql://user:secret@host...: the userinfo's password */
-		const char *auth = scheme + 3, *end = auth + strcspn(auth, "/?#"), *at = NULL;
-		for (const char *q = auth; q < end; q++) {
-			at = *q == '@' ? q : at;
-		}
-		const char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-		if (colon != NULL) {
-			put(out, len, &o, url, (size_t)(colon + 1 - url));
-			put(out, len, &o, mask, sizeof(mask) - 1);
-			p = at;
-		}
-	}
-	/* password=secret and sslpassword=secret (a client key's), as a
-	 * key=value word or a URI parameter */
-	while (*p) {
-		const char *k = p;
-		bool start = k == url || strchr(" \t?&", k[-1]) != NULL;
-		size_t kl = start && strncasecmp(k, "ssl", 3) == 0 ? 3 : 0;
-		if (start && strncasecmp(k + kl, "password", 8) == 0) {
-			const char *v = k + kl + 8;
-			while (*v == ' ' || *v == '\t') {
-				v++;
-			}
-			if (*v == '=') {
-				v++;
-				while (*v == ' ' || *v == '\t') {
-					v++;
-				}
-				put(out, len, &o, p, (size_t)(v - p));
-				put(out, len, &o, mask, sizeof(mask) - 1);
-				if (*v == '\'') {
-					for (v++; *v && *v != '\''; v++) {
-						v += v[0] == '\\' && v[1] != '\0';
-					}
-					v += *v == '\'';
-				} else {
-					v += strcspn(v, scheme != NULL ? "&#" : " \t");
-				}
-				p = v;
-				continue;
-			}
-		}
-		put(out, len, &o, p, 1);
-		p++;
-	}
-}
-
 /* What CONFIG GET shows: the value, with storage-url's password hidden. */
 static void
 format_shown(const struct brk_config *cfg, const struct opt *o, char *buf, size_t len)
 {
 	if (o->off == OFF(storage_url) && o->type == OPT_STR) {
 		const char *url = cfg->storage_url ? cfg->storage_url : "";
-		brk_url_redact(url, buf, len);
+		echd_url_redact(url, buf, len);
 		return;
 	}
 	format_opt(cfg, o, buf, len);

@@ -147,9 +147,6 @@ void brk_config_usage(FILE *f);
 typedef void (*brk_config_fn)(const char *name, const char *value, void *ud);
 void brk_config_get(const struct brk_config *cfg, const char *pattern, brk_config_fn fn,
 	void *ud);
-/* Copies a libpq URI or key=value string into out (len bytes, cut to fit)
- * with its password replaced by "(redacted)": what may be shown or logged. */
-void brk_url_redact(const char *url, char *out, size_t len);
 /* The option name (any case) is known as: its own name (static), and
  * *runtime, whether CONFIG SET may change it; NULL when unknown. */
 const char *brk_config_lookup(const char *name, bool *runtime);

@@ -288,7 +288,7 @@ brk_server_init(struct brk_server *srv)
 	brk_config_engine_opts_free(eopt, so.nopt);
 	if (rc != 0 && srv->cfg.storage_url != NULL && srv->cfg.storage_url[0] != '\0') {
 		char shown[512];
-		brk_url_redact(srv->cfg.storage_url, shown, sizeof(shown)); /* never the password */
+		echd_url_redact(srv->cfg.storage_url, shown, sizeof(shown)); /* never the password */
 		echd_log(ECHD_LOG_WARNING, "cannot open storage '%s' at '%s' (schema %s): %s",
 			srv->cfg.storage_backend, shown, srv->cfg.storage_pg_schema, echd_strerror(rc));
 		return -1;

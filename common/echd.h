@@ -45,6 +45,11 @@ bool echd_str2ull(const char *s, size_t len, uint64_t *out);
  * and O_DIRECTORY for a directory). Returns 0 or -errno. */
 int echd_fsync_path(const char *path, int flags);
 
+/* Copies a libpq URI or key=value string into out (len bytes, cut to fit)
+ * with its password replaced by "(redacted)": what may be shown or logged
+ * (storage-url, and a shard's server). */
+void echd_url_redact(const char *url, char *out, size_t len);
+
 /* All heap memory goes through these so tests can inject failures. */
 void *echd_malloc(size_t n);
 void *echd_calloc(size_t nmemb, size_t n);

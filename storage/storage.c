@@ -626,6 +626,21 @@ storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *o
 	return ha->ops->part(ha->st, i, out);
 }
 
+int
+storage_ha_part_move(struct storage_ha *ha, size_t i, const char *url, char *why, size_t len)
+{
+	if (len > 0) {
+		why[0] = '\0';
+	}
+	if (ha->ops->part_move == NULL) {
+		return -ENOTSUP;
+	}
+	if (i >= storage_ha_nparts(ha)) {
+		return -EINVAL;
+	}
+	return ha->ops->part_move(ha->st, i, url, why, len);
+}
+
 size_t
 storage_ha_nfronts(const struct storage_ha *ha)
 {

@@ -364,9 +364,24 @@ struct storage_ha_part {
 	int port;
 	char name[64];    /* the part's own name (postgres: its schema) */
 	unsigned first, last; /* the range of keys the caller gave it */
+	/* where it lives (postgres: its PostgreSQL's URL, password redacted),
+	 * and whether that is the store's own (postgres.url) */
+	char server[256];
+	bool home;
 };
 size_t storage_ha_nparts(const struct storage_ha *ha);
 int storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *out);
+
+/* Puts part i on another server (postgres: the url of its row in
+ * <schema>.shards; NULL or "": back on the store's own), from a read_only
+ * open of the map (postgres.shards "map"). Front ends follow at their next
+ * poll; nothing moves data. Refused: -EBUSY while a front end holds the
+ * part, -ENOTEMPTY when its schema holds rows where it lives now,
+ * ECHD_EOFFLINE when its server or the new one cannot be reached, -EINVAL
+ * (no part i), -ENOTSUP (no such open). why (len bytes) says which, for a
+ * person. One round trip or a few per server. */
+int storage_ha_part_move(struct storage_ha *ha, size_t i, const char *url, char *why,
+	size_t len);
 
 /* The front ends of a store of parts as the last poll read them from the
  * store's registry (postgres: <schema>.frontends), where each front end

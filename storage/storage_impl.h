@@ -128,6 +128,8 @@ struct storage_ha_ops {
 	/* NULL: a store of one piece (storage_ha_nparts() 0) */
 	size_t (*nparts)(const struct storage *st);
 	int (*part)(const struct storage *st, size_t i, struct storage_ha_part *out);
+	/* NULL: parts stay where they are (-ENOTSUP) */
+	int (*part_move)(struct storage *st, size_t i, const char *url, char *why, size_t len);
 	/* NULL: no registry of front ends (storage_ha_nfronts() 0) */
 	size_t (*nfronts)(const struct storage *st);
 	int (*front)(const struct storage *st, size_t i, struct storage_ha_front *out);

@@ -285,6 +285,9 @@ int adm_off_stats(struct adm_ctx *x);
  * address, generation), read from PostgreSQL without a lock. Opens and
  * closes the store itself. Returns an ADM_EXIT_ code. */
 int adm_off_shards(struct adm_ctx *x);
+/* Puts shard ix on the PostgreSQL of url (NULL: back on the store's own),
+ * as storage_ha_part_move() allows. Returns an ADM_EXIT_ code. */
+int adm_off_shard_url(struct adm_ctx *x, size_t ix, const char *url);
 /* storage_copy() of src into dest (created if missing, must hold no
  * environment). Works while echd writes to src. */
 int adm_backup(const char *src, const char *dest);

@@ -928,16 +928,91 @@ fronts_json(struct storage_ha *ha, bool standbys)
 	adm_json_arr_end();
 }
 
+/* The servers of the shards that live off the home one (their URLs,
+ * password redacted), in the order the shards name them: the table's
+ * SERVER column calls server j "pg<j+1>". Returns how many, *out owned
+ * (NULL when none). */
+static size_t
+off_home(struct storage_ha *ha, size_t n, char (**out)[256])
+{
+	char(*v)[256] = n > 0 ? echd_calloc(n, sizeof(*v)) : NULL;
+	size_t nv = 0;
+
+	for (size_t i = 0; v != NULL && i < n; i++) {
+		struct storage_ha_part p;
+		size_t j = 0;
+
+		if (storage_ha_part(ha, i, &p) != 0 || p.home) {
+			continue;
+		}
+		while (j < nv && strcmp(v[j], p.server) != 0) {
+			j++;
+		}
+		if (j == nv) {
+			snprintf(v[nv++], sizeof(v[0]), "%s", p.server);
+		}
+	}
+	if (nv == 0) {
+		ECHD_FREE(v);
+	}
+	*out = v;
+	return nv;
+}
+
+/* The SERVER column's name for p: home, or pg<j+1> (off_home()). */
+static void
+server_name(const struct storage_ha_part *p, char (*v)[256], size_t nv, char *buf, size_t len)
+{
+	size_t j = 0;
+
+	while (j < nv && strcmp(v[j], p->server) != 0) {
+		j++;
+	}
+	if (p->home || j == nv) {
+		snprintf(buf, len, "home");
+	} else {
+		snprintf(buf, len, "pg%zu", j + 1);
+	}
+}
+
+/* Under the shards, when some live off the home server: each server's
+ * name and URL (password redacted). */
+static int
+servers_table(const struct adm_opts *o, char (*v)[256], size_t nv)
+{
+	static const struct adm_col cols[] = {{"SERVER", 0, 0}, {"URL", 0, 0}};
+	struct adm_table *t = adm_table_create(cols, sizeof(cols) / sizeof(cols[0]));
+	char name[24], home[256];
+	int rc;
+
+	if (t == NULL) {
+		return adm_err(ADM_EXIT_FAILED, "out of memory");
+	}
+	echd_url_redact(o->storage_url, home, sizeof(home));
+	const char *first[] = {"home", home};
+	rc = adm_table_row(t, first);
+	for (size_t j = 0; rc == 0 && j < nv; j++) {
+		snprintf(name, sizeof(name), "pg%zu", j + 1);
+		const char *cells[] = {name, v[j]};
+		rc = adm_table_row(t, cells);
+	}
+	putchar('\n');
+	adm_table_end(t);
+	return rc == 0 ? 0 : adm_err(ADM_EXIT_FAILED, "out of memory");
+}
+
 int
 adm_off_shards(struct adm_ctx *x)
 {
+	/* SERVER only when a shard lives off the home server */
 	static const struct adm_col cols[] = {{"SHARD", ADM_RIGHT, 0}, {"SLOTS", 0, 0},
 		{"SCHEMA", ADM_FLEX, 8}, {"STATE", 0, 0}, {"GEN", ADM_RIGHT, 0},
-		{"NODE", ADM_FLEX, 8}, {"ADDRESS", 0, 0}};
+		{"NODE", ADM_FLEX, 8}, {"ADDRESS", 0, 0}, {"SERVER", 0, 0}};
 	struct storage *st = NULL;
 	struct storage_ha *ha;
 	struct adm_table *t = NULL;
-	size_t n;
+	char(*srv)[256] = NULL;
+	size_t n, nsrv = 0;
 	int rc = open_pg(x->o, true, &st);
 
 	if (rc != 0) {
@@ -945,6 +1020,7 @@ adm_off_shards(struct adm_ctx *x)
 	}
 	ha = storage_ha(st);
 	n = ha != NULL ? storage_ha_nparts(ha) : 0;
+	nsrv = ha != NULL ? off_home(ha, n, &srv) : 0;
 	if (adm_out.json) {
 		adm_json_obj();
 		adm_json_key("schema");
@@ -952,15 +1028,16 @@ adm_off_shards(struct adm_ctx *x)
 		adm_json_key("shards");
 		adm_json_arr();
 	} else {
-		t = adm_table_create(cols, sizeof(cols) / sizeof(cols[0]));
+		t = adm_table_create(cols, sizeof(cols) / sizeof(cols[0]) - (nsrv > 0 ? 0 : 1));
 		if (t == NULL) {
 			storage_close(st);
+			echd_free(srv);
 			return adm_err(ADM_EXIT_FAILED, "out of memory");
 		}
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct storage_ha_part p;
-		char ix[24], slots[48], gen[24], addr[300];
+		char ix[24], slots[48], gen[24], addr[300], sname[24];
 		uint64_t age;
 
 		if (storage_ha_part(ha, i, &p) != 0) {
@@ -1001,6 +1078,11 @@ adm_off_shards(struct adm_ctx *x)
 			} else {
 				adm_json_null();
 			}
+			/* its PostgreSQL, password redacted; home: the store's own */
+			adm_json_key("server");
+			adm_json_cstr(p.server);
+			adm_json_key("home_server");
+			adm_json_bool(p.home);
 			adm_json_key("standbys");
 			fronts_json(ha, true);
 			adm_json_obj_end();
@@ -1009,9 +1091,10 @@ adm_off_shards(struct adm_ctx *x)
 		snprintf(ix, sizeof(ix), "%zu", i);
 		snprintf(slots, sizeof(slots), "%u-%u", p.first, p.last);
 		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)p.gen);
+		server_name(&p, srv, nsrv, sname, sizeof(sname));
 		const char *cells[] = {ix, slots, p.name, p.held ? "held" : "free", gen,
 			p.held && p.node[0] != '\0' ? p.node : "-",
-			p.held && p.host[0] != '\0' ? addr : "-"};
+			p.held && p.host[0] != '\0' ? addr : "-", sname};
 		rc = adm_table_row(t, cells) == 0 ? 0 : adm_err(ADM_EXIT_FAILED, "out of memory");
 	}
 	if (adm_out.json) {
@@ -1022,10 +1105,68 @@ adm_off_shards(struct adm_ctx *x)
 		adm_json_done();
 	} else {
 		adm_table_end(t);
+		if (rc == 0 && nsrv > 0) {
+			rc = servers_table(x->o, srv, nsrv);
+		}
 		if (rc == 0 && ha != NULL) {
 			rc = fronts_table(ha);
 		}
 	}
+	echd_free(srv);
+	storage_close(st);
+	return rc;
+}
+
+int
+adm_off_shard_url(struct adm_ctx *x, size_t ix, const char *url)
+{
+	struct storage *st = NULL;
+	struct storage_ha *ha;
+	struct storage_ha_part p;
+	char why[512], shown[256];
+	int rc = open_pg(x->o, true, &st);
+
+	if (rc != 0) {
+		return rc;
+	}
+	ha = storage_ha(st);
+	if (ha == NULL || ix >= storage_ha_nparts(ha)) {
+		rc = adm_err(ADM_EXIT_NOTFOUND, "no shard %zu in the map of '%s' (%zu shards)", ix,
+			adm_pg_schema(x->o), ha != NULL ? storage_ha_nparts(ha) : 0);
+		goto out;
+	}
+	(void)storage_ha_part(ha, ix, &p);
+	rc = storage_ha_part_move(ha, ix, url, why, sizeof(why));
+	if (rc == ECHD_EOFFLINE) {
+		rc = adm_err(ADM_EXIT_CONNECT, "shard %zu: %s", ix, why);
+		goto out;
+	}
+	if (rc != 0) {
+		rc = adm_err(ADM_EXIT_FAILED, "shard %zu stays on %s: %s", ix, p.server,
+			why[0] != '\0' ? why : echd_strerror(rc));
+		goto out;
+	}
+	/* never the password */
+	echd_url_redact(url != NULL ? url : x->o->storage_url, shown, sizeof(shown));
+	if (adm_out.json) {
+		adm_json_obj();
+		adm_json_key("shard");
+		adm_json_uint(ix);
+		adm_json_key("schema");
+		adm_json_cstr(p.name);
+		adm_json_key("from");
+		adm_json_cstr(p.server);
+		adm_json_key("server");
+		adm_json_cstr(shown);
+		adm_json_key("home_server");
+		adm_json_bool(url == NULL);
+		adm_json_obj_end();
+		adm_json_done();
+	} else {
+		printf("shard %zu (schema %s) now lives on %s%s\n", ix, p.name, shown,
+			url == NULL ? " (home)" : "");
+	}
+out:
 	storage_close(st);
 	return rc;
 }

@@ -129,7 +129,7 @@ static const struct cmddef cmds[C__COUNT] = {
 		"Live: highlights of INFO (clients, commands, commits and fsyncs, how long\n"
 		"commits and flushes took, storage, memory, keys). With --data-dir: the\n"
 		"environment's size and key counts; with --storage-url: the key counts.\n"},
-	[C_SHARDS] = {"shards", 0, 0, 0, "shards --storage-url URL",
+	[C_SHARDS] = {"shards", 0, 3, 0, "shards [set-url IX URL|-] --storage-url URL",
 		"a cluster's shards, who holds each, the standbys",
 		"Lists the shards of the cluster whose base schema is --storage-pg-schema\n"
 		"(echd's cluster-shards: the map in <schema>.shards), read from PostgreSQL\n"
@@ -138,7 +138,13 @@ static const struct cmddef cmds[C__COUNT] = {
 		"node id, announced address and generation (+1 per takeover). Then the front\n"
 		"ends of <schema>.frontends: each one's address, role (active on a shard, or\n"
 		"standby: it could take any) and the age of its last heartbeat (one per HA\n"
-		"poll). --json lists the standbys under every shard too.\n"},
+		"poll). --json lists the standbys under every shard too. SERVER is the\n"
+		"PostgreSQL each shard lives on (its password redacted).\n"
+		"\n"
+		"shards set-url IX URL puts shard IX on the PostgreSQL of URL (a libpq URI\n"
+		"or key=value string; - puts it back on --storage-url's). Refused while a\n"
+		"front end holds the shard, or when its schema holds data where it lives\n"
+		"now: echd moves no data. Running front ends follow at their next HA poll.\n"},
 	[C_HELP] = {"help", 0, 1, 0, "help [COMMAND]", "this text, or a command's", NULL},
 };
 
@@ -799,6 +805,20 @@ run(struct parsed *p)
 	case C_SHARDS:
 		if (o->storage_url == NULL) {
 			return usage("shards reads the map on PostgreSQL: give --storage-url");
+		}
+		if (o->nargs > 0) {
+			char *end = NULL;
+			unsigned long ix = o->nargs == 3 ? strtoul(o->args[1], &end, 10) : 0;
+
+			if (o->nargs != 3 || strcmp(o->args[0], "set-url") != 0) {
+				return usage("shards takes no argument, or set-url IX URL");
+			}
+			if (end == o->args[1] || *end != '\0' || o->args[1][0] == '-') {
+				return usage("shards set-url: IX is a shard's index, not '%s'",
+					o->args[1]);
+			}
+			return adm_off_shard_url(&x, (size_t)ix,
+				strcmp(o->args[2], "-") == 0 ? NULL : o->args[2]);
 		}
 		return adm_off_shards(&x);
 	case C_ACK:

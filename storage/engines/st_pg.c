@@ -84,6 +84,24 @@
  * the map of the store <schema> names, who holds each part, and every
  * registry row with its age, once.
  *
+ * Servers (issue 36). A part may live on another PostgreSQL: the url of
+ * its row in the map (NULL: postgres.url, the home server, which keeps the
+ * map and the registry), set by echo-admin (storage_ha_part_move(), only
+ * for a part no front end holds and whose schema is empty: no data moves).
+ * A front end keeps a session per server (struct pg_srv); s->conn is the
+ * one statements go to, and srv_use() swaps another in with what belongs
+ * to a session (token, liveness, back-off). A standby tries each part's
+ * lock on its server, and the session that wins serves the part (the data
+ * server: commits, fence, lease, the fetch connection's URL). The poll's
+ * read is one statement per server, the home one also writing the
+ * heartbeat and returning each part's url: a front end follows a move at
+ * its next poll (relocate()), and before a takeover reads the url again
+ * (echo-admin holds the part's lock on the old server while it writes
+ * the map, so the one that wins the lock after sees the new url). A server
+ * lost is logged by name ("server <url>: ...", password redacted) and
+ * reconnected with its own back-off; it takes the role only when it is the
+ * data server's. Without the home server no takeover happens.
+ *
  * Never blocking forever. The socket is non-blocking; every wait is a
  * poll() against the option timeout-ms (default 5000) per round trip, past
  * which (after one more look: a stall of this process is not a lost
@@ -198,6 +216,25 @@ struct pg_shard {
 	unsigned first, last; /* the caller's range, kept in <schema>.shards */
 	int64_t lock_key;
 	struct storage_ha_part seen; /* as of the last poll (peers_read()) */
+	char *url;            /* owned: its server's, as the map said last; NULL: home */
+	size_t srv;           /* into st_pg.srv */
+};
+
+/* A PostgreSQL server of a store of shards ("Servers" below): 0 is the
+ * home one (postgres.url: the map, the registry, and each shard without a
+ * url of its own). The statements go to s->conn, the session of server
+ * s->at; the others' sessions, and what belongs to a session, wait here
+ * (srv_use()). */
+struct pg_srv {
+	char *url;         /* owned */
+	char *label;       /* owned: url, its password redacted (logs, echo-admin) */
+	char *peers_sql;   /* owned: its shards' ha rows (home: and the registry); NULL: none */
+	PGconn *conn;      /* NULL while it is s->conn, or offline */
+	char token[40];
+	int64_t sent_ms, alive_ms, next_try_ms;
+	unsigned backoff_ms;
+	bool warned;
+	char why[256];
 };
 
 /* One (table, key) a write transaction touched: the key is at off in
@@ -263,7 +300,11 @@ struct st_pg {
 	size_t nshard;
 	int cur;             /* the part held when active; -1: none */
 	char *base, *node;   /* owned; node: postgres.node ("" none) */
-	char *peers_sql;     /* owned: every part's ha row and whether it is held */
+	char *qbase;         /* base quoted (PQfreemem) */
+	/* Servers: srv[0] is home; none for a lone schema (nsrv 0). at: whose
+	 * session s->conn is; data: the server of the part held (last). */
+	struct pg_srv *srv;
+	size_t nsrv, at, data;
 	/* The registry of front ends (<base>.frontends): each writes its row
 	 * at every poll (peers_read()); front lists the others' live ones. */
 	bool registry;       /* the table is there (a read_only open asks) */
@@ -470,8 +511,12 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 	size_t n;
 
 	bool has = detail != NULL && detail[0] != '\0';
+	/* shards on several servers: say which one */
+	bool many = s->nsrv > 1;
 
-	snprintf(s->why, sizeof(s->why), "%s%s%s", what, has ? ": " : "", has ? detail : "");
+	snprintf(s->why, sizeof(s->why), "%s%s%s%s%s%s", many ? "server " : "",
+		many ? s->srv[s->at].label : "", many ? ": " : "", what, has ? ": " : "",
+		has ? detail : "");
 	n = strlen(s->why);
 	while (n > 0 && (s->why[n - 1] == '\n' || s->why[n - 1] == ' ')) {
 		s->why[--n] = '\0';
@@ -488,17 +533,154 @@ static void pend_failed(struct st_pg *s, int rc);
 static struct pg_flight *flight_at(struct st_pg *s, unsigned k);
 
 /* Drops the connection (the server drops our advisory lock with it), and
- * with it the batches in flight (in doubt). */
+ * with it the batches in flight (in doubt). Another server's session than
+ * the one of the part held takes neither the batches nor the role. */
 static void
 conn_lost(struct st_pg *s, const char *what)
 {
-	flights_lost(s);
+	bool data = s->at == s->data;
+
+	if (data) {
+		flights_lost(s);
+	}
 	if (s->conn != NULL) {
 		set_why(s, what, PQerrorMessage(s->conn));
 		PQfinish(s->conn);
 		s->conn = NULL;
 	}
-	s->role = STORAGE_ROLE_OFFLINE;
+	if (data || s->role != STORAGE_ROLE_ACTIVE) {
+		s->role = STORAGE_ROLE_OFFLINE;
+	}
+}
+
+/* ---- servers ---------------------------------------------------------------- */
+
+/* Makes server k's session s->conn, parking the current one with what
+ * belongs to a session (its token, its liveness, its back-off, why it
+ * failed). Leaving the data server first ends its pipeline: the commits
+ * out are read on their own connection only. */
+static void
+srv_use(struct st_pg *s, size_t k)
+{
+	struct pg_srv *a, *b;
+
+	if (s->nsrv == 0 || k == s->at) {
+		return;
+	}
+	if (s->at == s->data && s->conn != NULL && (s->nflight > 0 || s->pend_gen != 0)) {
+		(void)drain(s);
+	}
+	a = &s->srv[s->at];
+	b = &s->srv[k];
+	a->conn = s->conn;
+	memcpy(a->token, s->token, sizeof(a->token));
+	a->sent_ms = s->sent_ms;
+	a->alive_ms = s->alive_ms;
+	a->next_try_ms = s->next_try_ms;
+	a->backoff_ms = s->backoff_ms;
+	a->warned = s->warned;
+	memcpy(a->why, s->why, sizeof(a->why));
+	s->conn = b->conn;
+	b->conn = NULL;
+	memcpy(s->token, b->token, sizeof(s->token));
+	s->sent_ms = b->sent_ms;
+	s->alive_ms = b->alive_ms;
+	s->next_try_ms = b->next_try_ms;
+	s->backoff_ms = b->backoff_ms;
+	s->warned = b->warned;
+	memcpy(s->why, b->why, sizeof(s->why));
+	s->at = k;
+}
+
+/* Whether server k has a session. */
+static bool
+srv_up(const struct st_pg *s, size_t k)
+{
+	return k == s->at ? s->conn != NULL : s->srv[k].conn != NULL;
+}
+
+/* The URL of the session s->conn is (or is to be). */
+static const char *
+cur_url(const struct st_pg *s)
+{
+	return s->nsrv > 0 ? s->srv[s->at].url : s->url;
+}
+
+/* Back to the session the role rests on: the data server's when active;
+ * else the home's, or while it is out any server's; STANDBY while one
+ * answers. */
+static void
+srv_rest(struct st_pg *s)
+{
+	if (s->nsrv == 0) {
+		return;
+	}
+	if (s->role == STORAGE_ROLE_ACTIVE) {
+		srv_use(s, s->data);
+		return;
+	}
+	srv_use(s, 0);
+	for (size_t k = 1; s->conn == NULL && k < s->nsrv; k++) {
+		if (srv_up(s, k)) {
+			srv_use(s, k);
+		}
+	}
+	s->role = s->conn != NULL ? STORAGE_ROLE_STANDBY : STORAGE_ROLE_OFFLINE;
+}
+
+/* Whether two of the map's urls name one server (NULL: home). */
+static bool
+url_same(const char *a, const char *b)
+{
+	return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
+/* The server of url (NULL: home), added when new. Returns its index, or
+ * -ENOMEM. */
+static int
+srv_add(struct st_pg *s, const char *url)
+{
+	char shown[256];
+	struct pg_srv *n;
+	size_t k;
+
+	url = url != NULL ? url : s->url;
+	for (k = 0; k < s->nsrv; k++) {
+		if (strcmp(s->srv[k].url, url) == 0) {
+			return (int)k;
+		}
+	}
+	n = echd_realloc(s->srv, (s->nsrv + 1) * sizeof(*n));
+	if (n == NULL) {
+		return -ENOMEM;
+	}
+	s->srv = n;
+	n = &s->srv[s->nsrv];
+	memset(n, 0, sizeof(*n));
+	echd_url_redact(url, shown, sizeof(shown));
+	n->url = dup_or_null(url);
+	n->label = dup_or_null(shown);
+	n->backoff_ms = PG_BACKOFF_MIN_MS;
+	if (n->url == NULL || n->label == NULL) {
+		echd_free(n->url);
+		echd_free(n->label);
+		return -ENOMEM;
+	}
+	return (int)s->nsrv++;
+}
+
+/* The servers of the parts, from their urls (the map's): home first.
+ * Returns 0 or -ENOMEM. */
+static int
+srv_build(struct st_pg *s)
+{
+	int k = srv_add(s, NULL);
+
+	for (size_t i = 0; i < s->nshard && k >= 0; i++) {
+		k = srv_add(s, s->shard[i].url);
+		s->shard[i].srv = k >= 0 ? (size_t)k : 0;
+	}
+	return k < 0 ? k : 0;
 }
 
 /* Drops the connection after a wait failed with rc. */
@@ -764,7 +946,7 @@ static int
 conn_open(struct st_pg *s)
 {
 	const char *keys[] = {"dbname", "fallback_application_name", NULL};
-	const char *vals[] = {s->url, "echd", NULL};
+	const char *vals[] = {cur_url(s), "echd", NULL};
 	int64_t dl = deadline(s);
 	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
 	int rc;
@@ -1187,7 +1369,7 @@ try_lock(struct st_pg *s, int64_t key, bool *got)
 }
 
 static int take(struct st_pg *s, bool *became);
-static int try_shards(struct st_pg *s, bool *became);
+static int reconnect(struct st_pg *s);
 
 /* STANDBY: tries the lock, and on success takes over (bumps gen, loads
  * the schema). Returns 0 (*became set), or an error. */
@@ -1198,9 +1380,6 @@ try_takeover(struct st_pg *s, bool *became)
 	int rc;
 
 	*became = false;
-	if (s->nshard > 0) {
-		return try_shards(s, became);
-	}
 	rc = try_lock(s, s->lock_key, &got);
 	if (rc != 0 || !got) {
 		return rc != 0 ? rc : ha_row(s);
@@ -1347,14 +1526,16 @@ use_shard(struct st_pg *s, size_t i)
 }
 
 /* Creates <base>.shards, the map of the parts (under the transaction-level
- * lock schema_ensure() takes), when missing, and refuses to go on when it
- * holds another map than ours: the parts' ranges cannot change under the
- * data yet. Returns 0, ECHD_EINVAL (logged), -ENOMEM or a run() error. */
+ * lock schema_ensure() takes), when missing, adds its url column to a map
+ * of an older echd, and refuses to go on when it holds another map than
+ * ours: the parts' ranges cannot change under the data yet. Reads each
+ * part's server (url). Returns 0, ECHD_EINVAL (logged), -ENOMEM or a run()
+ * error. */
 static int
 map_ensure(struct st_pg *s)
 {
 	size_t cap = 2048 + s->nshard * (64 + 2 * strlen(s->base));
-	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
+	const char *qb = s->qbase;
 	char *sql = echd_malloc(cap), *p;
 	char what[300];
 	PGresult *res = NULL;
@@ -1369,13 +1550,15 @@ map_ensure(struct st_pg *s)
 			  "CREATE SCHEMA IF NOT EXISTS %s; "
 			  "CREATE TABLE IF NOT EXISTS %s.shards (ix int PRIMARY KEY, "
 			  "schema text NOT NULL UNIQUE, first bigint NOT NULL, last bigint NOT NULL); "
+			  /* a part's server (NULL: this one), set by echo-admin */
+			  "ALTER TABLE %s.shards ADD COLUMN IF NOT EXISTS url text; "
 			  /* unlogged: a heartbeat needs no WAL flush (nor a synchronous
 			   * standby's) at every poll, and is worth nothing after a crash */
 			  "CREATE UNLOGGED TABLE IF NOT EXISTS %s.frontends ("
 			  "node text PRIMARY KEY, host text NOT NULL, port int NOT NULL, "
 			  "role text NOT NULL, shard int, seen timestamptz NOT NULL); "
 			  "INSERT INTO %s.shards (ix, schema, first, last) SELECT * FROM (VALUES ",
-			  fnv_key("echd-create:", s->base), qb, qb, qb, qb);
+			  fnv_key("echd-create:", s->base), qb, qb, qb, qb, qb);
 	for (size_t i = 0; i < s->nshard; i++) {
 		/* the names are the base's (quoted) plus "_s<i>": no quote inside */
 		char *lit = PQescapeLiteral(s->conn, s->shard[i].schema, strlen(s->shard[i].schema));
@@ -1397,12 +1580,21 @@ map_ensure(struct st_pg *s)
 		}
 		goto out;
 	}
-	snprintf(sql, cap, "SELECT ix, schema, first, last FROM %s.shards ORDER BY ix", qb);
+	snprintf(sql, cap, "SELECT ix, schema, first, last, url FROM %s.shards ORDER BY ix", qb);
 	rc = run(s, what, sql, 0, NULL, &res);
 	if (rc != 0) {
 		goto out;
 	}
 	same = PQntuples(res) == (int)s->nshard;
+	for (int r = 0; same && r < PQntuples(res); r++) {
+		if (!PQgetisnull(res, r, 4)) {
+			s->shard[r].url = dup_or_null(PQgetvalue(res, r, 4));
+			if (s->shard[r].url == NULL) {
+				rc = -ENOMEM;
+				goto out;
+			}
+		}
+	}
 	for (int r = 0; same && r < PQntuples(res); r++) {
 		const struct pg_shard *pt = &s->shard[r];
 
@@ -1425,9 +1617,6 @@ map_ensure(struct st_pg *s)
 	s->registry = true;
 out:
 	PQclear(res);
-	if (qb != NULL) {
-		PQfreemem(qb);
-	}
 	echd_free(sql);
 	return rc;
 }
@@ -1438,7 +1627,7 @@ out:
 static int
 map_load(struct st_pg *s)
 {
-	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
+	const char *qb = s->qbase;
 	char sql[512], what[300], map[300], reg[300];
 	const char *params[2] = {map, reg};
 	PGresult *res = NULL;
@@ -1464,7 +1653,11 @@ map_load(struct st_pg *s)
 	PQclear(res);
 	res = NULL;
 	if (rc == 0) {
-		snprintf(sql, sizeof(sql), "SELECT ix, schema, first, last FROM %s.shards ORDER BY ix",
+		/* the url column may be missing (no front end of this version
+		 * opened the map): read through a row's JSON */
+		snprintf(sql, sizeof(sql),
+			"SELECT ix, schema, first, last, to_jsonb(m) ->> 'url' FROM %s.shards m "
+			"ORDER BY ix",
 			qb);
 		rc = run(s, what, sql, 0, NULL, &res);
 	}
@@ -1489,9 +1682,12 @@ map_load(struct st_pg *s)
 		s->shard[r].first = (unsigned)strtoul(PQgetvalue(res, r, 2), NULL, 10);
 		s->shard[r].last = (unsigned)strtoul(PQgetvalue(res, r, 3), NULL, 10);
 		s->shard[r].lock_key = fnv_key("echd:", name);
+		if (!PQgetisnull(res, r, 4)) {
+			s->shard[r].url = dup_or_null(PQgetvalue(res, r, 4));
+			rc = s->shard[r].url == NULL ? -ENOMEM : 0;
+		}
 	}
 	PQclear(res);
-	PQfreemem(qb);
 	return rc;
 }
 
@@ -1503,29 +1699,31 @@ beats(const struct st_pg *s)
 	return s->registry && !s->read_only && s->node[0] != '\0';
 }
 
-/* The statement peers_read() runs, one round trip: per part (kind 0), its
- * index, its ha row and whether its advisory lock is held (pg_locks shows
- * a bigint key's high half as classid, its low half as objid, objsubid 1);
- * then (kind 1) the registry's live front ends other than this one, each
- * with its part (-1: standby) and the age of its row by PostgreSQL's clock.
- * A front end first writes its own row ($1 node, $2 host, $3 port, $4 the
- * part held or -1), and deletes rows past the bound that no one holds
- * (SKIP LOCKED: a poll never waits on another's). Returns 0 or -ENOMEM. */
+/* The statement peers_read() runs on server k, one round trip: per part
+ * there (kind 0), its index, its ha row and whether its advisory lock is
+ * held (pg_locks shows a bigint key's high half as classid, its low half
+ * as objid, objsubid 1); then on the home server (kind 1) the registry's
+ * live front ends other than this one, each with its part (-1: standby)
+ * and the age of its row by PostgreSQL's clock. A front end first writes
+ * its own row ($1 node, $2 host, $3 port, $4 the part held or -1), and
+ * deletes rows past the bound that no one holds (SKIP LOCKED: a poll never
+ * waits on another's). NULL when there is nothing to read there. Returns 0
+ * or -ENOMEM. */
 static int
-peers_sql_build(struct st_pg *s)
+peers_sql_build(struct st_pg *s, size_t k)
 {
 	size_t cap = 2048 + s->nshard * (400 + 2 * strlen(s->base));
-	char *qb = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
-	char *p;
-	int rc = -ENOMEM;
+	const char *qb = s->qbase;
+	bool home = k == 0, any = false;
+	char *p, *sql = echd_malloc(cap);
 
-	s->peers_sql = echd_malloc(cap);
-	if (s->peers_sql == NULL || qb == NULL) {
-		goto out;
+	if (sql == NULL) {
+		return -ENOMEM;
 	}
-	p = s->peers_sql;
-	if (beats(s)) {
-		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
+	p = sql;
+	*p = '\0';
+	if (home && beats(s)) {
+		p += snprintf(p, cap - (size_t)(p - sql),
 			"WITH beat AS (INSERT INTO %s.frontends "
 			"(node, host, port, role, shard, seen) VALUES ($1, $2, $3::int, "
 			"CASE WHEN $4::int < 0 THEN 'standby' ELSE 'active' END, "
@@ -1538,42 +1736,55 @@ peers_sql_build(struct st_pg *s)
 			qb, qb, qb, s->node_timeout_ms);
 	}
 	for (size_t i = 0; i < s->nshard; i++) {
-		uint64_t k = (uint64_t)s->shard[i].lock_key;
-		char *q = PQescapeIdentifier(s->conn, s->shard[i].schema,
-			strlen(s->shard[i].schema));
+		uint64_t key = (uint64_t)s->shard[i].lock_key;
+		char *q;
 
-		if (q == NULL) {
-			goto out;
+		if (s->shard[i].srv != k) {
+			continue;
 		}
-		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
+		q = PQescapeIdentifier(s->conn, s->shard[i].schema, strlen(s->shard[i].schema));
+		if (q == NULL) {
+			echd_free(sql);
+			return -ENOMEM;
+		}
+		p += snprintf(p, cap - (size_t)(p - sql),
 			"%sSELECT 0, %zu, h.gen, h.node, h.host, h.port, EXISTS (SELECT 1 "
 			"FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND "
 			"l.objsubid = 1 AND "
 			"l.classid = %u::oid AND l.objid = %u::oid AND l.database = (SELECT oid FROM "
 			"pg_database WHERE datname = current_database())), 0::bigint FROM %s.ha h "
 			"WHERE h.id = 1",
-			i > 0 ? " UNION ALL " : "", i, (unsigned)(k >> 32), (unsigned)(k & 0xffffffffu),
-			q);
+			any ? " UNION ALL " : "", i, (unsigned)(key >> 32),
+			(unsigned)(key & 0xffffffffu), q);
+		any = true;
 		PQfreemem(q);
 	}
-	if (s->registry) {
-		p += snprintf(p, cap - (size_t)(p - s->peers_sql),
-			" UNION ALL SELECT 1, coalesce(f.shard, -1), 0, f.node, f.host, f.port, "
+	if (home && s->registry) {
+		p += snprintf(p, cap - (size_t)(p - sql),
+			"%sSELECT 1, coalesce(f.shard, -1), 0, f.node, f.host, f.port, "
 			"false, greatest(0, extract(epoch FROM now() - f.seen) * 1000)::bigint "
 			"FROM %s.frontends f "
 			"WHERE true%s",
-			qb, beats(s) ? " AND f.node <> $1" : "");
+			any ? " UNION ALL " : "", qb, beats(s) ? " AND f.node <> $1" : "");
+		any = true;
 		if (s->node_timeout_ms > 0) {
-			snprintf(p, cap - (size_t)(p - s->peers_sql),
+			p += snprintf(p, cap - (size_t)(p - sql),
 				" AND f.seen >= now() - interval '%u ms'", s->node_timeout_ms);
 		}
 	}
-	rc = 0;
-out:
-	if (qb != NULL) {
-		PQfreemem(qb);
+	if (home && !s->read_only) {
+		/* (kind 2) each part's server, as echo-admin may change it */
+		snprintf(p, cap - (size_t)(p - sql),
+			"%sSELECT 2, ix, 0, url, NULL, 0, false, 0 FROM %s.shards", any ? " UNION ALL " : "",
+			qb);
+		any = true;
 	}
-	return rc;
+	echd_free(s->srv[k].peers_sql);
+	s->srv[k].peers_sql = any ? sql : NULL;
+	if (!any) {
+		echd_free(sql);
+	}
+	return 0;
 }
 
 static int
@@ -1583,31 +1794,72 @@ front_cmp(const void *a, const void *b)
 		((const struct storage_ha_front *)b)->node);
 }
 
-/* Reads who holds each part (its lock) and their addresses, and the live
- * front ends of the registry (writing this one's row first). Returns 0,
- * -ENOMEM or a run() error. */
+/* The map names url for part i (NULL: home): a part put on another server
+ * (echo-admin shards set-url, which refuses a part held) is tried and read
+ * there from the next statement on. Returns 0 (*moved set when it moved)
+ * or -ENOMEM. */
+static int
+relocate(struct st_pg *s, size_t i, const char *url, bool *moved)
+{
+	struct pg_shard *pt = &s->shard[i];
+	char *dup = NULL;
+	int k;
+
+	if (url_same(url, pt->url)) {
+		return 0;
+	}
+	if (s->role == STORAGE_ROLE_ACTIVE && s->cur == (int)i) {
+		return 0; /* ours: held, so not moved (the refusal), whatever the row says */
+	}
+	k = srv_add(s, url);
+	if (k < 0 || (url != NULL && (dup = dup_or_null(url)) == NULL)) {
+		return -ENOMEM;
+	}
+	echd_free(pt->url);
+	pt->url = dup;
+	pt->srv = (size_t)k;
+	memset(&pt->seen, 0, sizeof(pt->seen));
+	echd_log(ECHD_LOG_NOTICE, "st_pg: shard %zu (schema %s) now lives on PostgreSQL %s",
+		i, pt->schema, s->srv[k].label);
+	*moved = true;
+	return 0;
+}
+
+/* Reads who holds each part of the server whose session s->conn is (its
+ * lock) and their addresses, and on the home one the live front ends of
+ * the registry (writing this one's row first) and each part's server (the
+ * map, relocate()). Returns 0, -ENOMEM or a run() error (what the last
+ * read said stays). */
 static int
 peers_read(struct st_pg *s)
 {
 	char port[16], part[16];
 	const char *params[4] = {s->node, s->host, port, part};
+	bool home = s->at == 0, p4 = home && beats(s), moved = false;
 	PGresult *res = NULL;
 	int rc, n;
 
+	if (s->srv[s->at].peers_sql == NULL) {
+		return 0;
+	}
 	snprintf(port, sizeof(port), "%d", s->port);
 	snprintf(part, sizeof(part), "%d", s->role == STORAGE_ROLE_ACTIVE ? s->cur : -1);
-	rc = run(s, "shards", s->peers_sql, beats(s) ? 4 : 0, beats(s) ? params : NULL, &res);
+	rc = run(s, "shards", s->srv[s->at].peers_sql, p4 ? 4 : 0, p4 ? params : NULL, &res);
 	if (rc != 0) {
 		PQclear(res);
 		return rc;
 	}
 	for (size_t i = 0; i < s->nshard; i++) {
-		memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
+		if (s->shard[i].srv == s->at) {
+			memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
+		}
 	}
 	n = res != NULL ? PQntuples(res) : 0;
-	ECHD_FREE(s->front);
-	s->nfront = 0;
-	if (n > 0) {
+	if (home) {
+		ECHD_FREE(s->front);
+		s->nfront = 0;
+	}
+	if (n > 0 && home) {
 		s->front = echd_calloc((size_t)n, sizeof(*s->front));
 		if (s->front == NULL) {
 			PQclear(res);
@@ -1618,6 +1870,13 @@ peers_read(struct st_pg *s)
 		long i = strtol(PQgetvalue(res, r, 1), NULL, 10);
 		struct storage_ha_part *pt;
 
+		if (PQgetvalue(res, r, 0)[0] == '2') {
+			if (i >= 0 && (size_t)i < s->nshard && rc == 0) {
+				rc = relocate(s, (size_t)i,
+					PQgetisnull(res, r, 3) ? NULL : PQgetvalue(res, r, 3), &moved);
+			}
+			continue;
+		}
 		if (PQgetvalue(res, r, 0)[0] == '1') {
 			struct storage_ha_front *f = &s->front[s->nfront++];
 
@@ -1630,7 +1889,7 @@ peers_read(struct st_pg *s)
 			f->age_ms = strtoull(PQgetvalue(res, r, 7), NULL, 10);
 			continue;
 		}
-		if (i < 0 || (size_t)i >= s->nshard) {
+		if (i < 0 || (size_t)i >= s->nshard || s->shard[i].srv != s->at) {
 			continue;
 		}
 		pt = &s->shard[i].seen;
@@ -1645,48 +1904,156 @@ peers_read(struct st_pg *s)
 	if (s->nfront > 1) {
 		qsort(s->front, s->nfront, sizeof(*s->front), front_cmp);
 	}
-	return 0;
+	for (size_t k = 0; moved && rc == 0 && k < s->nsrv; k++) {
+		rc = peers_sql_build(s, k); /* the parts of each server changed */
+	}
+	return rc;
 }
 
-/* STANDBY on a store of parts: takes over the first part whose lock is
- * free (one: this front end holds none now), then reads who holds each. */
+/* Whether the map names, for part i, the server this front end opened it
+ * on (echo-admin shards set-url may have moved it since: it holds the
+ * part's lock on the old server while it writes the map, so a front end
+ * that wins that lock after reads the new url here). On the home server.
+ * Returns 0 with *same, or a run() error. */
+static int
+map_same(struct st_pg *s, size_t i, bool *same)
+{
+	char sql[512], ix[24];
+	const char *params[1] = {ix};
+	const char *url;
+	PGresult *res = NULL;
+	int rc;
+
+	snprintf(ix, sizeof(ix), "%zu", i);
+	snprintf(sql, sizeof(sql), "SELECT url FROM %s.shards WHERE ix = $1::int", s->qbase);
+	rc = run(s, "shard map", sql, 1, params, &res);
+	*same = false;
+	if (rc == 0 && res != NULL && PQntuples(res) == 1) {
+		url = PQgetisnull(res, 0, 0) ? NULL : PQgetvalue(res, 0, 0);
+		*same = url_same(url, s->shard[i].url);
+	}
+	PQclear(res);
+	return rc;
+}
+
+/* STANDBY, the lock of part i won in s->conn (its server's session): takes
+ * the part over (the statements prepared again for its schema), unless the
+ * map names another server for it now: then it is left to this poll's read
+ * of the map (relocate()). Returns 0 (*became set), or an error. */
+static int
+take_shard(struct st_pg *s, size_t i, bool *became)
+{
+	size_t k = s->at;
+	bool same = false;
+	int rc;
+
+	/* the statements name the schema: prepared again for this one, and
+	 * the fetch connection read another's */
+	fconn_close(s);
+	rc = use_shard(s, i);
+	if (rc == 0) {
+		srv_use(s, 0);
+		rc = s->conn != NULL ? map_same(s, i, &same) : ECHD_EOFFLINE;
+		srv_use(s, k);
+	}
+	if (rc == 0 && !same) {
+		echd_log(ECHD_LOG_NOTICE, "st_pg: shard %zu (schema %s) was put on another "
+					  "server: not taken here",
+			i, s->schema);
+	}
+	if (rc == 0 && same && s->conn != NULL) {
+		rc = run(s, "takeover", "DEALLOCATE ALL", 0, NULL, NULL);
+		if (rc == 0) {
+			rc = prepare_all(s);
+		}
+		if (rc == 0) {
+			s->data = k;
+			rc = take(s, became);
+			s->cur = rc == 0 ? (int)i : s->cur;
+			return rc;
+		}
+	}
+	if (s->conn != NULL) {
+		(void)unlock(s);
+	}
+	return rc != 0 ? rc : (s->conn != NULL ? 0 : ECHD_EOFFLINE);
+}
+
+/* Reads who holds each part, one statement per server (a session each);
+ * a server out is reconnected when its back-off allows. Returns 0, or the
+ * first error other than a lost server (logged). */
+static int
+peers_all(struct st_pg *s)
+{
+	int rc, err = 0;
+
+	for (size_t k = 0; k < s->nsrv; k++) {
+		srv_use(s, k);
+		if (k > 0 && s->srv[k].peers_sql == NULL) {
+			/* no part lives there (any more): no session */
+			if (s->conn != NULL) {
+				PQfinish(s->conn);
+				s->conn = NULL;
+			}
+			continue;
+		}
+		if (s->conn == NULL && !s->read_only) {
+			(void)reconnect(s);
+		}
+		rc = s->conn != NULL ? peers_read(s) : ECHD_EOFFLINE;
+		/* echo-admin: a part on a server where no front end created its
+		 * schema yet is only not held (the error is logged) */
+		if (rc != 0 && rc != ECHD_EOFFLINE && err == 0 && !(s->read_only && k > 0)) {
+			err = rc;
+		}
+		for (size_t i = 0; s->conn == NULL && i < s->nshard; i++) {
+			if (s->shard[i].srv == k) {
+				/* its server gone, so is the lock: held by no one known */
+				memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
+			}
+		}
+	}
+	srv_rest(s);
+	return err;
+}
+
+/* STANDBY (or OFFLINE) on a store of parts: (re)connects each server its
+ * back-off allows, takes over the first part (in order) whose lock is free
+ * on a server it reaches (one: this front end holds none now), then reads
+ * who holds each. A server lost is logged and tried again at the next
+ * poll; the others go on. Returns 0 (*became set), or the first error
+ * other than a lost server, or ECHD_EOFFLINE when no server answers. */
 static int
 try_shards(struct st_pg *s, bool *became)
 {
 	bool got = false;
-	int rc;
+	int rc, err = 0;
 
-	for (size_t i = 0; i < s->nshard && !got; i++) {
-		rc = try_lock(s, s->shard[i].lock_key, &got);
-		if (rc != 0) {
-			return rc;
+	for (size_t k = 0; k < s->nsrv; k++) {
+		srv_use(s, k);
+		if (s->conn == NULL) {
+			(void)reconnect(s);
 		}
-		if (!got) {
+	}
+	for (size_t i = 0; i < s->nshard && !*became; i++) {
+		srv_use(s, s->shard[i].srv);
+		if (s->conn == NULL) {
 			continue;
 		}
-		/* the statements name the schema: prepared again for this one,
-		 * and the fetch connection read another's */
-		fconn_close(s);
-		rc = use_shard(s, i);
-		if (rc == 0) {
-			rc = run(s, "takeover", "DEALLOCATE ALL", 0, NULL, NULL);
+		rc = try_lock(s, s->shard[i].lock_key, &got);
+		if (rc == 0 && got) {
+			rc = take_shard(s, i, became);
 		}
-		if (rc == 0) {
-			rc = prepare_all(s);
+		if (rc != 0 && rc != ECHD_EOFFLINE && err == 0) {
+			err = rc;
 		}
-		if (rc != 0) {
-			if (s->conn != NULL) {
-				(void)unlock(s);
-			}
-			return rc;
-		}
-		rc = take(s, became);
-		if (rc != 0) {
-			return rc;
-		}
-		s->cur = (int)i;
 	}
-	return peers_read(s);
+	rc = peers_all(s);
+	err = err != 0 ? err : rc;
+	if (err == 0 && s->role == STORAGE_ROLE_OFFLINE) {
+		err = ECHD_EOFFLINE;
+	}
+	return err;
 }
 
 static size_t
@@ -1725,11 +2092,170 @@ pg_ha_part(const struct storage *st, size_t i, struct storage_ha_part *out)
 	snprintf(out->name, sizeof(out->name), "%s", s->shard[i].schema);
 	out->first = s->shard[i].first;
 	out->last = s->shard[i].last;
+	snprintf(out->server, sizeof(out->server), "%s", s->srv[s->shard[i].srv].label);
+	out->home = s->shard[i].srv == 0;
 	return 0;
 }
 
+/* Creates the schemas of the parts on the server whose session s->conn
+ * is, when missing (schema_ensure()), then names the part held (or the
+ * first) again. Returns 0 or a schema_ensure() error. */
+static int
+srv_schemas(struct st_pg *s)
+{
+	int rc = 0;
+	size_t back = s->cur >= 0 ? (size_t)s->cur : 0;
+
+	for (size_t i = 0; i < s->nshard && rc == 0; i++) {
+		if (s->shard[i].srv == s->at) {
+			rc = use_shard(s, i);
+			if (rc == 0) {
+				rc = schema_ensure(s);
+			}
+		}
+	}
+	if (s->conn != NULL && use_shard(s, back) != 0 && rc == 0) {
+		rc = -ENOMEM;
+	}
+	return rc;
+}
+
+/* Whether schema holds a row in any table (no schema: none). Returns 0
+ * with *any, or a run() error. */
+static int
+schema_rows(struct st_pg *s, const char *schema, bool *any)
+{
+	char *q = PQescapeIdentifier(s->conn, schema, strlen(schema));
+	size_t cap = 512 + STORAGE_T__COUNT * (64 + (q != NULL ? strlen(q) : 0));
+	char *sql = echd_malloc(cap), *p, ver[200];
+	const char *params[1] = {ver};
+	PGresult *res = NULL;
+	int rc = -ENOMEM;
+
+	*any = false;
+	if (q == NULL || sql == NULL) {
+		goto out;
+	}
+	snprintf(ver, sizeof(ver), "%s.version", q);
+	rc = run(s, "shard check", "SELECT to_regclass($1) IS NOT NULL", 1, params, &res);
+	if (rc != 0 || strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+		goto out;
+	}
+	p = sql + snprintf(sql, cap, "SELECT ");
+	for (int tb = 0; tb < STORAGE_T__COUNT; tb++) {
+		p += snprintf(p, cap - (size_t)(p - sql), "%sEXISTS (SELECT 1 FROM %s.%s)",
+			tb > 0 ? " OR " : "", q, pg_tables[tb]);
+	}
+	PQclear(res);
+	res = NULL;
+	rc = run(s, "shard check", sql, 0, NULL, &res);
+	*any = rc == 0 && res != NULL && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+out:
+	PQclear(res);
+	if (q != NULL) {
+		PQfreemem(q);
+	}
+	echd_free(sql);
+	return rc;
+}
+
+/* Writes part i's url in the map (NULL: home), adding the column to a map
+ * no front end of this version opened yet, under the creation lock as
+ * map_ensure() does. On the home server. Returns 0 or a run() error. */
+static int
+map_set_url(struct st_pg *s, size_t i, const char *url)
+{
+	char sql[512], ix[24];
+	const char *params[2] = {ix, url};
+	int rc;
+
+	snprintf(sql, sizeof(sql),
+		"BEGIN; SELECT pg_advisory_xact_lock(%" PRId64 "); "
+		"ALTER TABLE %s.shards ADD COLUMN IF NOT EXISTS url text; COMMIT",
+		fnv_key("echd-create:", s->base), s->qbase);
+	rc = run(s, "shard map", sql, 0, NULL, NULL);
+	if (rc != 0) {
+		if (s->conn != NULL) {
+			(void)run(s, "shard map", "ROLLBACK", 0, NULL, NULL);
+		}
+		return rc;
+	}
+	snprintf(ix, sizeof(ix), "%zu", i);
+	snprintf(sql, sizeof(sql), "UPDATE %s.shards SET url = $2 WHERE ix = $1::int", s->qbase);
+	return run(s, "shard map", sql, 2, params, NULL);
+}
+
+/* echo-admin shards set-url (a read_only open of the map): puts part i on
+ * the server of url (NULL or "": home) when no front end holds it and its
+ * schema holds no row where it lives now. It holds the part's lock on
+ * that server while it writes the map: a front end winning the lock after
+ * reads the new url at its takeover (take_shard()) and leaves the part. */
+static int
+pg_ha_part_move(struct storage *st, size_t i, const char *url, char *why, size_t len)
+{
+	struct st_pg *s = pg_from(st);
+	struct pg_shard *pt = &s->shard[i];
+	const char *to = url != NULL && url[0] != '\0' ? url : NULL;
+	bool got = false, any = false;
+	char sql[96];
+	int k, rc;
+
+	if (!s->read_only || s->nsrv == 0) {
+		return -ENOTSUP;
+	}
+	k = srv_add(s, to); /* the new server answers */
+	if (k < 0 || url_same(to, pt->url)) {
+		return k < 0 ? k : 0; /* there already */
+	}
+	srv_use(s, (size_t)k);
+	if (s->conn == NULL && conn_open(s) != 0) {
+		snprintf(why, len, "cannot connect to the new server: %s", s->why);
+		return ECHD_EOFFLINE;
+	}
+	srv_use(s, pt->srv);
+	if (s->conn == NULL) {
+		snprintf(why, len, "cannot reach the shard's server to check it is free and "
+				   "empty: %s", s->why);
+		return ECHD_EOFFLINE;
+	}
+	rc = try_lock(s, pt->lock_key, &got);
+	if (rc == 0 && !got) {
+		if (pt->seen.held && pt->seen.node[0] != '\0') {
+			snprintf(why, len, "a front end holds it (node %s at %s:%d): stop it first",
+				pt->seen.node, pt->seen.host, pt->seen.port);
+		} else {
+			snprintf(why, len, "a front end holds it: stop it first");
+		}
+		return -EBUSY;
+	}
+	if (rc == 0) {
+		rc = schema_rows(s, pt->schema, &any);
+	}
+	if (rc == 0 && any) {
+		snprintf(why, len, "its schema %s holds data there, and echd moves no data "
+				   "between servers",
+			pt->schema);
+		rc = -ENOTEMPTY;
+	}
+	if (rc == 0) {
+		srv_use(s, 0);
+		rc = s->conn != NULL ? map_set_url(s, i, to) : ECHD_EOFFLINE;
+		srv_use(s, pt->srv);
+	}
+	if (rc != 0 && why[0] == '\0') {
+		snprintf(why, len, "%s", s->why[0] != '\0' ? s->why : "PostgreSQL refused (logged)");
+	}
+	if (got && s->conn != NULL) {
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")", pt->lock_key);
+		(void)run(s, "unlock", sql, 0, NULL, NULL);
+	}
+	return rc;
+}
+
 /* OFFLINE: reconnects when the back-off allows. Returns 0 (now STANDBY),
- * or ECHD_EOFFLINE. */
+ * or ECHD_EOFFLINE. On a store of parts, the session of server s->at,
+ * whose parts' schemas it creates when missing; the role is try_shards()'
+ * to say. */
 static int
 reconnect(struct st_pg *s)
 {
@@ -1741,7 +2267,7 @@ reconnect(struct st_pg *s)
 	}
 	rc = conn_open(s);
 	if (rc == 0) {
-		rc = prepare_all(s);
+		rc = s->nshard > 0 ? srv_schemas(s) : prepare_all(s);
 	}
 	if (rc != 0) {
 		if (s->conn != NULL) {
@@ -1760,12 +2286,19 @@ reconnect(struct st_pg *s)
 		}
 		return ECHD_EOFFLINE;
 	}
-	echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
+	if (s->nsrv > 1) {
+		echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL server %s",
+			s->srv[s->at].label);
+	} else {
+		echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
+	}
 	s->backoff_ms = PG_BACKOFF_MIN_MS;
 	s->next_try_ms = 0;
 	s->warned = false;
 	s->why[0] = '\0';
-	s->role = STORAGE_ROLE_STANDBY;
+	if (s->nshard == 0) {
+		s->role = STORAGE_ROLE_STANDBY;
+	}
 	return 0;
 }
 
@@ -1859,8 +2392,13 @@ pg_ha_poll(struct storage *st, struct storage_ha_state *out)
 			rc = still_ours(s);
 		}
 		if (rc == 0 && s->nshard > 0 && s->conn != NULL) {
-			rc = peers_read(s); /* the other parts' front ends */
+			rc = peers_all(s); /* the other parts' front ends */
 		}
+		if (s->nshard > 0 && s->role != STORAGE_ROLE_ACTIVE) {
+			srv_rest(s); /* a standby while another server answers */
+		}
+	} else if (s->nshard > 0) {
+		rc = try_shards(s, &became);
 	} else {
 		if (s->role == STORAGE_ROLE_OFFLINE) {
 			rc = reconnect(s);
@@ -1892,6 +2430,15 @@ pg_close(struct storage *st)
 	if (s->conn != NULL) {
 		PQfinish(s->conn); /* ends the session: the lock goes with it */
 	}
+	for (size_t k = 0; k < s->nsrv; k++) {
+		if (s->srv[k].conn != NULL) {
+			PQfinish(s->srv[k].conn);
+		}
+		echd_free(s->srv[k].url);
+		echd_free(s->srv[k].label);
+		echd_free(s->srv[k].peers_sql);
+	}
+	echd_free(s->srv);
 	fconn_close(s);
 	for (int i = 0; i < PG_NLAZY; i++) {
 		pgc_spans_clear(&s->spans[i]);
@@ -1917,11 +2464,14 @@ pg_close(struct storage *st)
 	echd_free(s->plog_bytes);
 	for (size_t i = 0; i < s->nshard; i++) {
 		echd_free(s->shard[i].schema);
+		echd_free(s->shard[i].url);
 	}
 	echd_free(s->shard);
 	echd_free(s->base);
 	echd_free(s->node);
-	echd_free(s->peers_sql);
+	if (s->qbase != NULL) {
+		PQfreemem(s->qbase);
+	}
 	echd_free(s->front);
 	echd_free(s->url);
 	echd_free(s->schema);
@@ -2063,13 +2613,29 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		rc = ECHD_EINVAL;
 		goto fail;
 	}
+	if (map_only || s->nshard > 0) {
+		s->qbase = PQescapeIdentifier(s->conn, s->base, strlen(s->base));
+		if (s->qbase == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
 	if (map_only) {
 		rc = map_load(s);
 		if (rc == 0) {
-			rc = peers_sql_build(s);
+			rc = srv_build(s);
+		}
+		for (size_t k = 0; k < s->nsrv && rc == 0; k++) {
+			rc = peers_sql_build(s, k);
+		}
+		for (size_t k = 1; k < s->nsrv && rc == 0; k++) {
+			srv_use(s, k);
+			if (conn_open(s) != 0) {
+				echd_log(ECHD_LOG_WARNING, "st_pg: %s", s->why);
+			}
 		}
 		if (rc == 0) {
-			rc = peers_read(s);
+			rc = peers_all(s);
 		}
 		if (rc != 0) {
 			goto fail;
@@ -2080,18 +2646,21 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	}
 	if (s->nshard > 0) {
 		rc = map_ensure(s);
-		for (size_t i = 0; i < s->nshard && rc == 0; i++) {
-			rc = use_shard(s, i);
-			if (rc == 0) {
-				rc = schema_ensure(s);
-			}
+		if (rc == 0) {
+			rc = srv_build(s);
+		}
+		for (size_t k = 0; k < s->nsrv && rc == 0; k++) {
+			rc = peers_sql_build(s, k);
 		}
 		if (rc == 0) {
-			rc = use_shard(s, 0); /* the statements need a schema until a takeover */
+			rc = srv_schemas(s); /* and the statements name the first part's */
 		}
-		if (rc == 0) {
-			rc = peers_sql_build(s);
+		/* another server out is retried at each poll, as a lost one */
+		for (size_t k = 1; k < s->nsrv && rc == 0; k++) {
+			srv_use(s, k);
+			(void)reconnect(s);
 		}
+		srv_use(s, 0);
 	} else {
 		rc = schema_ensure(s);
 	}
@@ -2109,7 +2678,8 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		*out = &s->fwd.base;
 		return 0;
 	}
-	rc = prepare_all(s);
+	/* parts: prepared for the part at its takeover (take_shard()) */
+	rc = s->nshard > 0 ? 0 : prepare_all(s);
 	if (rc != 0) {
 		goto fail;
 	}
@@ -3177,8 +3747,9 @@ fconn_open(struct st_pg *s)
 	 * server is in recovery. Later keywords override the URL's. */
 	const char *keys[] = {"dbname", "fallback_application_name", "options",
 		"target_session_attrs", NULL};
-	const char *vals[] = {s->url, "echd-fetch", "-c default_transaction_read_only=on",
-		"primary", NULL};
+	/* the fetches read the part held: on its server */
+	const char *vals[] = {s->nsrv > 0 ? s->srv[s->data].url : s->url, "echd-fetch",
+		"-c default_transaction_read_only=on", "primary", NULL};
 	PostgresPollingStatusType ps = PGRES_POLLING_WRITING;
 	int64_t dl = deadline(s);
 	PGconn *c;
@@ -4076,6 +4647,7 @@ static const struct storage_ha_ops pg_ha_ops = {
 	.confirm = pg_ha_confirm,
 	.nparts = pg_ha_nparts,
 	.part = pg_ha_part,
+	.part_move = pg_ha_part_move,
 	.nfronts = pg_ha_nfronts,
 	.front = pg_ha_front,
 };

@@ -24,14 +24,22 @@ front end is active for at most one shard no one else holds, standing by for the
 - redis-py's RedisCluster works a queue of many streams across the shards; kill -9 of one
   shard's front end: the standby takes that shard over within 5 s (the time is printed), the
   client follows the new MOVED, and every XADD acknowledged before the kill is still there.
+- A shard on a second PostgreSQL (a throw-away one): echo-admin shards set-url puts shard 2
+  there before its first use (refused for an unreachable URL); the front end already running
+  and those started then serve all slots, a key of shard 2 lands in the second server's schema and not the first's; set-url
+  is refused while shard 2 is held; kill -9 of its front end: the standby takes it over on
+  the second server within 5 s with every acknowledged entry; with every front end stopped,
+  set-url is refused for a shard holding data (echd moves none).
 """
 
 import http.client
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -40,6 +48,9 @@ from echdtest import RespError, free_port, http_server, pg_only, timeout, wait_u
 from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, four_front_ends,
                        held_by, myself, nodes_of, replicas_of, retrying, settled, shard_of,
                        slots_of, text_of)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+import pgtmp  # noqa: E402
 
 
 @pg_only(PG)
@@ -317,7 +328,8 @@ def test_echo_admin_shards(server):
             want.append({"shard": i, "first_slot": lo, "last_slot": hi,
                          "schema": "%s_s%d" % (sh.base, i), "held": True,
                          "generation": int(me[6]), "node": me[0],
-                         "address": "127.0.0.1:%d" % held[i].port, "standbys": []})
+                         "address": "127.0.0.1:%d" % held[i].port, "standbys": [],
+                         "server": echdtest.PG_URL, "home_server": True})
         # each holder's last heartbeat: a few polls of 100 ms ago (a loaded machine: more)
         for d in doc["shards"]:
             assert 0 <= d.pop("heartbeat_age_ms") < 3000, doc
@@ -438,3 +450,107 @@ def test_redis_cluster_client_and_takeover(server):
         rc.close()
     finally:
         sh.drop()
+
+
+def admin(server, base, *args):
+    return subprocess.run([echdtest.admin_exe(server.exe)] + echdtest.pg_admin_args(base) +
+                          list(args), capture_output=True, text=True, timeout=60)
+
+
+def shard_json(server, base):
+    p = admin(server, base, "--json", "shards")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)["shards"]
+
+
+@pg_only(PG)
+@timeout(240)
+def test_a_shard_on_another_server(server):
+    """Shard 2 on a second PostgreSQL, set with echo-admin before its first use: its keys land
+    there, a standby takes it over there after kill -9 of its front end with every
+    acknowledged entry, and echo-admin refuses to move it while held, or once it holds data."""
+    sh = Shards(server)
+    with pgtmp.Cluster() as pg2:
+        try:
+            # the first front end makes the map (and takes shard 0)
+            first = sh.start()
+            wait_until(lambda: len(myself(first)) > 8, 5, what="the first front end active")
+            p = admin(server, sh.base, "shards", "set-url", "2",
+                      "postgresql://127.0.0.1:1/postgres?connect_timeout=2")
+            assert p.returncode == 3 and "cannot connect to the new server" in p.stderr, p
+            p = admin(server, sh.base, "shards", "set-url", "2", pg2.url)
+            assert p.returncode == 0, p.stderr
+            print(p.stdout.strip())
+            assert p.stdout == "shard 2 (schema %s_s2) now lives on %s\n" % (sh.base, pg2.url), \
+                p.stdout
+            d = shard_json(server, sh.base)
+            assert [(x["server"], x["home_server"]) for x in d] == \
+                [(echdtest.PG_URL, True), (echdtest.PG_URL, True), (pg2.url, False)], d
+            text = admin(server, sh.base, "--no-color", "shards").stdout.splitlines()
+            print("\n".join(text))
+            # a SERVER column, named in a table of the servers under it
+            assert text[0].split()[-1] == "SERVER", text
+            assert [ln.split()[-1] for ln in text[1:4]] == ["home", "home", "pg1"], text
+            assert [ln.split() for ln in text[5:8]] == [["SERVER", "URL"], ["home", echdtest.PG_URL],
+                                                        ["pg1", pg2.url]], text
+            # the front ends started now serve every slot, shard 2 from the second server
+            fronts = [first] + [sh.start() for _ in range(3)]
+            # (the first one too: it reads the map again at each poll)
+            wait_until(lambda: settled(fronts, 3), 10, what="every front end sees 3 primaries")
+            held = held_by(fronts)
+            assert sorted(held) == [0, 1, 2] and held[0] is first, held
+            standby = next(s for s in fronts if s not in held.values())
+            key = next(k for k in ("job:%d" % i for i in range(100)) if shard_of(k)[0] == 2)
+            c = held[2].raw()
+            acked = [c.call("XADD", key, "*", "n", str(j)) for j in range(50)]
+            assert pg2.psql('SELECT count(*) FROM "%s_s2".keys' % sh.base) == "1"
+            assert int(pg2.psql('SELECT count(*) FROM "%s_s2".entries' % sh.base)) >= 1
+            assert echdtest.pg_sql('SELECT count(*) FROM "%s_s2".keys' % sh.base) == "0"
+            # refused while held
+            p = admin(server, sh.base, "shards", "set-url", "2", "-")
+            assert p.returncode == 5 and "a front end holds it" in p.stderr, p
+            print(p.stderr.strip())
+            # kill -9 of shard 2's front end: the standby takes it over on the second server
+            held[2].kill(signal.SIGKILL)
+            t0 = time.monotonic()
+            wait_until(lambda: len(myself(standby)) > 8 and myself(standby)[8] == "%d-%d"
+                       % RANGES[2], 5, interval=0.05,
+                       what="the standby holding shard 2 within 5 s of kill -9")
+            print("takeover of shard 2 on the second server after kill -9: %.2f s"
+                  % (time.monotonic() - t0))
+            got = standby.raw().call("XRANGE", key, "-", "+")
+            assert [e[0] for e in got] == acked
+            assert int(pg2.psql("SELECT gen FROM \"%s_s2\".ha" % sh.base)) == 2
+            # the second server lost: shard 2 is served no more, shards 0 and 1 go on
+            pg2.stop()
+            wait_until(lambda: RANGES[2] not in slots_of(first), 5,
+                       what="shard 2 unserved once its server is gone")
+            # its log says which server (the standby's: it served shard 2)
+            wait_until(lambda: "server %s: " % pg2.url in standby.log_tail(400), 5,
+                       what="the log naming the lost server")
+            k0 = next(k for k in ("job:%d" % i for i in range(100)) if shard_of(k)[0] == 0)
+            for _ in range(5):
+                assert first.raw().call("XADD", k0, "*", "f", "v")
+                time.sleep(0.1)
+            assert sorted(slots_of(first)) == RANGES[:2] and myself(first)[8] == "0-5460"
+            assert "READONLY" in standby.raw().err("DBSIZE")
+            # back: a front end takes shard 2 again, every entry there
+            pg2.start()
+            alive = [s for s in fronts if s is not held[2]]
+            wait_until(lambda: settled(alive, 3), 15,
+                       what="shard 2 served again once its server is back")
+            holder = held_by(alive)[2]
+            assert [e[0] for e in holder.raw().call("XRANGE", key, "-", "+")] == acked
+            # every front end stopped: shard 2 is free, and holds data
+            for s in fronts:
+                if s is not held[2]:
+                    s.stop()
+            wait_until(lambda: not any(x["held"] for x in shard_json(server, sh.base)), 5,
+                       what="every shard free")
+            p = admin(server, sh.base, "shards", "set-url", "2", "-")
+            print(p.stderr.strip())
+            assert p.returncode == 5 and "holds data" in p.stderr and \
+                "echd moves no data" in p.stderr, p
+            assert [x["server"] for x in shard_json(server, sh.base)][2] == pg2.url
+        finally:
+            sh.drop()

@@ -876,6 +876,194 @@ START_TEST(test_shards)
 }
 END_TEST
 
+/* The URL of database db on the test's server: another "server" to the
+ * engine (its own sessions, its own advisory locks). */
+static void
+url_of_db(const char *db, char *out, size_t len)
+{
+	const char *p = NULL;
+
+	/* the last "/postgres": the database (the first may be the user's) */
+	for (const char *q = strstr(pg_url, "/postgres"); q != NULL; q = strstr(q + 1, "/postgres")) {
+		p = q;
+	}
+	ck_assert_msg(p != NULL, "ECHD_TEST_PG_URL names no /postgres: %s", pg_url);
+	snprintf(out, len, "%.*s/%s%s", (int)(p - pg_url), pg_url, db, p + strlen("/postgres"));
+}
+
+static PGconn *
+side_on(const char *url)
+{
+	const char *keys[] = {"dbname", "application_name", NULL};
+	const char *vals[] = {url, "echd-test", NULL};
+	PGconn *c = PQconnectdbParams(keys, vals, 1);
+
+	ck_assert_msg(PQstatus(c) == CONNECTION_OK, "side connection: %s", PQerrorMessage(c));
+	return c;
+}
+
+/* st takes part 2 within 5 s, and reads there the row its front end wrote. */
+static void
+takes_part_2(struct storage *st)
+{
+	struct storage_ha_state h = poll_until_active(st, 5000);
+	struct storage_txn *t;
+
+	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 2);
+	OK(storage_txn_begin(st, NULL, 0, &t));
+	get_is(t, STORAGE_T_GROUPS, "g", "in s2 on b");
+	storage_txn_abort(t);
+}
+
+/* Shards on two servers (issue 36): a map of an older echd gets its url
+ * column from the first front end; echo-admin's move of a part is refused
+ * while it is held, or when its schema holds rows, and needs the new
+ * server to answer; a standby running since before the move follows it at
+ * its next polls; the part lives there (its rows, its lock, its takeover),
+ * read with the others' in each poll. */
+START_TEST(test_shard_servers)
+{
+	struct storage *a, *d, *e, *g, *m, *o;
+	struct storage_ha_state h;
+	struct storage_ha_part p;
+	struct storage_txn *t;
+	PGconn *pc = side(), *pb;
+	char url_b[512], why[512], shown[512];
+	int rc;
+
+	url_of_db("echd_b", url_b, sizeof(url_b));
+	sql_ok(pc, "DROP DATABASE IF EXISTS echd_b");
+	sql_ok(pc, "CREATE DATABASE echd_b");
+	pb = side_on(url_b);
+	/* the map as an echd without servers left it */
+	sql_ok(pc, "CREATE SCHEMA sv; CREATE TABLE sv.shards (ix int PRIMARY KEY, "
+		   "schema text NOT NULL UNIQUE, first bigint NOT NULL, last bigint NOT NULL); "
+		   "INSERT INTO sv.shards VALUES (0, 'sv_s0', 0, 9), (1, 'sv_s1', 10, 19), "
+		   "(2, 'sv_s2', 20, 29)");
+	a = open_shards_in("sv", "0-9,10-19,20-29", 7201, "node-a", &rc);
+	OK(rc);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM information_schema.columns WHERE "
+				     "table_schema = 'sv' AND table_name = 'shards' AND "
+				     "column_name = 'url'"),
+		1);
+	d = open_shards_in("sv", "0-9,10-19,20-29", 7202, "node-d", &rc);
+	OK(rc);
+	e = open_shards_in("sv", "0-9,10-19,20-29", 7203, "node-e", &rc);
+	OK(rc);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 0);
+	ck_assert_int_eq(poll_role(d, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 1);
+	ck_assert_int_eq(poll_role(e, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 2);
+	/* o opens the map while every part is held: a standby */
+	o = open_shards_in("sv", "0-9,10-19,20-29", 7205, "node-o", &rc);
+	OK(rc);
+	ck_assert_int_eq(role(o), STORAGE_ROLE_STANDBY);
+	storage_close(e); /* part 2: free, its schema empty (o is not polled) */
+	OK(storage_txn_begin(a, NULL, 0, &t));
+	put_s(t, STORAGE_T_GROUPS, "g", "in s0");
+	OK(storage_txn_commit(t));
+	/* echo-admin reads a map without the column, and adds it to move */
+	sql_ok(pc, "ALTER TABLE sv.shards DROP COLUMN url");
+	m = open_map("sv", &rc);
+	OK(rc);
+	OK(storage_ha_part(ha_of(m), 2, &p));
+	ck_assert(p.home);
+	echd_url_redact(pg_url, shown, sizeof(shown));
+	ck_assert_str_eq(p.server, shown);
+	FAILS(storage_ha_part_move(ha_of(m), 0, url_b, why, sizeof(why)), -EBUSY);
+	ck_assert_msg(strstr(why, "node-a") != NULL, "%s", why);
+	FAILS(storage_ha_part_move(ha_of(m), 2,
+		      "postgresql://127.0.0.1:1/postgres?connect_timeout=2", why, sizeof(why)),
+		ECHD_EOFFLINE);
+	for (int64_t end = now_ms() + 3000; now_ms() < end; usleep(50 * 1000)) {
+		rc = storage_ha_part_move(ha_of(m), 2, url_b, why, sizeof(why));
+		if (rc != -EBUSY) {
+			break; /* e's session ends a moment after its close */
+		}
+	}
+	OK(rc);
+	storage_close(m);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sv.shards WHERE url IS NOT NULL"), 1);
+	/* o, running since before the move, wins the part's lock on its old
+	 * server: not taken there (the map says otherwise); the same poll
+	 * reads the map, and the next takes the part on the second server */
+	ck_assert_int_eq(poll_role(o, &h), STORAGE_ROLE_STANDBY);
+	ck_assert_int_eq(sql_int(pc, "SELECT gen FROM sv_s2.ha"), 1);
+	h = poll_until_active(o, 5000);
+	ck_assert_int_eq(h.role, STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.part, 2);
+	ck_assert_int_eq(sql_int(pc, "SELECT gen FROM sv_s2.ha"), 1);
+	ck_assert_int_eq(sql_int(pb, "SELECT gen FROM sv_s2.ha"), 1);
+	OK(storage_ha_part(ha_of(o), 2, &p));
+	ck_assert(!p.home);
+	echd_url_redact(url_b, shown, sizeof(shown));
+	ck_assert_str_eq(p.server, shown);
+	/* its rows are on the second server */
+	OK(storage_txn_begin(o, NULL, 0, &t));
+	put_s(t, STORAGE_T_GROUPS, "g", "in s2 on b");
+	OK(storage_txn_commit(t));
+	ck_assert_int_eq(rows_in(pb, "sv_s2", "groups"), 1);
+	ck_assert_int_eq(rows_in(pc, "sv_s2", "groups"), 0);
+	/* a front end started now reads who holds it there */
+	g = open_shards_in("sv", "0-9,10-19,20-29", 7204, "node-g", &rc);
+	OK(rc);
+	ck_assert_int_eq(poll_role(g, &h), STORAGE_ROLE_STANDBY);
+	part_is(g, 2, true, "node-o", 7205);
+	part_is(g, 1, true, "node-d", 7202);
+	part_is(g, 0, true, "node-a", 7201);
+	/* it goes: the standby takes it over on the second server, rows there */
+	storage_close(o);
+	takes_part_2(g);
+	storage_close(g);
+	/* free but not empty: it stays */
+	m = open_map("sv", &rc);
+	OK(rc);
+	for (int64_t end = now_ms() + 3000; now_ms() < end; usleep(50 * 1000)) {
+		rc = storage_ha_part_move(ha_of(m), 2, NULL, why, sizeof(why));
+		if (rc != -EBUSY) {
+			break; /* g's session ends a moment after its close */
+		}
+	}
+	ck_assert_int_eq(rc, -ENOTEMPTY);
+	ck_assert_msg(strstr(why, "holds data") != NULL, "%s", why);
+	OK(storage_ha_part_move(ha_of(m), 2, url_b, why, sizeof(why))); /* there already */
+	storage_close(m);
+	ck_assert_int_eq(sql_int(pc, "SELECT count(*) FROM sv.shards WHERE url IS NOT NULL"), 1);
+	/* the second server lost: its part's front end leaves it, a (active
+	 * on the home server, with a session there for its reads) stays */
+	g = open_shards_in("sv", "0-9,10-19,20-29", 7204, "node-g", &rc);
+	OK(rc);
+	h = poll_until_active(g, 5000);
+	ck_assert_int_eq(h.part, 2);
+	ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+	part_is(a, 2, true, "node-g", 7204);
+	PQfinish(pb);
+	sql_ok(pc, "ALTER DATABASE echd_b ALLOW_CONNECTIONS false");
+	sql_ok(pc, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+		   "WHERE datname = 'echd_b'");
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(poll_role(a, &h), STORAGE_ROLE_ACTIVE);
+		ck_assert_int_eq(h.part, 0);
+		usleep(50 * 1000);
+	}
+	OK(storage_txn_begin(a, NULL, 0, &t));
+	put_s(t, STORAGE_T_GROUPS, "g", "a goes on");
+	OK(storage_txn_commit(t));
+	ck_assert_int_ne(poll_role(g, &h), STORAGE_ROLE_ACTIVE);
+	ck_assert_int_eq(h.role, STORAGE_ROLE_STANDBY); /* it still reaches home */
+	/* back: g takes its part again, its rows there */
+	sql_ok(pc, "ALTER DATABASE echd_b ALLOW_CONNECTIONS true");
+	takes_part_2(g);
+	storage_close(g);
+	storage_close(a);
+	storage_close(d);
+	PQfinish(pc);
+}
+END_TEST
+
 /* Another front end's takeover (the generation bumped behind our back)
  * fails our next commit, which then leaves nothing in PostgreSQL. */
 START_TEST(test_fenced_commit)
@@ -2124,6 +2312,7 @@ pg_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_standby_takes_over);
 	tcase_add_test(tc, test_shards);
+	tcase_add_test(tc, test_shard_servers);
 	tcase_add_test(tc, test_fenced_commit);
 	tcase_add_test(tc, test_poll_sees_takeover);
 	tcase_add_test(tc, test_killed_session);
