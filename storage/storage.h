@@ -368,6 +368,13 @@ struct storage_ha_part {
 	 * and whether that is the store's own (postgres.url) */
 	char server[256];
 	bool home;
+	/* that server's own standbys (postgres: pg_stat_replication, read by a
+	 * read_only open of the map only, else 0 and -1): how many stream
+	 * from it, how many of them synchronously, and the largest lag of one,
+	 * in bytes of WAL not yet replayed and in ms (replay_lag); -1: not
+	 * known (none, or a role that may not see them) */
+	int replicas, sync_replicas;
+	int64_t lag_bytes, lag_ms;
 };
 size_t storage_ha_nparts(const struct storage_ha *ha);
 int storage_ha_part(const struct storage_ha *ha, size_t i, struct storage_ha_part *out);

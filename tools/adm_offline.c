@@ -1001,18 +1001,60 @@ servers_table(const struct adm_opts *o, char (*v)[256], size_t nv)
 	return rc == 0 ? 0 : adm_err(ADM_EXIT_FAILED, "out of memory");
 }
 
+/* Whether the server of some part has standbys of its own (the LAG
+ * column). */
+static bool
+any_replicas(struct storage_ha *ha, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct storage_ha_part p;
+
+		if (storage_ha_part(ha, i, &p) == 0 && p.replicas > 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A part's server's replication lag for the LAG column: "-" without a
+ * standby, "?" when PostgreSQL does not tell this role, else the WAL the
+ * furthest one has not replayed yet. */
+static const char *
+lag_cell(const struct storage_ha_part *p, char *buf)
+{
+	if (p->replicas <= 0) {
+		return "-";
+	}
+	return p->lag_bytes < 0 ? "?" : adm_fmt_bytes(buf, (uint64_t)p->lag_bytes);
+}
+
+/* -1 (not known) as null. */
+static void
+json_known(int64_t v)
+{
+	if (v < 0) {
+		adm_json_null();
+	} else {
+		adm_json_uint((uint64_t)v);
+	}
+}
+
 int
 adm_off_shards(struct adm_ctx *x)
 {
-	/* SERVER only when a shard lives off the home server */
-	static const struct adm_col cols[] = {{"SHARD", ADM_RIGHT, 0}, {"SLOTS", 0, 0},
+	/* SERVER only when a shard lives off the home server, LAG only when
+	 * some server has standbys */
+	static const struct adm_col base[] = {{"SHARD", ADM_RIGHT, 0}, {"SLOTS", 0, 0},
 		{"SCHEMA", ADM_FLEX, 8}, {"STATE", 0, 0}, {"GEN", ADM_RIGHT, 0},
-		{"NODE", ADM_FLEX, 8}, {"ADDRESS", 0, 0}, {"SERVER", 0, 0}};
+		{"NODE", ADM_FLEX, 8}, {"ADDRESS", 0, 0}};
+	static const struct adm_col server_col = {"SERVER", 0, 0}, lag_col = {"LAG", ADM_RIGHT, 0};
+	struct adm_col cols[sizeof(base) / sizeof(base[0]) + 2];
 	struct storage *st = NULL;
 	struct storage_ha *ha;
 	struct adm_table *t = NULL;
 	char(*srv)[256] = NULL;
-	size_t n, nsrv = 0;
+	size_t n, nsrv = 0, ncols = sizeof(base) / sizeof(base[0]);
+	bool lagged;
 	int rc = open_pg(x->o, true, &st);
 
 	if (rc != 0) {
@@ -1021,6 +1063,14 @@ adm_off_shards(struct adm_ctx *x)
 	ha = storage_ha(st);
 	n = ha != NULL ? storage_ha_nparts(ha) : 0;
 	nsrv = ha != NULL ? off_home(ha, n, &srv) : 0;
+	lagged = ha != NULL && any_replicas(ha, n);
+	memcpy(cols, base, sizeof(base));
+	if (nsrv > 0) {
+		cols[ncols++] = server_col;
+	}
+	if (lagged) {
+		cols[ncols++] = lag_col;
+	}
 	if (adm_out.json) {
 		adm_json_obj();
 		adm_json_key("schema");
@@ -1028,7 +1078,7 @@ adm_off_shards(struct adm_ctx *x)
 		adm_json_key("shards");
 		adm_json_arr();
 	} else {
-		t = adm_table_create(cols, sizeof(cols) / sizeof(cols[0]) - (nsrv > 0 ? 0 : 1));
+		t = adm_table_create(cols, ncols);
 		if (t == NULL) {
 			storage_close(st);
 			echd_free(srv);
@@ -1083,6 +1133,15 @@ adm_off_shards(struct adm_ctx *x)
 			adm_json_cstr(p.server);
 			adm_json_key("home_server");
 			adm_json_bool(p.home);
+			/* that server's own standbys (PostgreSQL's replication) */
+			adm_json_key("replicas");
+			adm_json_uint(p.replicas > 0 ? (uint64_t)p.replicas : 0);
+			adm_json_key("sync_replicas");
+			adm_json_uint(p.sync_replicas > 0 ? (uint64_t)p.sync_replicas : 0);
+			adm_json_key("lag_bytes");
+			json_known(p.replicas > 0 ? p.lag_bytes : -1);
+			adm_json_key("lag_ms");
+			json_known(p.replicas > 0 ? p.lag_ms : -1);
 			adm_json_key("standbys");
 			fronts_json(ha, true);
 			adm_json_obj_end();
@@ -1092,9 +1151,18 @@ adm_off_shards(struct adm_ctx *x)
 		snprintf(slots, sizeof(slots), "%u-%u", p.first, p.last);
 		snprintf(gen, sizeof(gen), "%llu", (unsigned long long)p.gen);
 		server_name(&p, srv, nsrv, sname, sizeof(sname));
-		const char *cells[] = {ix, slots, p.name, p.held ? "held" : "free", gen,
-			p.held && p.node[0] != '\0' ? p.node : "-",
-			p.held && p.host[0] != '\0' ? addr : "-", sname};
+		const char *cells[sizeof(cols) / sizeof(cols[0])] = {ix, slots, p.name,
+			p.held ? "held" : "free", gen, p.held && p.node[0] != '\0' ? p.node : "-",
+			p.held && p.host[0] != '\0' ? addr : "-"};
+		size_t c = sizeof(base) / sizeof(base[0]);
+		char lag[32];
+
+		if (nsrv > 0) {
+			cells[c++] = sname;
+		}
+		if (lagged) {
+			cells[c++] = lag_cell(&p, lag);
+		}
 		rc = adm_table_row(t, cells) == 0 ? 0 : adm_err(ADM_EXIT_FAILED, "out of memory");
 	}
 	if (adm_out.json) {

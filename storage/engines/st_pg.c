@@ -235,6 +235,10 @@ struct pg_srv {
 	unsigned backoff_ms;
 	bool warned;
 	char why[256];
+	/* its standbys, as a read_only open of the map read them
+	 * (repl_read()); storage_ha_part's fields */
+	int replicas, sync_replicas;
+	int64_t lag_bytes, lag_ms;
 };
 
 /* One (table, key) a write transaction touched: the key is at off in
@@ -661,6 +665,7 @@ srv_add(struct st_pg *s, const char *url)
 	n->url = dup_or_null(url);
 	n->label = dup_or_null(shown);
 	n->backoff_ms = PG_BACKOFF_MIN_MS;
+	n->lag_bytes = n->lag_ms = -1; /* not read (repl_read()) */
 	if (n->url == NULL || n->label == NULL) {
 		echd_free(n->url);
 		echd_free(n->label);
@@ -1982,6 +1987,35 @@ take_shard(struct st_pg *s, size_t i, bool *became)
 /* Reads who holds each part, one statement per server (a session each);
  * a server out is reconnected when its back-off allows. Returns 0, or the
  * first error other than a lost server (logged). */
+/* echo-admin (a read_only open of the map): the standbys of the server
+ * whose session s->conn is, from its pg_stat_replication: how many, how
+ * many synchronous, and the largest lag of one in bytes of WAL not yet
+ * replayed (a hot standby's cascade: from what it replayed) and in ms. A
+ * statement of its own, so that a server where no front end created a
+ * part's schema yet still tells. Returns 0 or a run() error. */
+static int
+repl_read(struct st_pg *s)
+{
+	struct pg_srv *v = &s->srv[s->at];
+	PGresult *res = NULL;
+	int rc = run(s, "replication",
+		"SELECT count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')), count(*), "
+		"coalesce(max(extract(epoch FROM replay_lag) * 1000), -1)::bigint, "
+		"coalesce(max(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN "
+		"pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END, replay_lsn)), -1)::bigint "
+		"FROM pg_stat_replication",
+		0, NULL, &res);
+
+	if (rc == 0 && res != NULL && PQntuples(res) == 1) {
+		v->sync_replicas = atoi(PQgetvalue(res, 0, 0));
+		v->replicas = atoi(PQgetvalue(res, 0, 1));
+		v->lag_ms = strtoll(PQgetvalue(res, 0, 2), NULL, 10);
+		v->lag_bytes = strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+	}
+	PQclear(res);
+	return rc;
+}
+
 static int
 peers_all(struct st_pg *s)
 {
@@ -2001,6 +2035,9 @@ peers_all(struct st_pg *s)
 			(void)reconnect(s);
 		}
 		rc = s->conn != NULL ? peers_read(s) : ECHD_EOFFLINE;
+		if (s->read_only && s->conn != NULL) {
+			(void)repl_read(s); /* not told: its standbys unknown (logged) */
+		}
 		/* echo-admin: a part on a server where no front end created its
 		 * schema yet is only not held (the error is logged) */
 		if (rc != 0 && rc != ECHD_EOFFLINE && err == 0 && !(s->read_only && k > 0)) {
@@ -2094,6 +2131,10 @@ pg_ha_part(const struct storage *st, size_t i, struct storage_ha_part *out)
 	out->last = s->shard[i].last;
 	snprintf(out->server, sizeof(out->server), "%s", s->srv[s->shard[i].srv].label);
 	out->home = s->shard[i].srv == 0;
+	out->replicas = s->srv[s->shard[i].srv].replicas;
+	out->sync_replicas = s->srv[s->shard[i].srv].sync_replicas;
+	out->lag_bytes = s->srv[s->shard[i].srv].lag_bytes;
+	out->lag_ms = s->srv[s->shard[i].srv].lag_ms;
 	return 0;
 }
 

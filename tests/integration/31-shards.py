@@ -30,6 +30,9 @@ front end is active for at most one shard no one else holds, standing by for the
   is refused while shard 2 is held; kill -9 of its front end: the standby takes it over on
   the second server within 5 s with every acknowledged entry; with every front end stopped,
   set-url is refused for a shard holding data (echd moves none).
+- echo-admin shards gives each shard its PostgreSQL's own standbys and their lag: shard 2 on a
+  second PostgreSQL with a synchronous standby shows one (synchronous) and its lag in bytes,
+  the shards at home none; the table's LAG column appears only when a server has standbys.
 """
 
 import http.client
@@ -329,7 +332,8 @@ def test_echo_admin_shards(server):
                          "schema": "%s_s%d" % (sh.base, i), "held": True,
                          "generation": int(me[6]), "node": me[0],
                          "address": "127.0.0.1:%d" % held[i].port, "standbys": [],
-                         "server": echdtest.PG_URL, "home_server": True})
+                         "server": echdtest.PG_URL, "home_server": True,
+                         "replicas": 0, "sync_replicas": 0, "lag_bytes": None, "lag_ms": None})
         # each holder's last heartbeat: a few polls of 100 ms ago (a loaded machine: more)
         for d in doc["shards"]:
             assert 0 <= d.pop("heartbeat_age_ms") < 3000, doc
@@ -552,5 +556,43 @@ def test_a_shard_on_another_server(server):
             assert p.returncode == 5 and "holds data" in p.stderr and \
                 "echd moves no data" in p.stderr, p
             assert [x["server"] for x in shard_json(server, sh.base)][2] == pg2.url
+        finally:
+            sh.drop()
+
+
+@pg_only(PG)
+@timeout(120)
+def test_echo_admin_shards_replication_lag(server):
+    """echo-admin shards gives each shard its PostgreSQL's own standbys (how many, how many
+    synchronous) and their lag, read from that server's pg_stat_replication: shard 2 on a
+    second PostgreSQL with a synchronous standby shows it, the shards at home none; the table
+    gets a LAG column only then."""
+    sh = Shards(server)
+    with pgtmp.Cluster() as pg2:
+        try:
+            pg2.start_replica(synchronous=True)
+            first = sh.start()
+            wait_until(lambda: len(myself(first)) > 8, 5, what="the first front end active")
+            d = shard_json(server, sh.base)
+            # no server with a standby yet: no LAG column
+            assert [(x["replicas"], x["lag_bytes"]) for x in d] == [(0, None)] * 3, d
+            text = admin(server, sh.base, "--no-color", "shards").stdout.splitlines()
+            assert "LAG" not in text[0].split(), text
+            p = admin(server, sh.base, "shards", "set-url", "2", pg2.url)
+            assert p.returncode == 0, p.stderr
+            d = shard_json(server, sh.base)
+            got = [(x["replicas"], x["sync_replicas"]) for x in d]
+            assert got == [(0, 0), (0, 0), (1, 1)], d
+            assert d[0]["lag_bytes"] is None and d[0]["lag_ms"] is None, d
+            lag = d[2]["lag_bytes"]
+            assert isinstance(lag, int) and 0 <= lag < 64 << 20, d
+            assert d[2]["lag_ms"] is None or d[2]["lag_ms"] >= 0, d
+            text = admin(server, sh.base, "--no-color", "shards").stdout.splitlines()
+            print("\n".join(text))
+            assert text[0].split()[-2:] == ["SERVER", "LAG"], text
+            rows = [ln.split() for ln in text[1:4]]
+            assert [r[-1] for r in rows[:2]] == ["-", "-"], text
+            assert re.fullmatch(r"\d+(\.\d+)?", rows[2][-2]) and \
+                rows[2][-1] in ("B", "KiB", "MiB"), text
         finally:
             sh.drop()
