@@ -252,7 +252,6 @@ storage_durable_gen(struct storage *st)
 	return g;
 }
 
-
 uint64_t
 storage_txn_writes(const struct storage_txn *t)
 {
