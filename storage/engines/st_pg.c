@@ -225,16 +225,26 @@ struct pg_shard {
  * url of its own). The statements go to s->conn, the session of server
  * s->at; the others' sessions, and what belongs to a session, wait here
  * (srv_use()). */
+/* What belongs to a session besides its connection: st_pg.sess for
+ * s->conn's, a pg_srv's for a session parked there (srv_use()). */
+struct pg_sess {
+	char why[256];       /* the last connection error */
+	/* Reconnecting: not before next_try_ms; backoff_ms doubles per failure. */
+	int64_t next_try_ms;
+	unsigned backoff_ms;
+	bool warned;         /* this back-off step's failure was logged */
+	/* The session is known alive (and so holds the lock, when active) as
+	 * of alive_ms: the send time of the last statement it answered. */
+	int64_t sent_ms, alive_ms;
+	char token[40];      /* our session's echd.session setting (a pooler check) */
+};
+
 struct pg_srv {
 	char *url;         /* owned */
 	char *label;       /* owned: url, its password redacted (logs, echo-admin) */
 	char *peers_sql;   /* owned: its shards' ha rows (home: and the registry); NULL: none */
 	PGconn *conn;      /* NULL while it is s->conn, or offline */
-	char token[40];
-	int64_t sent_ms, alive_ms, next_try_ms;
-	unsigned backoff_ms;
-	bool warned;
-	char why[256];
+	struct pg_sess sess; /* conn's, while parked */
 	/* its standbys, as a read_only open of the map read them
 	 * (repl_read()); storage_ha_part's fields */
 	int replicas, sync_replicas;
@@ -286,18 +296,10 @@ struct st_pg {
 	int64_t gen;         /* ours when active; the last seen otherwise */
 	char active_host[256];
 	int active_port;
-	char why[256];       /* the last connection error */
-	/* Reconnecting: not before next_try_ms; backoff_ms doubles per failure. */
-	int64_t next_try_ms;
-	unsigned backoff_ms;
+	struct pg_sess sess; /* conn's */
 	unsigned backoff_max_ms; /* reconnect-max-ms */
-	bool warned;         /* this back-off step's failure was logged */
 	bool refused_logged; /* check_plain()'s refusal was logged */
 	bool pooled;         /* session_check() failed: a transaction-mode pooler */
-	/* The session is known alive (and so holds the lock, when active) as
-	 * of alive_ms: the send time of the last statement it answered. */
-	int64_t sent_ms, alive_ms;
-	char token[40];      /* our session's echd.session setting (a pooler check) */
 	/* Shards (postgres.shards): schema and qschema are then the part
 	 * tried or held last, base the schema holding the map. */
 	struct pg_shard *shard;
@@ -518,12 +520,12 @@ set_why(struct st_pg *s, const char *what, const char *detail)
 	/* shards on several servers: say which one */
 	bool many = s->nsrv > 1;
 
-	snprintf(s->why, sizeof(s->why), "%s%s%s%s%s%s", many ? "server " : "",
+	snprintf(s->sess.why, sizeof(s->sess.why), "%s%s%s%s%s%s", many ? "server " : "",
 		many ? s->srv[s->at].label : "", many ? ": " : "", what, has ? ": " : "",
 		has ? detail : "");
-	n = strlen(s->why);
-	while (n > 0 && (s->why[n - 1] == '\n' || s->why[n - 1] == ' ')) {
-		s->why[--n] = '\0';
+	n = strlen(s->sess.why);
+	while (n > 0 && (s->sess.why[n - 1] == '\n' || s->sess.why[n - 1] == ' ')) {
+		s->sess.why[--n] = '\0';
 	}
 }
 
@@ -577,22 +579,10 @@ srv_use(struct st_pg *s, size_t k)
 	a = &s->srv[s->at];
 	b = &s->srv[k];
 	a->conn = s->conn;
-	memcpy(a->token, s->token, sizeof(a->token));
-	a->sent_ms = s->sent_ms;
-	a->alive_ms = s->alive_ms;
-	a->next_try_ms = s->next_try_ms;
-	a->backoff_ms = s->backoff_ms;
-	a->warned = s->warned;
-	memcpy(a->why, s->why, sizeof(a->why));
+	a->sess = s->sess;
 	s->conn = b->conn;
+	s->sess = b->sess;
 	b->conn = NULL;
-	memcpy(s->token, b->token, sizeof(s->token));
-	s->sent_ms = b->sent_ms;
-	s->alive_ms = b->alive_ms;
-	s->next_try_ms = b->next_try_ms;
-	s->backoff_ms = b->backoff_ms;
-	s->warned = b->warned;
-	memcpy(s->why, b->why, sizeof(s->why));
 	s->at = k;
 }
 
@@ -664,7 +654,7 @@ srv_add(struct st_pg *s, const char *url)
 	echd_url_redact(url, shown, sizeof(shown));
 	n->url = dup_or_null(url);
 	n->label = dup_or_null(shown);
-	n->backoff_ms = PG_BACKOFF_MIN_MS;
+	n->sess.backoff_ms = PG_BACKOFF_MIN_MS;
 	n->lag_bytes = n->lag_ms = -1; /* not read (repl_read()) */
 	if (n->url == NULL || n->label == NULL) {
 		echd_free(n->url);
@@ -811,7 +801,7 @@ collect(struct st_pg *s, const char *what, PGresult **out, char sqlstate[6])
 		if (rc != 0) {
 			PQclear(last);
 			conn_failed(s, rc);
-			echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->why);
+			echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->sess.why);
 			return ECHD_EOFFLINE;
 		}
 		if (res == NULL) {
@@ -845,7 +835,7 @@ collect(struct st_pg *s, const char *what, PGresult **out, char sqlstate[6])
 		conn_lost(s, "connection lost");
 		return ECHD_EOFFLINE;
 	}
-	s->alive_ms = s->sent_ms; /* answered: the session lived then */
+	s->sess.alive_ms = s->sess.sent_ms; /* answered: the session lived then */
 	if (err != 0 || out == NULL) {
 		PQclear(last);
 		last = NULL;
@@ -867,7 +857,7 @@ run(struct st_pg *s, const char *what, const char *sql, int nparams, const char 
 	if (drain(s) != 0) {
 		return ECHD_EOFFLINE; /* the commits in flight first */
 	}
-	s->sent_ms = now_ms();
+	s->sess.sent_ms = now_ms();
 	if (nparams == 0) {
 		ok = PQsendQuery(s->conn, sql);
 	} else {
@@ -875,7 +865,7 @@ run(struct st_pg *s, const char *what, const char *sql, int nparams, const char 
 	}
 	if (!ok) {
 		conn_lost(s, "cannot send");
-		echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->why);
+		echd_log(ECHD_LOG_WARNING, "st_pg: %s: %s", what, s->sess.why);
 		return ECHD_EOFFLINE;
 	}
 	return collect(s, what, out, NULL);
@@ -901,11 +891,11 @@ session_check(struct st_pg *s, PGresult *res, int col)
 {
 	const char *v;
 
-	if (s->token[0] == '\0' || res == NULL || PQntuples(res) != 1 || PQnfields(res) <= col) {
+	if (s->sess.token[0] == '\0' || res == NULL || PQntuples(res) != 1 || PQnfields(res) <= col) {
 		return 0;
 	}
 	v = PQgetisnull(res, 0, col) ? "" : PQgetvalue(res, 0, col);
-	if (strcmp(v, s->token) == 0) {
+	if (strcmp(v, s->sess.token) == 0) {
 		return 0;
 	}
 	echd_log(ECHD_LOG_WARNING,
@@ -929,9 +919,9 @@ session_mark(struct st_pg *s)
 	int rc;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(s->token, sizeof(s->token), "%lx.%lx.%lx.%x", (unsigned long)getpid(),
+	snprintf(s->sess.token, sizeof(s->sess.token), "%lx.%lx.%lx.%x", (unsigned long)getpid(),
 		(unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec, ++seq);
-	snprintf(sql, sizeof(sql), "SELECT set_config('echd.session', '%s', false)", s->token);
+	snprintf(sql, sizeof(sql), "SELECT set_config('echd.session', '%s', false)", s->sess.token);
 	rc = run(s, "session set-up", sql, 0, NULL, NULL);
 	if (rc == 0) {
 		/* at once: a pooler handing statements round robin shows here */
@@ -946,7 +936,7 @@ session_mark(struct st_pg *s)
 }
 
 /* Connects (without blocking past the timeout) and prepares the session.
- * Returns 0, or ECHD_EOFFLINE with s->why set. */
+ * Returns 0, or ECHD_EOFFLINE with s->sess.why set. */
 static int
 conn_open(struct st_pg *s)
 {
@@ -999,7 +989,7 @@ conn_open(struct st_pg *s)
 		if (rc == ECHD_EOFFLINE) {
 			return rc;
 		}
-	} else if (s->lease_ms > 0 && !s->read_only && !s->warned) {
+	} else if (s->lease_ms > 0 && !s->read_only && !s->sess.warned) {
 		echd_log(ECHD_LOG_WARNING, "st_pg: PostgreSQL %d has no idle_session_timeout (14 "
 					   "has): no lease, a hung active front end keeps its place",
 			PQserverVersion(s->conn));
@@ -1205,7 +1195,7 @@ load_all(struct st_pg *s)
 			rc = io_result(s, dl, &res);
 			if (rc != 0) {
 				conn_failed(s, rc);
-				echd_log(ECHD_LOG_WARNING, "st_pg: load: %s", s->why);
+				echd_log(ECHD_LOG_WARNING, "st_pg: load: %s", s->sess.why);
 				rc = ECHD_EOFFLINE;
 				goto fail;
 			}
@@ -2250,13 +2240,13 @@ pg_ha_part_move(struct storage *st, size_t i, const char *url, char *why, size_t
 	}
 	srv_use(s, (size_t)k);
 	if (s->conn == NULL && conn_open(s) != 0) {
-		snprintf(why, len, "cannot connect to the new server: %s", s->why);
+		snprintf(why, len, "cannot connect to the new server: %s", s->sess.why);
 		return ECHD_EOFFLINE;
 	}
 	srv_use(s, pt->srv);
 	if (s->conn == NULL) {
 		snprintf(why, len, "cannot reach the shard's server to check it is free and "
-				   "empty: %s", s->why);
+				   "empty: %s", s->sess.why);
 		return ECHD_EOFFLINE;
 	}
 	rc = try_lock(s, pt->lock_key, &got);
@@ -2284,7 +2274,7 @@ pg_ha_part_move(struct storage *st, size_t i, const char *url, char *why, size_t
 		srv_use(s, pt->srv);
 	}
 	if (rc != 0 && why[0] == '\0') {
-		snprintf(why, len, "%s", s->why[0] != '\0' ? s->why : "PostgreSQL refused (logged)");
+		snprintf(why, len, "%s", s->sess.why[0] != '\0' ? s->sess.why : "PostgreSQL refused (logged)");
 	}
 	if (got && s->conn != NULL) {
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")", pt->lock_key);
@@ -2303,7 +2293,7 @@ reconnect(struct st_pg *s)
 	int64_t now = now_ms();
 	int rc;
 
-	if (now < s->next_try_ms) {
+	if (now < s->sess.next_try_ms) {
 		return ECHD_EOFFLINE;
 	}
 	rc = conn_open(s);
@@ -2314,16 +2304,16 @@ reconnect(struct st_pg *s)
 		if (s->conn != NULL) {
 			conn_lost(s, "set-up failed");
 		}
-		if (!s->warned) {
+		if (!s->sess.warned) {
 			echd_log(ECHD_LOG_WARNING, "st_pg: cannot reach PostgreSQL (retry in %u ms): %s",
-				s->backoff_ms, s->why);
-			s->warned = true;
+				s->sess.backoff_ms, s->sess.why);
+			s->sess.warned = true;
 		}
-		s->next_try_ms = now_ms() + s->backoff_ms;
-		if (s->backoff_ms < s->backoff_max_ms) {
-			s->backoff_ms = s->backoff_ms * 2 > s->backoff_max_ms ? s->backoff_max_ms :
-										s->backoff_ms * 2;
-			s->warned = false;
+		s->sess.next_try_ms = now_ms() + s->sess.backoff_ms;
+		if (s->sess.backoff_ms < s->backoff_max_ms) {
+			s->sess.backoff_ms = s->sess.backoff_ms * 2 > s->backoff_max_ms ? s->backoff_max_ms :
+										s->sess.backoff_ms * 2;
+			s->sess.warned = false;
 		}
 		return ECHD_EOFFLINE;
 	}
@@ -2333,10 +2323,10 @@ reconnect(struct st_pg *s)
 	} else {
 		echd_log(ECHD_LOG_NOTICE, "st_pg: connected to PostgreSQL (schema %s)", s->schema);
 	}
-	s->backoff_ms = PG_BACKOFF_MIN_MS;
-	s->next_try_ms = 0;
-	s->warned = false;
-	s->why[0] = '\0';
+	s->sess.backoff_ms = PG_BACKOFF_MIN_MS;
+	s->sess.next_try_ms = 0;
+	s->sess.warned = false;
+	s->sess.why[0] = '\0';
 	if (s->nshard == 0) {
 		s->role = STORAGE_ROLE_STANDBY;
 	}
@@ -2359,7 +2349,7 @@ ha_fill(const struct st_pg *s, struct storage_ha_state *out, bool became)
 		out->active_port = s->active_port;
 	}
 	if (s->role == STORAGE_ROLE_OFFLINE) {
-		snprintf(out->why, sizeof(out->why), "%s", s->why);
+		snprintf(out->why, sizeof(out->why), "%s", s->sess.why);
 	}
 	out->part = s->role == STORAGE_ROLE_ACTIVE && s->nshard > 0 ? s->cur : -1;
 }
@@ -2399,7 +2389,7 @@ pg_ha_confirm(struct storage *st)
 		return 0;
 	}
 	if (s->role == STORAGE_ROLE_ACTIVE && s->lease_ms > 0 &&
-		now_ms() - s->alive_ms >= (int64_t)s->lease_ms) {
+		now_ms() - s->sess.alive_ms >= (int64_t)s->lease_ms) {
 		rc = still_ours(s);
 		if (rc != 0 && s->conn != NULL) {
 			return rc; /* a SQL error: nothing known */
@@ -2629,7 +2619,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 				     PG_NODE_TIMEOUT_MS_DEFAULT;
 	/* STORAGE_SYNC_FULL: durable when a commit returns, none left out */
 	s->depth = o->sync_mode == STORAGE_SYNC_FULL ? 0 : (unsigned)set.depth;
-	s->backoff_ms = PG_BACKOFF_MIN_MS;
+	s->sess.backoff_ms = PG_BACKOFF_MIN_MS;
 	if (s->url == NULL || s->schema == NULL || s->ha_name == NULL || s->host == NULL) {
 		rc = -ENOMEM;
 		goto fail;
@@ -2643,7 +2633,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 	}
 	rc = conn_open(s);
 	if (rc != 0) {
-		echd_log(ECHD_LOG_WARNING, "st_pg: cannot connect to PostgreSQL: %s", s->why);
+		echd_log(ECHD_LOG_WARNING, "st_pg: cannot connect to PostgreSQL: %s", s->sess.why);
 		rc = s->pooled ? -EPROTO : rc;
 		goto fail;
 	}
@@ -2672,7 +2662,7 @@ pg_open(const struct storage_opts *o, struct storage **out)
 		for (size_t k = 1; k < s->nsrv && rc == 0; k++) {
 			srv_use(s, k);
 			if (conn_open(s) != 0) {
-				echd_log(ECHD_LOG_WARNING, "st_pg: %s", s->why);
+				echd_log(ECHD_LOG_WARNING, "st_pg: %s", s->sess.why);
 			}
 		}
 		if (rc == 0) {
@@ -3227,7 +3217,7 @@ pipe_end(struct st_pg *s)
 	}
 	if (rc != 0) {
 		conn_failed(s, rc);
-		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->sess.why);
 		return ECHD_EOFFLINE;
 	}
 	if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) {
@@ -3259,7 +3249,7 @@ flights_failed(struct st_pg *s, const struct pg_flight *f, int rc)
 
 		if (r != 0) {
 			conn_failed(s, r);
-			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->sess.why);
 			break; /* flights_lost() took the rest */
 		}
 		ahead |= g->cached;
@@ -3310,12 +3300,12 @@ reap_until(struct st_pg *s, unsigned keep, int64_t dl)
 		}
 		if (rc != 0) {
 			conn_failed(s, rc); /* flights_lost() */
-			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+			echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->sess.why);
 			return;
 		}
 		s->fhead = (s->fhead + 1) % (PG_DEPTH_MAX + 1);
 		s->nflight--;
-		s->alive_ms = f->sent_ms; /* answered: the session lived then */
+		s->sess.alive_ms = f->sent_ms; /* answered: the session lived then */
 		rc = f->fenced ? ECHD_ESTANDBY : f->failed ? -EIO : 0;
 		if (rc == -EIO && PQstatus(s->conn) == CONNECTION_BAD) {
 			rc = ECHD_EOFFLINE; /* an error answered before COMMIT: nothing applied */
@@ -3387,7 +3377,7 @@ send_batch(struct st_pg *s, uint64_t first, bool cached)
 		conn_lost(s, "cannot enter pipeline mode");
 		return ECHD_EOFFLINE;
 	}
-	s->sent_ms = now_ms();
+	s->sess.sent_ms = now_ms();
 	snprintf(gen, sizeof(gen), "%" PRId64, s->gen);
 	if (!PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0)) {
 		goto send_failed;
@@ -3430,7 +3420,7 @@ send_batch(struct st_pg *s, uint64_t first, bool cached)
 	rc = io_flush(s, dl);
 	if (rc != 0) {
 		conn_failed(s, rc);
-		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->sess.why);
 		return ECHD_EOFFLINE;
 	}
 	commit_sent = true; /* from here a loss leaves the outcome unknown */
@@ -3446,14 +3436,14 @@ send_batch(struct st_pg *s, uint64_t first, bool cached)
 	tb = f->step_tb;
 	cap = f->cap_steps;
 	*f = (struct pg_flight){.nsteps = nsteps, .step_tb = s->step_tb, .cap_steps = s->cap_steps,
-		.gen = first, .cached = cached, .sent_ms = s->sent_ms};
+		.gen = first, .cached = cached, .sent_ms = s->sess.sent_ms};
 	s->step_tb = tb;
 	s->cap_steps = cap;
 	s->nflight++;
 	rc = io_flush(s, dl);
 	if (rc != 0) {
 		conn_failed(s, rc); /* flights_lost(): this one in doubt */
-		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+		echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->sess.why);
 		return ECHD_EINDOUBT;
 	}
 	if (pg_stall_ms > 0) {
@@ -3462,7 +3452,7 @@ send_batch(struct st_pg *s, uint64_t first, bool cached)
 	return 0;
 send_failed:
 	conn_lost(s, "cannot send");
-	echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->why);
+	echd_log(ECHD_LOG_WARNING, "st_pg: commit: %s", s->sess.why);
 	return commit_sent ? ECHD_EINDOUBT : ECHD_EOFFLINE;
 }
 
