@@ -346,6 +346,7 @@ struct brk_server {
 	char ha_myid[41];         /* SENTINEL MYID */
 	struct brk_cluster *cluster; /* cluster-enabled yes: the shard map (cluster.h),
 				      * owned; NULL: no cluster support */
+	int worker;               /* workers.c: 1 + this worker's index; 0: not a worker */
 	char *exe_path;
 	char *config_file;
 	int lock_fd;              /* holds dir/echd.lock while open; 0: none taken */
@@ -660,6 +661,9 @@ ssize_t brk_tls_write_now(struct bufferevent *bev, const char *addr, const void 
 #define BRK_SD_LISTEN_FDS_START 3
 /* Sends a notification ("READY=1", ...) to $NOTIFY_SOCKET; 0 when none. */
 int brk_sd_notify(const char *state);
+/* From now on, notifications go to fd (a datagram socket; borrowed) as
+ * "<worker>:<state>", for a supervisor to relay (workers.c). */
+void brk_sd_notify_via(int fd, int worker);
 /* The watchdog interval asked for, in microseconds, or 0. */
 uint64_t brk_sd_watchdog_usec(void);
 /* Sockets passed by socket activation (fds from 3), or 0, or -errno. */

@@ -170,6 +170,12 @@ static const struct opt opts[] = {
 		"cluster-enabled: shards the 16384 hash slots are cut into, each a schema "
 		"<storage-pg-schema>_s<i> (1: storage-pg-schema itself); every front end of a "
 		"cluster gives the same number", "postgres.shards"},
+	{"cluster-shards-per-node", OPT_INT, false, "1", OFF(cluster_shards_per_node), 1,
+		BRK_WORKERS_MAX, NULL,
+		"cluster-enabled: shards this front end may be active for at once; above 1 it "
+		"runs that many worker processes, worker i on port + i (tls-port, http-port and "
+		"ha-announce-port too) with its data in <dir>/node<i>, each active for one shard "
+		"or standing by"},
 	{"cluster-node-timeout", OPT_INT, false, "0", OFF(cluster_node_timeout), 0, 3600000, NULL,
 		"cluster-shards > 1: milliseconds after its last HA poll a front end is no longer "
 		"listed (a standby as a replica); 0 = three polls (ha-retry-ms, or a third of "

@@ -74,6 +74,7 @@ struct brk_config {
 	long long ha_reconnect_max_ms; /* postgres: the reconnect back-off's cap */
 	bool cluster_enabled;    /* the Redis Cluster protocol (cluster.h): postgres only */
 	long long cluster_shards; /* shards the slots are cut into (cluster.h) */
+	long long cluster_shards_per_node; /* > 1: worker processes (workers.c) */
 	long long cluster_node_timeout; /* ms; 0: brk_config_node_timeout() derives it */
 	char cluster_node[41];   /* not an option: this front end's cluster node id,
 				  * read at start-up (server.c), handed to the engine */

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "cluster.h"
 
 int
 main(int argc, char **argv)
@@ -27,6 +28,15 @@ main(int argc, char **argv)
 	}
 	srv.exe_path = argv[0];
 	srv.config_file = argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL;
+	if (srv.cfg.cluster_shards_per_node > 1) {
+		bool worker;
+
+		rc = brk_workers_run(&srv, &worker);
+		if (!worker) {
+			brk_config_finish(&srv.cfg);
+			return rc;
+		}
+	}
 	rc = brk_server_init(&srv);
 	if (rc != 0) {
 		echd_log(ECHD_LOG_WARNING, "echd could not start");

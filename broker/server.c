@@ -57,8 +57,8 @@ log_sink(enum echd_log_level level, const char *line, void *ud)
 	fflush(f);
 }
 
-static int
-log_open(struct brk_server *srv)
+int
+brk_log_open(struct brk_server *srv)
 {
 	if (log_file != NULL) {
 		fclose(log_file);
@@ -91,7 +91,7 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 		char err[512];
 		brk_sd_notify("RELOADING=1");
 		echd_log(ECHD_LOG_NOTICE, "SIGHUP: reopening the log file, reloading TLS and ACLs");
-		log_open(srv);
+		brk_log_open(srv);
 		brk_tls_reload(srv, err, sizeof(err)); /* logs a refusal itself */
 		if (srv->cfg.aclfile && srv->cfg.aclfile[0] && brk_acl_load(srv, err, sizeof(err)) != 0) {
 			echd_log(ECHD_LOG_WARNING, "ACL reload refused: %s", err);
@@ -235,7 +235,7 @@ brk_server_init(struct brk_server *srv)
 	srv->stats.start_ms = brk_now_ms();
 	srv->stats.ops_sample_ms = srv->stats.start_ms;
 	srv->next_client_id = 1;
-	if (log_open(srv) != 0) {
+	if (brk_log_open(srv) != 0) {
 		return -1;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -401,14 +401,7 @@ brk_server_init(struct brk_server *srv)
 	if (srv->cfg.appendfsync == BRK_FSYNC_EVERYSEC) {
 		event_add(srv->fsync_timer, &tv1s);
 	}
-	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
-		FILE *f = fopen(srv->cfg.pidfile, "w");
-		if (f != NULL) {
-			fprintf(f, "%d\n", (int)srv->pid);
-			fclose(f);
-			brk_made_note(srv->cfg.pidfile, &srv->made_pidfile);
-		}
-	}
+	brk_pidfile_write(srv);
 	echd_log(ECHD_LOG_NOTICE, "echd %s started, pid %d, data in %s, appendfsync %s",
 		ECHD_VERSION, (int)srv->pid, srv->cfg.dir,
 		srv->cfg.appendfsync == BRK_FSYNC_ALWAYS ? "always" : "everysec");
@@ -498,10 +491,23 @@ brk_server_run(struct brk_server *srv)
 	return srv->exit_code;
 }
 
-/* The pidfile goes if it is the one this process wrote and still holds its
- * pid: an echd started later on the same path rewrote it in place. */
-static void
-pidfile_remove(struct brk_server *srv)
+void
+brk_pidfile_write(struct brk_server *srv)
+{
+	if (srv->cfg.pidfile && srv->cfg.pidfile[0]) {
+		FILE *f = fopen(srv->cfg.pidfile, "w");
+		if (f != NULL) {
+			fprintf(f, "%d\n", (int)srv->pid);
+			fclose(f);
+			brk_made_note(srv->cfg.pidfile, &srv->made_pidfile);
+		}
+	}
+}
+
+/* It goes only if it still holds this process' pid: an echd started later
+ * on the same path rewrote it in place. */
+void
+brk_pidfile_remove(struct brk_server *srv)
 {
 	char buf[32];
 	FILE *f;
@@ -553,7 +559,7 @@ brk_server_finish(struct brk_server *srv)
 		brk_made_remove(srv->cfg.unixsocket, &srv->made_socket);
 	}
 	if (srv->cfg.pidfile) {
-		pidfile_remove(srv);
+		brk_pidfile_remove(srv);
 	}
 	if (srv->lock_fd > 0) {
 		close(srv->lock_fd); /* after the storage: the next echd may open it now */

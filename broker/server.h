@@ -49,5 +49,11 @@ int brk_lock_dir(struct brk_server *srv);
 void brk_made_note(const char *path, struct brk_made_file *m);
 void brk_made_remove(const char *path, struct brk_made_file *m);
 int brk_mkdir_p(const char *path);
+/* Writes this process' pid to the pidfile, if one is set (no file, no
+ * error: as before), and removes it at exit if it is still that file. */
+void brk_pidfile_write(struct brk_server *srv);
+void brk_pidfile_remove(struct brk_server *srv);
+/* (Re)opens the log (logfile, or stderr) at loglevel: 0 or -1 (said on stderr). */
+int brk_log_open(struct brk_server *srv);
 
 #endif

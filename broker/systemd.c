@@ -21,9 +21,30 @@
 
 #include "broker.h"
 
+/* A worker of cluster-shards-per-node (workers.c) tells its supervisor,
+ * which speaks to systemd for all of them: -1 none. */
+static int via_fd = -1;
+static int via_worker;
+
+void
+brk_sd_notify_via(int fd, int worker)
+{
+	via_fd = fd;
+	via_worker = worker;
+}
+
 int
 brk_sd_notify(const char *state)
 {
+	if (via_fd >= 0) {
+		char msg[512];
+		int n = snprintf(msg, sizeof(msg), "%d:%s", via_worker, state);
+
+		if (n < 0 || (size_t)n >= sizeof(msg)) {
+			return -EMSGSIZE; /* a STATUS line that long is not worth splitting */
+		}
+		return send(via_fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -errno : 0;
+	}
 #ifdef HAVE_LIBSYSTEMD
 	int rc = sd_notify(0, state);
 	return rc < 0 ? rc : 0;

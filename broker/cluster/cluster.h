@@ -33,6 +33,8 @@ struct brk_server;
 /* cluster-shards' bound: each shard is a schema of its own, and every HA
  * poll reads who holds each one. */
 #define BRK_CLUSTER_SHARDS_MAX 256
+/* cluster-shards-per-node's bound: a worker process each (workers.c). */
+#define BRK_WORKERS_MAX 64
 
 /* The hash slot of key (len bytes, borrowed): CRC16 (XMODEM) mod 16384 of
  * its hash tag, the bytes between the first '{' and the next '}' when there
@@ -144,5 +146,12 @@ void brk_cluster_update(struct brk_server *srv);
 
 #define BRK_CLUSTER_ERR_CROSSSLOT "CROSSSLOT Keys in request don't hash to the same slot"
 #define BRK_CLUSTER_ERR_DISABLED  "ERR This instance has cluster support disabled"
+
+/* workers.c: cluster-shards-per-node N > 1 makes this process the
+ * supervisor of N workers. Returns in each worker with *worker set and
+ * srv->cfg made the worker's (port + i, <dir>/node<i>, ...): it goes on to
+ * brk_server_init(). Returns in the supervisor, *worker false, once every
+ * worker has stopped: echd's exit status. */
+int brk_workers_run(struct brk_server *srv, bool *worker);
 
 #endif

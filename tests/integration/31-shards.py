@@ -26,8 +26,8 @@ front end is active for at most one shard no one else holds, standing by for the
   client follows the new MOVED, and every XADD acknowledged before the kill is still there.
 - A shard on a second PostgreSQL (a throw-away one): echo-admin shards set-url puts shard 2
   there before its first use (refused for an unreachable URL); the front end already running
-  and those started then serve all slots, a key of shard 2 lands in the second server's schema and not the first's; set-url
-  is refused while shard 2 is held; kill -9 of its front end: the standby takes it over on
+  and those started then serve all slots, a key of shard 2 lands in the second server's
+  schema and not the first's; set-url is refused while shard 2 is held; kill -9 of its front end: the standby takes it over on
   the second server within 5 s with every acknowledged entry; with every front end stopped,
   set-url is refused for a shard holding data (echd moves none).
 - echo-admin shards gives each shard its PostgreSQL's own standbys and their lag: shard 2 on a
@@ -48,9 +48,9 @@ import time
 
 import echdtest
 from echdtest import RespError, free_port, http_server, pg_only, timeout, wait_until
-from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, four_front_ends,
-                       held_by, myself, nodes_of, replicas_of, retrying, settled, shard_of,
-                       slots_of, text_of)
+from shardtest import (PG, RANGES, READONLY, Shards, cinfo, cluster_client, fill_queue,
+                       four_front_ends, held_by, myself, nodes_of, replicas_of, retrying,
+                       settled, shard_of, slots_of, text_of)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 import pgtmp  # noqa: E402
@@ -414,10 +414,7 @@ def test_redis_cluster_client_and_takeover(server):
         assert sorted((n.port for n in rc.get_primaries())) == sorted(s.port for s in held.values())
         # the standby is a replica in its map; with its defaults it sends nothing there
         assert [n.port for n in rc.get_replicas()] == [standby.port]
-        acked = {}
-        for k in streams:
-            rc.xgroup_create(k, "workers", id="0", mkstream=True)
-            acked[k] = [rc.xadd(k, {"job": "%s-%d" % (k, j)}) for j in range(5)]
+        acked = fill_queue(rc, streams)
         for k in streams:
             got = rc.xreadgroup("workers", "w1", {k: ">"}, count=3)
             ids = [e[0] for e in got[0][1]]

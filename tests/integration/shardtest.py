@@ -143,6 +143,15 @@ def cluster_client(fronts):
     return rc
 
 
+def fill_queue(rc, streams, n=5):
+    """A group "workers" on each stream and n XADDs: {stream: the ids acknowledged}."""
+    acked = {}
+    for k in streams:
+        rc.xgroup_create(k, "workers", id="0", mkstream=True)
+        acked[k] = [rc.xadd(k, {"job": "%s-%d" % (k, j)}) for j in range(n)]
+    return acked
+
+
 def retrying(fn, what, limit=15.0):
     """fn() until it works: a cluster client meets refused connections and CLUSTERDOWN while a
     shard changes hands."""
