@@ -8,6 +8,7 @@ run. Two clusters are measured in turn, each on a fresh base schema:
 
   1 shard:  one echd, cluster-enabled yes, cluster-shards 1
   3 shards: three echd, cluster-enabled yes, cluster-shards 3: each active for one shard
+  3 shards, one echd: cluster-shards-per-node 3, its three workers each active for one shard
 
 and for each, aggregated over its front ends:
 
@@ -88,9 +89,18 @@ def tag_for(port, rng):
     sys.exit("no hash tag found for slots %d-%d" % rng)
 
 
-def start_cluster(args, nshards):
-    """nshards front ends on a fresh base schema, each serving one shard: [(Popen, port,
-    tag)]."""
+def worker_pid(port):
+    r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+    try:
+        return r.info("server")["process_id"]
+    finally:
+        r.close()
+
+
+def start_cluster(args, nshards, per_node=1):
+    """nshards front ends on a fresh base schema, each serving one shard: ([(process, port,
+    tag)], [Popen to stop]). per_node > 1: one echd of that many workers (ports port + i),
+    each worker a front end (process: its pid, for the CPU it spends)."""
     base = "bsh_%s" % uuid.uuid4().hex[:10]
 
     def cmd(port, d):
@@ -98,11 +108,26 @@ def start_cluster(args, nshards):
                 "--loglevel", "warning", "--appendfsync", "always", "--storage", "postgres",
                 "--storage-url", bench_pg.PG.url, "--storage-pg-schema", base,
                 "--cluster-enabled", "yes", "--cluster-shards", str(nshards),
-                "--ha-retry-ms", "100"]
-    fronts = []
-    for i in range(nshards):
-        p, port, _ = benchlib.launch(bench_pg.TMP, SERVERS, f"{base}-{i}", cmd)
-        fronts.append((p, port))
+                "--ha-retry-ms", "100", "--cluster-shards-per-node", str(per_node)]
+    fronts, procs = [], []
+    for i in range(nshards // per_node):
+        p, port, _ = benchlib.launch(bench_pg.TMP, SERVERS, f"{base}-{i}", cmd,
+                                     nports=per_node)
+        procs.append(p)
+        if per_node == 1:
+            fronts.append((p, port))
+            continue
+        for j in range(per_node):
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    pid = worker_pid(port + j)
+                    break
+                except redis.exceptions.ConnectionError:
+                    if time.monotonic() > deadline:
+                        sys.exit(f"worker {j} of {base}-{i} did not start")
+                    time.sleep(0.1)
+            fronts.append((types.SimpleNamespace(pid=pid), port + j))
     deadline = time.monotonic() + 60
     ranges = [None] * nshards
     while any(r is None for r in ranges):
@@ -112,7 +137,7 @@ def start_cluster(args, nshards):
         time.sleep(0.1)
     if len(set(ranges)) != nshards:
         sys.exit(f"front ends serve {ranges}")
-    return [(p, port, tag_for(port, rng)) for (p, port), rng in zip(fronts, ranges)]
+    return [(p, port, tag_for(port, rng)) for (p, port), rng in zip(fronts, ranges)], procs
 
 
 def children_cpu():
@@ -235,25 +260,29 @@ def main():
     bench_pg.PG = pgtmp.Cluster(fsync=True)
     bench_pg.PG.initdb().start()
     rows = []
-    for nshards in (1, 3):
+    layouts = [(1, 1), (3, 1), (3, 3)]  # (shards, cluster-shards-per-node)
+    for nshards, per_node in layouts:
         for part in ("a", "b"):
-            fronts = start_cluster(args, nshards)
-            log(f"{nshards} shard(s), part {part}: front ends on "
+            fronts, procs = start_cluster(args, nshards, per_node)
+            log(f"{nshards} shard(s), per node {per_node}, part {part}: front ends on "
                 + ", ".join(f"{port} ({tag})" for _, port, tag in fronts))
             rate, u = part_a(args, fronts) if part == "a" else part_b(args, fronts)
-            rows.append((nshards, part, rate, u))
-            for p, _, _ in fronts:
+            rows.append((nshards, per_node, part, rate, u))
+            for p in procs:
                 benchlib.stop(SERVERS, p)
-    print(f"{'shards':>6}  {'part':<28} {'rate':>10}  {'echd cores':>10}  {'pg cores':>8}  "
-          f"{'client cores':>12}  {'commits/s':>9}")
+    print(f"{'shards':>6}  {'echd':>6}  {'part':<28} {'rate':>10}  {'echd cores':>10}  "
+          f"{'pg cores':>8}  {'client cores':>12}  {'commits/s':>9}")
     names = {"a": "XADD c50 P16 (requests/s)", "b": "work queue (entries/s)"}
-    for nshards, part, rate, u in rows:
-        print(f"{nshards:>6}  {names[part]:<28} {rate:>10.0f}  {u.echd_cores:>10.2f}  "
-              f"{u.pg_cores:>8.2f}  {u.client_cores:>12.2f}  {u.commits_ps:>9.0f}")
+    for nshards, per_node, part, rate, u in rows:
+        print(f"{nshards:>6}  {nshards // per_node:>6}  {names[part]:<28} {rate:>10.0f}  "
+              f"{u.echd_cores:>10.2f}  {u.pg_cores:>8.2f}  {u.client_cores:>12.2f}  "
+              f"{u.commits_ps:>9.0f}")
     for part in ("a", "b"):
-        one = next(r[2] for r in rows if r[0] == 1 and r[1] == part)
-        three = next(r[2] for r in rows if r[0] == 3 and r[1] == part)
-        print(f"3 shards / 1 shard, {names[part]}: {three / one:.2f}")
+        one = next(r[3] for r in rows if r[:3] == (1, 1, part))
+        three = next(r[3] for r in rows if r[:3] == (3, 1, part))
+        workers = next(r[3] for r in rows if r[:3] == (3, 3, part))
+        print(f"3 shards / 1 shard, {names[part]}: {three / one:.2f} over 3 echd, "
+              f"{workers / one:.2f} over one echd of 3 workers")
     print(f"(machine: {os.cpu_count()} CPUs; PostgreSQL fsync on, one WAL for every shard)")
     return 0
 

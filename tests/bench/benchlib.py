@@ -21,6 +21,24 @@ def free_port():
     return port
 
 
+def free_run(n):
+    """A port p with p .. p + n - 1 free (a server of n workers listens on them all)."""
+    for _ in range(100):
+        p = free_port()
+        socks = []
+        try:
+            for q in range(p, p + n):
+                socks.append(socket.socket())
+                socks[-1].bind(("127.0.0.1", q))
+            return p
+        except (OSError, OverflowError):
+            continue
+        finally:
+            for x in socks:
+                x.close()
+    sys.exit("no run of %d free ports" % n)
+
+
 def die_with_parent():
     """In a child before exec: SIGTERM it when the benchmark ends, even by SIGKILL."""
     try:
@@ -29,12 +47,13 @@ def die_with_parent():
         pass
 
 
-def launch(tmp, servers, name, cmd_for, timeout=60):
+def launch(tmp, servers, name, cmd_for, timeout=60, nports=1):
     """Start a server in tmp/name, add it to servers; returns (Popen, port, dir) once it
-    answers PING. cmd_for(port, dir) -> argv. Exits with the server's log if it does not."""
+    answers PING. cmd_for(port, dir) -> argv. Exits with the server's log if it does not.
+    nports: the server listens on port .. port + nports - 1, all free when it starts."""
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
-    port = free_port()
+    port = free_run(nports)
     cmd = cmd_for(port, d)
     logf = open(os.path.join(tmp, name + ".log"), "ab")
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
