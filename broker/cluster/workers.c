@@ -215,17 +215,17 @@ reap(struct sup *s)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		struct worker *w = NULL;
-		int i;
+		struct worker *w;
+		int i = 0;
 		uint64_t now = mono_ms();
 
-		for (i = 0; i < s->n && w == NULL; i++) {
-			w = s->w[i].pid == pid ? &s->w[i] : NULL;
+		while (i < s->n && s->w[i].pid != pid) {
+			i++;
 		}
-		if (w == NULL) {
+		if (i == s->n) {
 			continue;
 		}
-		i--;
+		w = &s->w[i];
 		w->pid = 0;
 		w->ready = false;
 		if (WIFEXITED(st)) {
@@ -299,9 +299,9 @@ read_notes(struct sup *s)
 			all_dog &= w->watchdog || w->done || w->pid == 0;
 		}
 		if (all_ready && !s->told_ready) {
-			s->told_ready = true;
 			char st[96];
 
+			s->told_ready = true;
 			snprintf(st, sizeof(st), "READY=1\nSTATUS=Ready: %d workers", s->n);
 			echd_log(ECHD_LOG_NOTICE, "all %d workers are ready", s->n);
 			brk_sd_notify(st);

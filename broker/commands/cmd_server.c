@@ -689,12 +689,12 @@ brk_cmd_config(struct brk_ctx *x)
 	}
 	if (brk_arg_eq(sub, "REWRITE") && x->argc == 2) {
 		char err[512];
-		if (srv->config_file == NULL) {
-			resp_add_error(x->w, "ERR The server is running without a config file");
-		} else if (srv->worker != 0) {
+		if (srv->worker != 0) {
 			/* its port and dir are the file's shifted: it would write them shifted */
 			resp_add_error(x->w, "ERR Rewriting config file: not from a worker of "
 					     "cluster-shards-per-node; edit the file");
+		} else if (srv->config_file == NULL) {
+			resp_add_error(x->w, "ERR The server is running without a config file");
 		} else if (brk_config_rewrite(&srv->cfg, srv->config_file, err, sizeof(err)) != 0) {
 			echd_log(ECHD_LOG_WARNING, "CONFIG REWRITE of %s failed: %s", srv->config_file,
 				err);
